@@ -1,0 +1,56 @@
+// Command withruntime-agent runs as PID 1 inside every sandbox. As PID 1 it
+// only reaps orphans and runs a second copy of itself, the agent proper,
+// which serves the agentapi protocol on a unix socket. Outside PID 1 (tests
+// on a host) it runs the agent directly.
+//
+// Build it static: CGO_ENABLED=0 go build ./cmd/withruntime-agent
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"withruntime.dev/runtime/internal/agent"
+	"withruntime.dev/runtime/internal/agentapi"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	socket := flag.String("socket", "/run/withruntime/agent.sock", "unix socket to serve the agent API on")
+	user := flag.String("user", "user", "user that commands run as and that owns created files")
+	workspace := flag.String("workspace", agentapi.Workspace, "directory that relative paths and commands start in")
+	flag.Parse()
+
+	if agent.IsPID1() {
+		os.Exit(agent.ForkReap())
+	}
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "agent")
+	srv, err := agent.New(agent.Config{Workspace: *workspace, User: *user, Version: version, Logger: log})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "withruntime-agent: %v\n", err)
+		os.Exit(2)
+	}
+	if err := srv.EnsureWorkspace(); err != nil {
+		log.Warn("cannot create the workspace", "workspace", *workspace, "err", err)
+	}
+	ln, err := agent.Listen(*socket)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "withruntime-agent: listen on %s: %v\n", *socket, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("serving", "socket", *socket, "user", *user, "workspace", *workspace, "version", version)
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error("serve", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newTemplateCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "template", Short: "Build and list templates (root filesystems)"}
+	build := &cobra.Command{
+		Use:   "build NAME",
+		Short: "Build (or rebuild) a template on this host; known recipes: base",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Getenv("WITHRUNTIME_URL") != "" {
+				return errors.New("templates are built on the server's host: run `withruntime template build` there (without WITHRUNTIME_URL)")
+			}
+			s, err := embed(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			info, err := s.embedded.Templates.Build(cmd.Context(), args[0], printProgress)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "withruntime: template %s built (%d MiB)\n", info.Name, info.SizeBytes>>20)
+			return nil
+		},
+	}
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List templates",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := connect(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ts, err := s.ListTemplates(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%dMiB\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(build, ls)
+	return cmd
+}
+
+func newKeysCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "keys", Short: "Manage API keys"}
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an API key and print its secret (shown once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := connect(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			k, err := s.CreateKey(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "withruntime: key %s (%s) created; its secret is shown once:\n", k.ID, k.Name)
+			fmt.Println(k.Secret)
+			return nil
+		},
+	}
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List API keys",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := connect(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			keys, err := s.ListKeys(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tREVOKED")
+			for _, k := range keys {
+				revoked := "-"
+				if k.RevokedAt != nil {
+					revoked = k.RevokedAt.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.CreatedAt.Local().Format(time.DateTime), revoked)
+			}
+			return tw.Flush()
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an API key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := connect(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			return s.RevokeKey(cmd.Context(), args[0])
+		},
+	}
+	cmd.AddCommand(create, ls, revoke)
+	return cmd
+}

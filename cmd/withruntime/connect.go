@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"withruntime.dev/runtime/internal/client"
+	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/template"
+)
+
+// defaultDataDir is where the server keeps its state unless told otherwise.
+const defaultDataDir = "/var/lib/withruntime"
+
+func dataDir() string {
+	if d := os.Getenv("WITHRUNTIME_DATA_DIR"); d != "" {
+		return d
+	}
+	return defaultDataDir
+}
+
+// fileConfig is ~/.config/withruntime/config.json.
+type fileConfig struct {
+	URL    string `json:"url"`
+	APIKey string `json:"apiKey"`
+}
+
+func configPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "withruntime", "config.json")
+}
+
+// session is a connection to a server: a remote one, or an embedded one that
+// lives as long as this process.
+type session struct {
+	*client.Client
+	embedded *server.Server
+	close    func()
+}
+
+func (s *session) Close() {
+	if s.close != nil {
+		s.close()
+	}
+}
+
+// connect finds the server to talk to. For an embedded server it makes sure
+// the template needTemplate exists first (building it with progress on
+// stderr); pass "" when no sandbox will be created.
+func connect(ctx context.Context, needTemplate string) (*session, error) {
+	if url := os.Getenv("WITHRUNTIME_URL"); url != "" {
+		return &session{Client: &client.Client{BaseURL: url, APIKey: os.Getenv("WITHRUNTIME_API_KEY")}}, nil
+	}
+	if p := configPath(); p != "" {
+		if b, err := os.ReadFile(p); err == nil {
+			var fc fileConfig
+			if err := json.Unmarshal(b, &fc); err != nil {
+				return nil, fmt.Errorf("config file %s: %w", p, err)
+			}
+			if fc.URL != "" {
+				return &session{Client: &client.Client{BaseURL: fc.URL, APIKey: fc.APIKey}}, nil
+			}
+		}
+	}
+	return embed(ctx, needTemplate)
+}
+
+func embed(ctx context.Context, needTemplate string) (*session, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("no server configured, and the embedded server needs root for gVisor: run with sudo, or set WITHRUNTIME_URL and WITHRUNTIME_API_KEY to use a running server")
+	}
+	srv, err := server.Open(ctx, server.Config{DataDir: dataDir()})
+	if err != nil {
+		return nil, err
+	}
+	if needTemplate != "" {
+		if _, err := srv.Templates.Get(needTemplate); errors.Is(err, template.ErrNotFound) {
+			fmt.Fprintf(os.Stderr, "withruntime: building template %q (first use only; about a minute)\n", needTemplate)
+			if _, err := srv.Templates.Ensure(ctx, needTemplate, printProgress); err != nil {
+				srv.Close()
+				return nil, err
+			}
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(sctx, l); close(done) }()
+	return &session{
+		Client:   &client.Client{BaseURL: "http://" + l.Addr().String(), APIKey: srv.LocalKey, HTTP: &http.Client{}},
+		embedded: srv,
+		close: func() {
+			cancel()
+			<-done
+			srv.Close()
+		},
+	}, nil
+}
+
+// printProgress shows template build steps with elapsed time on stderr.
+func printProgress(p template.Progress) {
+	mark := "  "
+	if p.Done {
+		mark = "✓ "
+	}
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s%s\n", p.Elapsed.Round(100*time.Millisecond).Seconds(), mark, p.Step)
+}

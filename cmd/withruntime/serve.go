@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"withruntime.dev/runtime/internal/server"
+)
+
+func newServeCmd() *cobra.Command {
+	var listen, data string
+	var maxUpload int64
+	var noBuild bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Runtime API server (needs root)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			srv, err := server.Open(ctx, server.Config{DataDir: data, MaxUploadBytes: maxUpload, Log: log})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			if !noBuild {
+				if _, err := srv.Templates.Ensure(ctx, "base", printProgress); err != nil {
+					return fmt.Errorf("template base: %w", err)
+				}
+			}
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
+				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
+			return srv.Serve(ctx, l)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7780", "address to serve the API on")
+	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
+	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
+	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
+	return cmd
+}

@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"withruntime.dev/runtime/internal/agentapi"
+)
+
+// procSpec is a resolved, validated command ready to start.
+type procSpec struct {
+	path    string   // absolute program path
+	args    []string // argv, args[0] included
+	dir     string
+	env     []string
+	cred    *syscall.Credential // nil: run as the agent's own user
+	stdin   string
+	timeout time.Duration // 0: none
+}
+
+// proc is one running (or finished) command: its own session and process
+// group, with stdout and stderr on pipes the agent created.
+type proc struct {
+	pid     int
+	cmd     *exec.Cmd
+	started time.Time
+	streams [2]*outStream
+	exited  chan struct{} // the main process has exited and been reaped
+	done    chan struct{} // exited, and both streams at EOF or given up on
+
+	mu       sync.Mutex
+	reaped   bool // once true, pid may be reused: never signal -pid again
+	killed   bool // the agent sent SIGKILL while the main process ran
+	timedOut bool
+	timer    *time.Timer
+	ended    time.Time
+}
+
+// startProc starts spec with output going to sk. The caller owns the result
+// and learns of its end through done.
+func startProc(spec procSpec, sk sink) (*proc, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:   spec.path,
+		Args:   spec.args,
+		Dir:    spec.dir,
+		Env:    spec.env,
+		Stdout: outW, // *os.File: the child gets the fd, exec starts no copier
+		Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:     true, // own session and process group, pgid == pid
+			Credential: spec.cred,
+		},
+	}
+	// Without stdin the child gets /dev/null (exec.Cmd's nil Stdin), so a
+	// read sees EOF at once and nothing can hang waiting for input.
+	var inR, inW *os.File
+	if spec.stdin != "" {
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, fmt.Errorf("create stdin pipe: %w", err)
+		}
+		cmd.Stdin = inR
+	}
+	err = cmd.Start()
+	// The child has its copies; the parent's write ends must go or EOF
+	// would never come.
+	outW.Close()
+	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, &apiError{status: 403, code: agentapi.CodeForbidden,
+				msg: fmt.Sprintf("permission denied starting %s: %v; check that the program is executable by the user it runs as", spec.path, err)}
+		}
+		return nil, fmt.Errorf("start %s: %w", spec.path, err)
+	}
+	if inW != nil {
+		go func() {
+			// EPIPE if the command exits without reading it all: fine.
+			_, _ = io.WriteString(inW, spec.stdin)
+			inW.Close()
+		}()
+	}
+	p := &proc{
+		pid:     cmd.Process.Pid,
+		cmd:     cmd,
+		started: time.Now(),
+		exited:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	p.streams[stdout] = newOutStream(stdout, outR, sk)
+	p.streams[stderr] = newOutStream(stderr, errR, sk)
+	for _, s := range p.streams {
+		go s.run()
+	}
+	if spec.timeout > 0 {
+		p.mu.Lock()
+		p.timer = time.AfterFunc(spec.timeout, p.onTimeout)
+		p.mu.Unlock()
+	}
+	go p.wait()
+	return p, nil
+}
+
+// wait reaps the main process, then waits for the output streams.
+func (p *proc) wait() {
+	// Wait for the exit without reaping, so that a concurrent kill holding
+	// p.mu can still address the process group safely: the zombie keeps the
+	// pid (and pgid) from being reused until the reap below.
+	waitExitNoReap(p.pid)
+	p.mu.Lock()
+	p.ended = time.Now()
+	p.reaped = true
+	_ = p.cmd.Wait() // the status is in cmd.ProcessState
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	grace := lingerGrace
+	if p.killed {
+		grace = killedGrace
+	}
+	p.mu.Unlock()
+	close(p.exited)
+	for _, s := range p.streams {
+		s.mainExited(grace)
+	}
+	for _, s := range p.streams {
+		<-s.done
+	}
+	close(p.done)
+}
+
+// waitExitNoReap blocks until pid has exited, leaving it a zombie.
+func waitExitNoReap(pid int) {
+	const (
+		pPID    = 1
+		wExited = 0x4
+		wNoWait = 0x1000000
+	)
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info[0])), wExited|wNoWait, 0, 0)
+		if errno != syscall.EINTR {
+			return
+		}
+	}
+}
+
+func (p *proc) onTimeout() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return
+	}
+	p.timedOut = true
+	p.signalLocked(syscall.SIGKILL)
+}
+
+// signal sends sig to the command's whole tree: its process group, its
+// session, and every descendant found through /proc PPid links (which may
+// have moved to another session). After the main process has exited only
+// the leftovers of its group and session are signalled.
+func (p *proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signalLocked(sig)
+}
+
+func (p *proc) signalLocked(sig syscall.Signal) {
+	if !p.reaped {
+		if sig == syscall.SIGKILL {
+			p.killed = true
+		}
+		signalTree(p.pid, sig, true)
+		return
+	}
+	// Reaped: if the pid exists again it was reused by someone else, whose
+	// group and session must not be touched. Otherwise no new session or
+	// group can have this id, and whatever still has it is ours.
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", p.pid)); err == nil {
+		return
+	}
+	signalTree(p.pid, sig, false)
+}
+
+// result is the command's status; output fields are left to the caller.
+// Valid once exited is closed.
+func (p *proc) result() agentapi.ExecResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := agentapi.ExecResult{
+		DurationMs:  p.ended.Sub(p.started).Milliseconds(),
+		StdoutBytes: p.streams[stdout].count(),
+		StderrBytes: p.streams[stderr].count(),
+	}
+	var ws syscall.WaitStatus
+	if st := p.cmd.ProcessState; st != nil {
+		ws, _ = st.Sys().(syscall.WaitStatus)
+	}
+	switch {
+	case ws.Signaled():
+		r.ExitCode = 128 + int(ws.Signal())
+		r.Signal = signalName(ws.Signal())
+	default:
+		r.ExitCode = ws.ExitStatus()
+	}
+	if p.timedOut {
+		r.TimedOut = true
+		r.ExitCode = agentapi.TimeoutExitCode
+	}
+	return r
+}

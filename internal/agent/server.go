@@ -1,0 +1,249 @@
+// Package agent is the in-sandbox half of Runtime: the process that runs as
+// PID 1 in every sandbox and serves the routes of internal/agentapi on a unix
+// socket. It runs commands as the sandbox user in their own sessions, captures
+// or streams their output, keeps background processes, and serves files.
+//
+// As PID 1 the binary first calls ForkReap, which re-executes it as a child
+// and reaps orphans; the child then runs a Server.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Workspace is the directory relative paths and commands start in.
+	// Default agentapi.Workspace.
+	Workspace string
+	// User is the account that requests for "user" (the default) run as and
+	// that owns what the files API creates. Default "user".
+	User string
+	// Version is reported by GET /health.
+	Version string
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the agent protocol. Create it with New; it is safe for
+// concurrent use.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	env        []string // the agent's environment, inherited by commands
+	passwdPath string
+	groupPath  string
+	procs      *registry
+}
+
+// New returns a Server for cfg. It fails if the workspace is not an absolute
+// path.
+func New(cfg Config) (*Server, error) {
+	if cfg.Workspace == "" {
+		cfg.Workspace = agentapi.Workspace
+	}
+	if !filepath.IsAbs(cfg.Workspace) {
+		return nil, fmt.Errorf("workspace %q must be an absolute path", cfg.Workspace)
+	}
+	cfg.Workspace = filepath.Clean(cfg.Workspace)
+	if cfg.User == "" {
+		cfg.User = defaultUserName
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		env:        os.Environ(),
+		passwdPath: "/etc/passwd",
+		groupPath:  "/etc/group",
+		procs:      newRegistry(),
+	}, nil
+}
+
+// Handler returns the HTTP handler for every agent route. Unknown routes and
+// methods get a JSON error like every other failure.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(method, path string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
+			if err := h(w, r); err != nil {
+				s.writeErr(w, r, err)
+			}
+		})
+	}
+	route("GET", "/health", s.handleHealth)
+	route("POST", "/exec", s.handleExec)
+	route("POST", "/processes", s.handleStartProcess)
+	route("GET", "/processes", s.handleListProcesses)
+	route("GET", "/processes/{pid}", s.handleGetProcess)
+	route("POST", "/processes/{pid}/wait", s.handleWaitProcess)
+	route("POST", "/processes/{pid}/kill", s.handleKillProcess)
+	route("GET", "/files", s.handleGetFile)
+	route("PUT", "/files", s.handlePutFile)
+	route("DELETE", "/files", s.handleDeleteFile)
+	route("GET", "/files/list", s.handleListFiles)
+	route("GET", "/files/stat", s.handleStatFile)
+	route("POST", "/files/mkdir", s.handleMkdir)
+	route("POST", "/files/rename", s.handleRename)
+	// Method-less patterns catch a known path with a wrong method.
+	for _, p := range []string{"/health", "/exec", "/processes", "/processes/{pid}",
+		"/processes/{pid}/wait", "/processes/{pid}/kill", "/files", "/files/list",
+		"/files/stat", "/files/mkdir", "/files/rename"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			s.writeErr(w, r, &apiError{status: http.StatusMethodNotAllowed, code: agentapi.CodeBadRequest,
+				msg: fmt.Sprintf("method %s is not supported on %s; see the API reference for the methods of this route", r.Method, p)})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeErr(w, r, notFound("no such route: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// Listen creates the unix socket at path, replacing a stale one and creating
+// its directory. The socket is made world-connectable (0666): access control
+// is the directory the host bind-mounts it through.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create socket directory: %w", err)
+	}
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod socket: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve serves HTTP/1.1 on ln until ctx is done, then stops accepting,
+// kills every running command and returns. It returns nil after a shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	_ = hs.Close()
+	return nil
+}
+
+// EnsureWorkspace creates the workspace if it is missing, owned by the
+// sandbox user like every directory the agent creates. An existing
+// workspace is left as it is.
+func (s *Server) EnsureWorkspace() error {
+	acct, err := s.lookupAccount("")
+	if err != nil {
+		return err
+	}
+	_, err = mkdirAllOwned(s.cfg.Workspace, acct)
+	return err
+}
+
+// Close kills every running background command's process tree.
+func (s *Server) Close() {
+	s.procs.killAll()
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, agentapi.Health{OK: true, Version: s.cfg.Version})
+	return nil
+}
+
+// apiError is a failure with its HTTP status and agentapi error code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: agentapi.CodeBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusNotFound, code: agentapi.CodeNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+func conflict(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusConflict, code: agentapi.CodeConflict, msg: fmt.Sprintf(format, args...)}
+}
+
+// writeErr sends err as an ErrorBody; errors that are not apiErrors are
+// internal (500) and logged.
+func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &apiError{status: http.StatusInternalServerError, code: agentapi.CodeInternal,
+			msg: fmt.Sprintf("internal error in the sandbox agent: %v", err)}
+	}
+	writeJSON(w, ae.status, agentapi.ErrorBody{Error: agentapi.Error{Code: ae.code, Message: ae.msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// maxJSONBody bounds a JSON request body (stdin travels in it).
+const maxJSONBody = 64 << 20
+
+// decodeJSON reads a JSON body into v. An empty body leaves v unchanged when
+// allowEmpty. Unknown fields are refused so that typos are caught.
+func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) && allowEmpty {
+			return nil
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: agentapi.CodeTooLarge,
+				msg: fmt.Sprintf("request body is larger than %d bytes; pass large input as a file (PUT /files) instead", maxJSONBody)}
+		}
+		return badRequest("request body is not valid JSON for this route: %v", err)
+	}
+	if dec.More() {
+		return badRequest("request body has data after the JSON object; send exactly one object")
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// account is a user of the sandbox as read from /etc/passwd.
+type account struct {
+	Name   string
+	Uid    int
+	Gid    int
+	Groups []uint32 // supplementary groups, including Gid
+	Home   string
+}
+
+// defaultUserName is the name an ExecRequest uses for the sandbox's
+// unprivileged user; the agent maps it to Config.User.
+const defaultUserName = "user"
+
+// fallbackUid is the uid/gid assumed for "user" when the sandbox image has no
+// such entry in /etc/passwd (the protocol promises uid 1000).
+const fallbackUid = 1000
+
+// lookupAccount resolves name ("" or "user" mean the configured default user)
+// from the sandbox's /etc/passwd and /etc/group. It is read on every call
+// because a template may add users after the agent starts.
+func (s *Server) lookupAccount(name string) (account, error) {
+	if name == "" || name == defaultUserName {
+		name = s.cfg.User
+	}
+	acct, found, err := readPasswd(s.passwdPath, name)
+	if err != nil {
+		return account{}, err
+	}
+	if !found {
+		switch name {
+		case "root":
+			acct = account{Name: "root", Uid: 0, Gid: 0, Home: "/root"}
+		case defaultUserName:
+			acct = account{Name: name, Uid: fallbackUid, Gid: fallbackUid, Home: "/home/" + name}
+		default:
+			return account{}, badRequest("user %q does not exist in this sandbox; use \"user\" (the default) or \"root\"", name)
+		}
+	}
+	acct.Groups = readGroups(s.groupPath, acct.Name, acct.Gid)
+	return acct, nil
+}
+
+// readPasswd finds name in a passwd(5) file.
+func readPasswd(path, name string) (account, bool, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return account{}, false, nil
+	}
+	if err != nil {
+		return account{}, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) < 7 || fields[0] != name {
+			continue
+		}
+		uid, err1 := strconv.Atoi(fields[2])
+		gid, err2 := strconv.Atoi(fields[3])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		home := fields[5]
+		if home == "" {
+			home = filepath.Join("/home", name)
+		}
+		return account{Name: name, Uid: uid, Gid: gid, Home: home}, true, nil
+	}
+	return account{}, false, sc.Err()
+}
+
+// readGroups returns gid plus every group in a group(5) file that lists name
+// as a member. A missing or unreadable file yields just gid.
+func readGroups(path, name string, gid int) []uint32 {
+	groups := []uint32{uint32(gid)}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return groups
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		fields := strings.Split(line, ":")
+		if len(fields) < 4 {
+			continue
+		}
+		g, err := strconv.Atoi(fields[2])
+		if err != nil || g == gid {
+			continue
+		}
+		for m := range strings.SplitSeq(fields[3], ",") {
+			if strings.TrimSpace(m) == name {
+				groups = append(groups, uint32(g))
+				break
+			}
+		}
+	}
+	return groups
+}
+
+// credential is the SysProcAttr credential that runs a child as acct, or nil
+// when the agent already is that user (a non-root agent cannot setgroups).
+func (a account) credential() *syscall.Credential {
+	if os.Getuid() != 0 && a.Uid == os.Getuid() && a.Gid == os.Getgid() {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(a.Uid), Gid: uint32(a.Gid), Groups: a.Groups}
+}
+
+// defaultPath is PATH for commands unless the sandbox environment sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// commandEnv builds a command's environment. Precedence, lowest first:
+// PATH/LANG/PYTHONUNBUFFERED defaults; the agent's own environment (which is
+// the sandbox's environment, set by the host); HOME/USER/LOGNAME of the user
+// the command runs as; the request's env.
+func commandEnv(base []string, acct account, extra map[string]string) []string {
+	env := map[string]string{
+		"PATH":             defaultPath,
+		"LANG":             "C.UTF-8",
+		"PYTHONUNBUFFERED": "1",
+	}
+	var order []string
+	order = append(order, "PATH", "LANG", "PYTHONUNBUFFERED")
+	set := func(k, v string) {
+		if _, ok := env[k]; !ok {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		set(k, v)
+	}
+	set("HOME", acct.Home)
+	set("USER", acct.Name)
+	set("LOGNAME", acct.Name)
+	for k, v := range extra {
+		set(k, v)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// lookPath finds prog in the PATH of env (not the agent's PATH), as execvp
+// would. A name with a slash is returned unchanged (resolved against cwd).
+func lookPath(prog string, env []string, cwd string) (string, error) {
+	if strings.Contains(prog, "/") {
+		p := prog
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(cwd, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	path := defaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for dir := range strings.SplitSeq(path, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		p := filepath.Join(dir, prog)
+		if checkExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", badRequest("program %q was not found in PATH (%s); install it, give its absolute path, or use \"command\" to run it through the shell", prog, path)
+}
+
+// checkExecutable reports why p cannot be executed, or nil.
+func checkExecutable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return badRequest("program %s does not exist; check the path", p)
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return badRequest("program %s is not an executable file; check the path or chmod +x it", p)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+// Package agentapi is the wire protocol between the host and the agent that
+// runs as PID 1 inside every sandbox.
+//
+// The agent serves HTTP/1.1 on a unix socket (gVisor: a socket in a directory
+// bind-mounted from the host; a VM: vsock). Its routes are the sandbox-scoped
+// half of the public API, so the server authenticates, checks the sandbox's
+// state and lease, and then forwards a request to the agent unchanged apart
+// from the path prefix. Every route, body and error shape below is therefore
+// also public; api/openapi.yaml documents them under /v1/sandboxes/{id}/...
+//
+// Routes (paths are relative to the agent; the public prefix is
+// /v1/sandboxes/{id}):
+//
+//	GET    /health                      -> 200 Health
+//	POST   /exec           ExecRequest  -> 200 ExecResult, or an NDJSON stream of
+//	                                       Event when Accept: application/x-ndjson
+//	POST   /processes      ExecRequest  -> 201 Process (a background command)
+//	GET    /processes                   -> 200 ProcessList
+//	GET    /processes/{pid}             -> 200 Process
+//	POST   /processes/{pid}/wait?timeoutSeconds=N
+//	                                    -> 200 ExecResult (or NDJSON Events, replaying
+//	                                       the bounded output buffer first); 408 if
+//	                                       still running after N seconds
+//	POST   /processes/{pid}/kill  KillRequest -> 200 Process
+//	GET    /files?path=P                -> 200 raw bytes (application/octet-stream)
+//	PUT    /files?path=P   raw bytes    -> 200 FileInfo; parents are created and owned
+//	                                       by the sandbox user; written to a temporary
+//	                                       file and renamed, so a failed upload leaves
+//	                                       nothing behind
+//	GET    /files/list?path=P&depth=N   -> 200 FileList (depth 1 = direct children)
+//	GET    /files/stat?path=P           -> 200 FileInfo
+//	POST   /files/mkdir    MkdirRequest -> 200 FileInfo
+//	DELETE /files?path=P&recursive=B    -> 204
+//	POST   /files/rename   RenameRequest -> 200 FileInfo
+//
+// Relative paths resolve under /workspace. A path containing NUL is refused
+// with 400. Errors are always an ErrorBody with a matching HTTP status.
+package agentapi
+
+import "time"
+
+// Defaults and limits of the exec contract. docs/behaviour.md is the user's
+// statement of them; keep the two in step.
+const (
+	// Workspace is where relative paths and commands without a cwd start.
+	Workspace = "/workspace"
+	// DefaultExecTimeoutSeconds applies when an ExecRequest sets none.
+	DefaultExecTimeoutSeconds = 120
+	// DefaultMaxOutputBytes caps each of stdout and stderr in a collected
+	// ExecResult (1 MiB). Streams are not capped: the reader applies back pressure.
+	DefaultMaxOutputBytes = 1 << 20
+	// MaxMaxOutputBytes is the largest cap a request may ask for (16 MiB).
+	MaxMaxOutputBytes = 16 << 20
+	// ReplayBufferBytes is how much of each stream of a background process is
+	// kept for a client that waits on it later (the tail, 1 MiB).
+	ReplayBufferBytes = 1 << 20
+	// TimeoutExitCode is the exit code reported for a command killed by its
+	// timeout, as coreutils timeout(1) does.
+	TimeoutExitCode = 124
+	// ContentTypeNDJSON selects a streamed response on /exec and /wait.
+	ContentTypeNDJSON = "application/x-ndjson"
+)
+
+// ExecRequest runs one command. Exactly one of Command and Argv is set.
+type ExecRequest struct {
+	// Command is a shell command line, run as `bash -c COMMAND`.
+	Command string `json:"command,omitempty"`
+	// Argv is a program and its arguments, run without a shell. The program
+	// is looked up in PATH.
+	Argv []string `json:"argv,omitempty"`
+	// Cwd is the working directory; relative paths resolve under /workspace.
+	// Default /workspace.
+	Cwd string `json:"cwd,omitempty"`
+	// Env adds to (and overrides) the sandbox's environment for this command.
+	Env map[string]string `json:"env,omitempty"`
+	// TimeoutSeconds kills the command's whole process group after this many
+	// seconds. 0 means DefaultExecTimeoutSeconds for /exec; for a background
+	// process 0 means no timeout (the lease still ends it).
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// MaxOutputBytes caps each of stdout and stderr in a collected result.
+	// 0 means DefaultMaxOutputBytes; at most MaxMaxOutputBytes.
+	MaxOutputBytes int `json:"maxOutputBytes,omitempty"`
+	// Stdin is given to the command as its standard input (UTF-8 text). When
+	// empty the command reads end-of-file at once, so nothing can hang on input.
+	Stdin string `json:"stdin,omitempty"`
+	// User runs the command as this user: "user" (default, uid 1000) or "root".
+	User string `json:"user,omitempty"`
+}
+
+// Event is one line of an NDJSON exec stream.
+type Event struct {
+	// Type is "start", "stdout", "stderr", "exit" or "error".
+	Type string `json:"type"`
+	// Pid is the command's process id (start events).
+	Pid int `json:"pid,omitempty"`
+	// Data is the chunk as UTF-8 text (stdout/stderr events). A UTF-8
+	// sequence split across reads is held back until it is complete, so the
+	// concatenated Data of a stream equals the decoded whole.
+	Data string `json:"data,omitempty"`
+	// Lossy is true when the chunk held bytes that are not UTF-8; Data then
+	// has U+FFFD in their place and DataBase64 holds the exact bytes.
+	Lossy bool `json:"lossy,omitempty"`
+	// DataBase64 is the chunk's exact bytes, set only when Lossy.
+	DataBase64 string `json:"dataBase64,omitempty"`
+	// Result ends the stream (exit events).
+	Result *ExecResult `json:"result,omitempty"`
+	// Error ends the stream when the command could not run (error events).
+	Error *Error `json:"error,omitempty"`
+}
+
+// ExecResult is how a command ended and what it printed.
+type ExecResult struct {
+	// ExitCode is the command's exit status; 128+N when killed by signal N;
+	// TimeoutExitCode (124) when its timeout killed it.
+	ExitCode int `json:"exitCode"`
+	// Signal names the signal that ended the command ("SIGKILL"), if any.
+	Signal string `json:"signal,omitempty"`
+	// Stdout and Stderr are the captured output as UTF-8 text, each capped at
+	// MaxOutputBytes (the first bytes are kept, cut back to a UTF-8 boundary).
+	// Empty in a streamed exit event, where the output went out as events.
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// StdoutTruncated and StderrTruncated say the cap cut the stream.
+	StdoutTruncated bool `json:"stdoutTruncated"`
+	StderrTruncated bool `json:"stderrTruncated"`
+	// StdoutBytes and StderrBytes count every byte the command wrote, kept or not.
+	StdoutBytes int64 `json:"stdoutBytes"`
+	StderrBytes int64 `json:"stderrBytes"`
+	// StdoutLossy and StderrLossy say the output was not valid UTF-8; the
+	// exact bytes are then in StdoutBase64 / StderrBase64.
+	StdoutLossy  bool   `json:"stdoutLossy,omitempty"`
+	StderrLossy  bool   `json:"stderrLossy,omitempty"`
+	StdoutBase64 string `json:"stdoutBase64,omitempty"`
+	StderrBase64 string `json:"stderrBase64,omitempty"`
+	// TimedOut says the command's timeout killed it.
+	TimedOut bool `json:"timedOut"`
+	// OOMKilled says the agent killed the command because the sandbox ran out
+	// of memory.
+	OOMKilled bool `json:"oomKilled,omitempty"`
+	// DurationMs is wall time from start to exit, in milliseconds.
+	DurationMs int64 `json:"durationMs"`
+}
+
+// Process is a background command.
+type Process struct {
+	Pid       int         `json:"pid"`
+	Command   string      `json:"command,omitempty"`
+	Argv      []string    `json:"argv,omitempty"`
+	Cwd       string      `json:"cwd"`
+	StartedAt time.Time   `json:"startedAt"`
+	Running   bool        `json:"running"`
+	Result    *ExecResult `json:"result,omitempty"`
+}
+
+// ProcessList is the answer of GET /processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// KillRequest signals a background process's whole process group.
+type KillRequest struct {
+	// Signal is a name such as "SIGTERM" or "SIGKILL" (default SIGKILL).
+	Signal string `json:"signal,omitempty"`
+}
+
+// FileInfo describes one file or directory.
+type FileInfo struct {
+	Name string `json:"name"`
+	// Path is absolute inside the sandbox.
+	Path string `json:"path"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	// Size is in bytes.
+	Size int64 `json:"size"`
+	// Mode is the permission bits in octal, such as "0644".
+	Mode    string    `json:"mode"`
+	ModTime time.Time `json:"modTime"`
+	Uid     int       `json:"uid"`
+	Gid     int       `json:"gid"`
+	// Target is where a symlink points.
+	Target string `json:"target,omitempty"`
+}
+
+// FileList is the answer of GET /files/list.
+type FileList struct {
+	Entries []FileInfo `json:"entries"`
+}
+
+// MkdirRequest creates a directory (and its parents when Parents).
+type MkdirRequest struct {
+	Path    string `json:"path"`
+	Parents bool   `json:"parents,omitempty"`
+}
+
+// RenameRequest moves From to To, replacing To if it is a file.
+type RenameRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Health is the agent's readiness answer.
+type Health struct {
+	OK bool `json:"ok"`
+	// Version of the agent binary.
+	Version string `json:"version"`
+}
+
+// Error is the body of every error: {"error": {"code", "message"}}.
+type Error struct {
+	// Code is a stable machine-readable category, one of the Code* constants.
+	Code string `json:"code"`
+	// Message says what was wrong and how to fix it.
+	Message string `json:"message"`
+}
+
+// ErrorBody wraps Error as it travels.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error codes shared by the agent and the server.
+const (
+	CodeBadRequest   = "bad_request"   // 400
+	CodeUnauthorized = "unauthorized"  // 401
+	CodeForbidden    = "forbidden"     // 403
+	CodeNotFound     = "not_found"     // 404
+	CodeTimeout      = "timeout"       // 408
+	CodeConflict     = "conflict"      // 409 (wrong state, already exists)
+	CodeLeaseEnded   = "lease_ended"   // 410
+	CodeTooLarge     = "too_large"     // 413
+	CodeNoSpace      = "no_space"      // 507
+	CodeRateLimited  = "rate_limited"  // 429
+	CodeUnavailable  = "unavailable"   // 503
+	CodeInternal     = "internal"      // 500
+)

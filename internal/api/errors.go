@@ -1,0 +1,53 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/errs"
+)
+
+// statusOf maps an error's category to its HTTP status and code. This is
+// the one place where categories become statuses.
+func statusOf(err error) (int, string) {
+	switch {
+	case errors.Is(err, errs.Invalid):
+		return http.StatusBadRequest, agentapi.CodeBadRequest
+	case errors.Is(err, errs.Unauthorized):
+		return http.StatusUnauthorized, agentapi.CodeUnauthorized
+	case errors.Is(err, errs.Forbidden):
+		return http.StatusForbidden, agentapi.CodeForbidden
+	case errors.Is(err, errs.NotFound):
+		return http.StatusNotFound, agentapi.CodeNotFound
+	case errors.Is(err, errs.Conflict):
+		return http.StatusConflict, agentapi.CodeConflict
+	case errors.Is(err, errs.LeaseEnded):
+		return http.StatusGone, agentapi.CodeLeaseEnded
+	case errors.Is(err, errs.Stopped):
+		return http.StatusGone, "sandbox_stopped"
+	case errors.Is(err, errs.TooLarge):
+		return http.StatusRequestEntityTooLarge, agentapi.CodeTooLarge
+	case errors.Is(err, errs.Capacity):
+		return http.StatusServiceUnavailable, agentapi.CodeUnavailable
+	}
+	return http.StatusInternalServerError, agentapi.CodeInternal
+}
+
+func isInternal(err error) bool {
+	status, _ := statusOf(err)
+	return status >= 500
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error: " + msg + " (the server log has details)"
+	}
+	writeJSON(w, status, agentapi.ErrorBody{Error: agentapi.Error{Code: code, Message: msg}})
+}
+
+func badRequest(format string, args ...any) error { return errs.New(errs.Invalid, format, args...) }
+
+func notFound(format string, args ...any) error { return errs.New(errs.NotFound, format, args...) }

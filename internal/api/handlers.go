@@ -1,0 +1,154 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/store"
+)
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req CreateSandboxRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.TimeoutSeconds < 0 {
+		return badRequest("timeoutSeconds must be positive (a lease in seconds); got %d", req.TimeoutSeconds)
+	}
+	for k, v := range req.Metadata {
+		if len(k) > 256 || len(v) > 4096 {
+			return badRequest("metadata %q: keys are at most 256 bytes and values at most 4096", k)
+		}
+	}
+	sb, err := s.cfg.Manager.Create(r.Context(), sandbox.CreateParams{
+		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
+		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, toSandbox(sb))
+	return nil
+}
+
+// listSandboxes filters by ?state= and by metadata as ?metadata.KEY=VALUE.
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
+	f := store.SandboxFilter{Metadata: map[string]string{}}
+	for name, values := range r.URL.Query() {
+		switch {
+		case name == "state":
+			f.State = values[0]
+			switch f.State {
+			case store.StateStarting, store.StateRunning, store.StateStopped:
+			default:
+				return badRequest("state must be starting, running or stopped; got %q", f.State)
+			}
+		case strings.HasPrefix(name, "metadata."):
+			f.Metadata[strings.TrimPrefix(name, "metadata.")] = values[0]
+		default:
+			return badRequest("unknown query parameter %q; filter with state= or metadata.KEY=VALUE", name)
+		}
+	}
+	sbs, err := s.cfg.Manager.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := SandboxList{Sandboxes: make([]Sandbox, 0, len(sbs))}
+	for _, sb := range sbs {
+		out.Sandboxes = append(out.Sandboxes, toSandbox(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	sb, err := s.cfg.Manager.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toSandbox(sb))
+	return nil
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
+	if err := s.cfg.Manager.Destroy(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
+	var req SetTimeoutRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	sb, err := s.cfg.Manager.SetTimeout(r.Context(), r.PathValue("id"), req.TimeoutSeconds)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toSandbox(sb))
+	return nil
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
+	var req CreateKeyRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	k, secret, err := auth.NewKey(r.Context(), s.cfg.Store, req.Name)
+	if err != nil {
+		return err
+	}
+	out := toKey(k)
+	out.Secret = secret
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
+	keys, err := s.cfg.Store.ListKeys(r.Context())
+	if err != nil {
+		return err
+	}
+	out := KeyList{Keys: make([]Key, 0, len(keys))}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, toKey(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if id == keyFrom(r.Context()).ID {
+		return errs.New(errs.Conflict, "refusing to revoke the key this request is authenticated with (%s); use another key", id)
+	}
+	err := s.cfg.Store.RevokeKey(r.Context(), id, time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("no live key %q; list keys with GET /v1/keys", id)
+	}
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
+	infos, err := s.cfg.Templates.List()
+	if err != nil {
+		return err
+	}
+	out := TemplateList{Templates: make([]Template, 0, len(infos))}
+	for _, t := range infos {
+		out.Templates = append(out.Templates, Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,163 @@
+// Package api is Runtime's HTTP API: REST with JSON bodies, NDJSON for
+// streams, documented in api/openapi.yaml. Control routes (sandboxes, keys,
+// templates) are served here; sandbox-scoped routes (exec, processes, files)
+// are checked here and then forwarded to the sandbox's agent.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/store"
+	"withruntime.dev/runtime/internal/template"
+)
+
+// DefaultMaxUploadBytes caps one file upload (1.5 GiB).
+const DefaultMaxUploadBytes = 1536 << 20
+
+// maxJSONBytes caps a JSON request body (1 MiB).
+const maxJSONBytes = 1 << 20
+
+// Config configures the API server.
+type Config struct {
+	Manager   *sandbox.Manager
+	Store     *store.Store
+	Templates *template.Store
+	Log       *slog.Logger
+	// MaxUploadBytes caps one file upload; 0 means DefaultMaxUploadBytes.
+	MaxUploadBytes int64
+}
+
+// Server serves the API. Create it with New; it is an http.Handler.
+type Server struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// New returns the API handler.
+func New(cfg Config) *Server {
+	if cfg.MaxUploadBytes == 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /v1/health", s.health)
+	s.handle("POST /v1/sandboxes", s.createSandbox)
+	s.handle("GET /v1/sandboxes", s.listSandboxes)
+	s.handle("GET /v1/sandboxes/{id}", s.getSandbox)
+	s.handle("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
+	s.handle("POST /v1/sandboxes/{id}/timeout", s.setTimeout)
+	s.handle("/v1/sandboxes/{id}/{rest...}", s.forward)
+	s.handle("POST /v1/keys", s.createKey)
+	s.handle("GET /v1/keys", s.listKeys)
+	s.handle("DELETE /v1/keys/{id}", s.revokeKey)
+	s.handle("GET /v1/templates", s.listTemplates)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, notFoundRoute(r))
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+type keyCtx struct{}
+
+// handle registers an authenticated route.
+func (s *Server) handle(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		key, err := auth.Authenticate(r.Context(), s.cfg.Store, strings.TrimSpace(token))
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), keyCtx{}, key))
+		if err := h(w, r); err != nil {
+			if isInternal(err) {
+				s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, r, err)
+		}
+	})
+}
+
+func keyFrom(ctx context.Context) store.Key {
+	k, _ := ctx.Value(keyCtx{}).(store.Key)
+	return k
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// decode reads exactly one JSON object into v, refusing unknown fields,
+// trailing data and bodies over maxJSONBytes. An empty body is an empty object.
+func decode(r *http.Request, v any) error {
+	body := http.MaxBytesReader(nil, r.Body, maxJSONBytes)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return badRequest("request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", maxJSONBytes)
+		}
+		return badRequest("reading request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("malformed JSON body: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return badRequest("malformed JSON body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be %s, not a JSON %s", te.Field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return strings.TrimPrefix(err.Error(), "json: ") + " (check the field's spelling against api/openapi.yaml)"
+	}
+	return err.Error()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func notFoundRoute(r *http.Request) error {
+	return notFound("no route %s %s; the API is described in api/openapi.yaml", r.Method, r.URL.Path)
+}
+
+var _ = agentapi.ErrorBody{}
+var _ = time.Second

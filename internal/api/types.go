@@ -1,0 +1,105 @@
+package api
+
+import (
+	"time"
+
+	"withruntime.dev/runtime/internal/store"
+)
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is
+// optional; zero values take the server's defaults.
+type CreateSandboxRequest struct {
+	// Template names the root filesystem (default "base").
+	Template string `json:"template"`
+	// TimeoutSeconds is the lease: the sandbox is destroyed this many seconds
+	// after creation unless extended (default 300, maximum set by the server).
+	TimeoutSeconds int64 `json:"timeoutSeconds"`
+	// CPU is the number of vCPUs (default 1; fractions allowed, minimum 0.05).
+	CPU float64 `json:"cpu"`
+	// MemoryMiB is the memory size in MiB (default 512).
+	MemoryMiB int64 `json:"memoryMiB"`
+	// DiskMiB caps writes to the root filesystem, in MiB (default 2048).
+	DiskMiB int64 `json:"diskMiB"`
+	// Env is set in every command's environment.
+	Env map[string]string `json:"env"`
+	// Metadata is free-form labels, returned as given and usable as list filters.
+	Metadata map[string]string `json:"metadata"`
+}
+
+// Sandbox is a sandbox as the API returns it.
+type Sandbox struct {
+	ID string `json:"id"`
+	// State is "starting", "running" or "stopped".
+	State    string `json:"state"`
+	Template string `json:"template"`
+	// CreatedAt and LeaseEndsAt are RFC 3339 UTC times.
+	CreatedAt   time.Time `json:"createdAt"`
+	LeaseEndsAt time.Time `json:"leaseEndsAt"`
+	// EndedAt and EndReason ("deleted", "lease_ended", "failed") are set once stopped.
+	EndedAt   *time.Time        `json:"endedAt,omitempty"`
+	EndReason string            `json:"endReason,omitempty"`
+	CPU       float64           `json:"cpu"`
+	MemoryMiB int64             `json:"memoryMiB"`
+	DiskMiB   int64             `json:"diskMiB"`
+	Metadata  map[string]string `json:"metadata"`
+}
+
+// SandboxList is the body of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// SetTimeoutRequest is the body of POST /v1/sandboxes/{id}/timeout: the lease
+// then ends TimeoutSeconds from now.
+type SetTimeoutRequest struct {
+	TimeoutSeconds int64 `json:"timeoutSeconds"`
+}
+
+// CreateKeyRequest is the body of POST /v1/keys.
+type CreateKeyRequest struct {
+	Name string `json:"name"`
+}
+
+// Key is an API key as listed; Secret is set only in the answer to its creation.
+type Key struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	Secret    string     `json:"secret,omitempty"`
+}
+
+// KeyList is the body of GET /v1/keys.
+type KeyList struct {
+	Keys []Key `json:"keys"`
+}
+
+// Template is a template as listed.
+type Template struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"createdAt"`
+	// SizeBytes is the root filesystem's size on disk.
+	SizeBytes int64 `json:"sizeBytes"`
+}
+
+// TemplateList is the body of GET /v1/templates.
+type TemplateList struct {
+	Templates []Template `json:"templates"`
+}
+
+func toSandbox(sb store.Sandbox) Sandbox {
+	meta := sb.Metadata
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	return Sandbox{
+		ID: sb.ID, State: sb.State, Template: sb.Template,
+		CreatedAt: sb.CreatedAt, LeaseEndsAt: sb.LeaseEndsAt, EndedAt: sb.EndedAt, EndReason: sb.EndReason,
+		CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB, Metadata: meta,
+	}
+}
+
+func toKey(k store.Key) Key {
+	return Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}

@@ -1,0 +1,175 @@
+// Package client is the CLI's HTTP client for the Runtime API. It speaks the
+// same wire format as the SDKs (api/openapi.yaml).
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/api"
+)
+
+// Client talks to one Runtime server.
+type Client struct {
+	BaseURL string
+	APIKey  string
+	HTTP    *http.Client
+}
+
+// APIError is an error answer from the server.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// do sends a JSON request and decodes a JSON answer into out (if non-nil).
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	resp, err := c.send(ctx, method, path, body, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// send performs a request and turns an error status into *APIError.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	req.Header.Set("Accept", accept)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the Runtime server at %s: %w", c.BaseURL, err)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		var eb agentapi.ErrorBody
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
+			eb.Error = agentapi.Error{Code: "http_" + resp.Status, Message: strings.TrimSpace(resp.Status + ": " + string(data))}
+		}
+		return nil, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	return resp, nil
+}
+
+// CreateSandbox creates a sandbox.
+func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.do(ctx, http.MethodPost, "/v1/sandboxes", req, &sb)
+}
+
+// ListSandboxes lists sandboxes, optionally by state.
+func (c *Client) ListSandboxes(ctx context.Context, state string) ([]api.Sandbox, error) {
+	var out api.SandboxList
+	path := "/v1/sandboxes"
+	if state != "" {
+		path += "?state=" + url.QueryEscape(state)
+	}
+	return out.Sandboxes, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// DeleteSandbox destroys a sandbox.
+func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(id), nil, nil)
+}
+
+// ExecStream runs a command and calls onOutput with each chunk's exact
+// bytes (stream is "stdout" or "stderr") as it arrives, then returns the result.
+func (c *Client) ExecStream(ctx context.Context, id string, req agentapi.ExecRequest, onOutput func(stream string, data []byte)) (agentapi.ExecResult, error) {
+	b, _ := json.Marshal(req)
+	resp, err := c.send(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/exec", bytes.NewReader(b), agentapi.ContentTypeNDJSON)
+	if err != nil {
+		return agentapi.ExecResult{}, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev agentapi.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return agentapi.ExecResult{}, fmt.Errorf("bad event from server: %w", err)
+		}
+		switch ev.Type {
+		case "stdout", "stderr":
+			data := []byte(ev.Data)
+			if ev.Lossy {
+				if raw, err := base64.StdEncoding.DecodeString(ev.DataBase64); err == nil {
+					data = raw
+				}
+			}
+			onOutput(ev.Type, data)
+		case "exit":
+			if ev.Result == nil {
+				return agentapi.ExecResult{}, errors.New("exit event without a result")
+			}
+			return *ev.Result, nil
+		case "error":
+			if ev.Error != nil {
+				return agentapi.ExecResult{}, &APIError{Status: 500, Code: ev.Error.Code, Message: ev.Error.Message}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return agentapi.ExecResult{}, fmt.Errorf("exec stream broke: %w", err)
+	}
+	return agentapi.ExecResult{}, errors.New("exec stream ended without an exit event (the sandbox may have been stopped)")
+}
+
+// CreateKey creates an API key; the answer holds its secret.
+func (c *Client) CreateKey(ctx context.Context, name string) (api.Key, error) {
+	var k api.Key
+	return k, c.do(ctx, http.MethodPost, "/v1/keys", api.CreateKeyRequest{Name: name}, &k)
+}
+
+// ListKeys lists API keys.
+func (c *Client) ListKeys(ctx context.Context) ([]api.Key, error) {
+	var out api.KeyList
+	return out.Keys, c.do(ctx, http.MethodGet, "/v1/keys", nil, &out)
+}
+
+// RevokeKey revokes an API key.
+func (c *Client) RevokeKey(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(id), nil, nil)
+}
+
+// ListTemplates lists the server's templates.
+func (c *Client) ListTemplates(ctx context.Context) ([]api.Template, error) {
+	var out api.TemplateList
+	return out.Templates, c.do(ctx, http.MethodGet, "/v1/templates", nil, &out)
+}

@@ -1,0 +1,84 @@
+// Package driver is the narrow interface between the sandbox manager and an
+// isolation technology (gVisor today, a microVM later).
+//
+// A driver boots a sandbox whose PID 1 is the Runtime agent and gives the
+// manager a way to dial that agent; everything that happens inside the
+// sandbox (exec, files) goes through the agent, so a driver knows nothing
+// about commands or files. Optional features are separate interfaces found by
+// type assertion (see StatsReader).
+package driver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+)
+
+// ErrNotFound says the driver has no sandbox of that id (already gone).
+var ErrNotFound = errors.New("sandbox not found in driver")
+
+// Spec is everything a driver needs to boot one sandbox.
+type Spec struct {
+	// ID is the sandbox id, unique on the host ([a-z0-9_-]).
+	ID string
+	// RootFS is the template's root filesystem directory. The driver must
+	// never write to it: the sandbox gets a copy-on-write layer over it.
+	RootFS string
+	// CPU is the number of vCPUs (may be fractional, e.g. 0.5).
+	CPU float64
+	// MemoryBytes is the sandbox's memory size, enforced on the whole sandbox.
+	MemoryBytes int64
+	// DiskBytes caps what the sandbox may write to its root filesystem.
+	DiskBytes int64
+	// TmpBytes caps the /tmp tmpfs.
+	TmpBytes int64
+	// PidsLimit caps the number of processes and threads.
+	PidsLimit int64
+	// Env is the sandbox environment ("KEY=value") that every command inherits.
+	Env []string
+}
+
+// Handle is a running sandbox as the driver knows it.
+type Handle struct {
+	ID string
+	// State is the driver's own record of the sandbox (JSON), persisted by the
+	// manager so that Recover can re-attach after a server restart.
+	State []byte
+	// Dial connects to the agent inside the sandbox.
+	Dial func(ctx context.Context) (net.Conn, error)
+}
+
+// Driver boots and destroys sandboxes.
+type Driver interface {
+	// Name is the driver's name in configuration and records ("gvisor").
+	Name() string
+	// Create boots a sandbox and returns once its agent answers. On error
+	// nothing of the sandbox is left behind.
+	Create(ctx context.Context, spec Spec) (*Handle, error)
+	// Recover re-attaches to a sandbox from its persisted State. It returns
+	// ErrNotFound (wrapped) when the sandbox no longer runs.
+	Recover(ctx context.Context, id string, state []byte) (*Handle, error)
+	// Destroy stops a sandbox and removes everything it left on the host
+	// (process, mounts, cgroups, directories). Destroying a sandbox that is
+	// already gone is not an error.
+	Destroy(ctx context.Context, id string) error
+	// List returns the ids of every sandbox the driver has on the host,
+	// including ones no record knows about (orphans to clean up).
+	List(ctx context.Context) ([]string, error)
+}
+
+// Stats is one sample of a sandbox's resource use.
+type Stats struct {
+	// CPUSeconds is the total CPU time used since the sandbox started.
+	CPUSeconds float64
+	// MemoryBytes is the memory in use now.
+	MemoryBytes int64
+	// At is when the sample was taken.
+	At time.Time
+}
+
+// StatsReader is implemented by drivers that can sample resource use.
+type StatsReader interface {
+	Stats(ctx context.Context, id string) (Stats, error)
+}

@@ -1,0 +1,309 @@
+// Package gvisor is the default driver: each sandbox is a gVisor (runsc)
+// container whose PID 1 is the Runtime agent, reached over a unix socket in a
+// directory bind-mounted from the host (runsc --host-uds=create).
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"withruntime.dev/runtime/internal/driver"
+)
+
+var _ driver.Driver = (*Driver)(nil)
+var _ driver.StatsReader = (*Driver)(nil)
+
+// Config configures the gVisor driver.
+type Config struct {
+	// Runsc is the runsc binary (built from the pinned gVisor version).
+	Runsc string
+	// AgentBinary is the static withruntime-agent binary on the host.
+	AgentBinary string
+	// StateDir holds runsc's state, the agent copy and one directory per
+	// sandbox (bundle and agent socket). Must be on a local filesystem.
+	StateDir string
+	// ReadyTimeout bounds how long Create waits for the agent to answer.
+	ReadyTimeout time.Duration
+}
+
+// Driver runs sandboxes with runsc.
+type Driver struct {
+	cfg      Config
+	agentDir string
+}
+
+// state is what the manager persists for Recover.
+type state struct {
+	Dir    string `json:"dir"`
+	Socket string `json:"socket"`
+}
+
+// New checks the configuration and installs the agent where sandboxes mount
+// it from. It fails when runsc or the agent binary is missing.
+func New(cfg Config) (*Driver, error) {
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if _, err := os.Stat(cfg.Runsc); err != nil {
+		return nil, fmt.Errorf("gvisor driver: runsc not found at %q (build it with scripts/install.sh): %w", cfg.Runsc, err)
+	}
+	d := &Driver{cfg: cfg, agentDir: filepath.Join(cfg.StateDir, "agent")}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("gvisor driver: %w", err)
+	}
+	if err := installAgent(cfg.AgentBinary, d.agentDir); err != nil {
+		return nil, fmt.Errorf("gvisor driver: %w", err)
+	}
+	return d, nil
+}
+
+// Name implements driver.Driver.
+func (d *Driver) Name() string { return "gvisor" }
+
+func (d *Driver) sandboxDir(id string) string {
+	return filepath.Join(d.cfg.StateDir, "sandboxes", id)
+}
+
+// runsc runs one runsc command with the driver's global flags.
+func (d *Driver) runsc(ctx context.Context, extra []string, args ...string) ([]byte, error) {
+	argv := append([]string{"--root", filepath.Join(d.cfg.StateDir, "runsc")}, extra...)
+	argv = append(argv, args...)
+	cmd := exec.CommandContext(ctx, d.cfg.Runsc, argv...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("runsc %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// Create implements driver.Driver.
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle, err error) {
+	dir := d.sandboxDir(spec.ID)
+	bundle := filepath.Join(dir, "bundle")
+	sockDir := filepath.Join(dir, "sock")
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = d.Destroy(context.WithoutCancel(ctx), spec.ID)
+		}
+	}()
+	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	cfg, err := json.Marshal(ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir))
+	if err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	flags := []string{
+		"--network=none",
+		"--host-uds=create",
+		"--overlay2=root:memory,size=" + itoa(spec.DiskBytes),
+	}
+	if err := d.start(ctx, dir, flags, bundle, spec.ID); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	socket := filepath.Join(sockDir, "agent.sock")
+	if err := waitReady(ctx, socket, d.cfg.ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("gvisor create: agent did not start: %w", err)
+	}
+	st, _ := json.Marshal(state{Dir: dir, Socket: socket})
+	return &driver.Handle{ID: spec.ID, State: st, Dial: unixDialer(socket)}, nil
+}
+
+// start runs `runsc run --detach`. The sandbox it leaves running inherits
+// runsc's stdout and stderr, so they go to a file (console.log in the
+// sandbox directory), never to a pipe that would stay open for the
+// sandbox's whole life.
+func (d *Driver) start(ctx context.Context, dir string, flags []string, bundle, id string) error {
+	logPath := filepath.Join(dir, "console.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	argv := append([]string{"--root", filepath.Join(d.cfg.StateDir, "runsc")}, flags...)
+	argv = append(argv, "run", "--detach", "--bundle", bundle, id)
+	cmd := exec.CommandContext(ctx, d.cfg.Runsc, argv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logPath)
+		return fmt.Errorf("runsc run: %w: %s", err, tail(string(out), 2000))
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// Recover implements driver.Driver.
+func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Handle, error) {
+	var st state
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("gvisor recover %s: bad state: %w", id, err)
+	}
+	out, err := d.runsc(ctx, nil, "state", id)
+	if err != nil {
+		return nil, fmt.Errorf("gvisor recover %s: %w", id, driver.ErrNotFound)
+	}
+	var cs struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(out, &cs); err != nil || cs.Status != "running" {
+		return nil, fmt.Errorf("gvisor recover %s: container is %q: %w", id, cs.Status, driver.ErrNotFound)
+	}
+	if err := ping(ctx, st.Socket); err != nil {
+		return nil, fmt.Errorf("gvisor recover %s: agent does not answer (%v): %w", id, err, driver.ErrNotFound)
+	}
+	return &driver.Handle{ID: id, State: raw, Dial: unixDialer(st.Socket)}, nil
+}
+
+// Destroy implements driver.Driver. It kills the sandbox, deletes the runsc
+// container (which removes its cgroups) and the sandbox directory.
+func (d *Driver) Destroy(ctx context.Context, id string) error {
+	if strings.ContainsAny(id, "/.") || id == "" {
+		return fmt.Errorf("gvisor destroy: invalid id %q", id)
+	}
+	_, _ = d.runsc(ctx, nil, "kill", id, "KILL")
+	_, delErr := d.runsc(ctx, nil, "delete", "--force", id)
+	if delErr != nil && d.containerExists(ctx, id) {
+		return fmt.Errorf("gvisor destroy %s: %w", id, delErr)
+	}
+	if err := os.RemoveAll(d.sandboxDir(id)); err != nil {
+		return fmt.Errorf("gvisor destroy %s: %w", id, err)
+	}
+	return nil
+}
+
+func (d *Driver) containerExists(ctx context.Context, id string) bool {
+	_, err := d.runsc(ctx, nil, "state", id)
+	return err == nil
+}
+
+// List implements driver.Driver: every container runsc knows plus every
+// sandbox directory, so half-created sandboxes are found too.
+func (d *Driver) List(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	out, err := d.runsc(ctx, nil, "list", "--quiet")
+	if err == nil {
+		for _, id := range strings.Fields(string(out)) {
+			seen[id] = true
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(d.cfg.StateDir, "sandboxes"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("gvisor list: %w", err)
+	}
+	for _, e := range entries {
+		seen[e.Name()] = true
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// Stats implements driver.StatsReader from runsc's own accounting.
+func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
+	out, err := d.runsc(ctx, nil, "events", "--stats", id)
+	if err != nil {
+		return driver.Stats{}, fmt.Errorf("gvisor stats %s: %w", id, err)
+	}
+	var ev struct {
+		Data struct {
+			CPU struct {
+				Usage struct {
+					Total uint64 `json:"total"` // nanoseconds
+				} `json:"usage"`
+			} `json:"cpu"`
+			Memory struct {
+				Usage struct {
+					Usage uint64 `json:"usage"` // bytes
+				} `json:"usage"`
+			} `json:"memory"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(out, &ev); err != nil {
+		return driver.Stats{}, fmt.Errorf("gvisor stats %s: %w", id, err)
+	}
+	return driver.Stats{
+		CPUSeconds:  float64(ev.Data.CPU.Usage.Total) / 1e9,
+		MemoryBytes: int64(ev.Data.Memory.Usage.Usage),
+		At:          time.Now(),
+	}, nil
+}
+
+func unixDialer(socket string) func(ctx context.Context) (net.Conn, error) {
+	var dialer net.Dialer
+	return func(ctx context.Context) (net.Conn, error) {
+		return dialer.DialContext(ctx, "unix", socket)
+	}
+}
+
+// waitReady polls the agent's socket until /health answers. The agent is up
+// within a few hundred milliseconds of runsc returning; polling every
+// millisecond keeps that delay off the create path.
+func waitReady(ctx context.Context, socket string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if last = ping(ctx, socket); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func ping(ctx context.Context, socket string) error {
+	client := http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return unixDialer(socket)(ctx)
+		},
+		DisableKeepAlives: true,
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("agent health: %s", resp.Status)
+	}
+	return nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

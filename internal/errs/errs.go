@@ -1,0 +1,39 @@
+// Package errs sorts errors into the categories that the API maps to HTTP
+// statuses (in one place: internal/api). Code deeper down wraps a category
+// with a message that says what was wrong and how to fix it; callers test
+// the category with errors.Is, never the text.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Categories. Each maps to one HTTP status.
+var (
+	Invalid      = errors.New("bad_request")   // 400
+	Unauthorized = errors.New("unauthorized")  // 401
+	Forbidden    = errors.New("forbidden")     // 403
+	NotFound     = errors.New("not_found")     // 404
+	Conflict     = errors.New("conflict")      // 409: wrong state
+	LeaseEnded   = errors.New("lease_ended")   // 410: the sandbox's lease ended
+	Stopped      = errors.New("sandbox_stopped") // 410: the sandbox was deleted or failed
+	TooLarge     = errors.New("too_large")     // 413
+	Capacity     = errors.New("capacity")      // 503: no room for another sandbox now
+)
+
+// Error is a categorised error with a user-facing message.
+type Error struct {
+	Kind error
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Unwrap lets errors.Is find the category.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// New returns an error of category kind with a formatted message.
+func New(kind error, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}

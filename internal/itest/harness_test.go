@@ -1,0 +1,250 @@
+// Package itest holds the integration tests: each boots a real Runtime server
+// with real gVisor sandboxes and drives it through the public HTTP API.
+//
+// Needs root, runsc (WITHRUNTIME_RUNSC, PATH or /usr/local/bin) and
+// mmdebstrap for the first build of the base template, which is shared
+// across runs in WITHRUNTIME_TEMPLATES_DIR (default
+// /var/lib/withruntime/templates).
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/template"
+)
+
+var (
+	agentBin     string
+	runscBin     string
+	templatesDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "itest: integration tests boot gVisor sandboxes and need root")
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "itest-bin-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(tmp)
+	agentBin = filepath.Join(tmp, "withruntime-agent")
+	build := exec.Command("go", "build", "-o", agentBin, "withruntime.dev/runtime/cmd/withruntime-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "itest: building the agent: %v\n%s", err, out)
+		return 1
+	}
+	runscBin = findRunsc()
+	if runscBin == "" {
+		fmt.Fprintln(os.Stderr, "itest: runsc not found; run scripts/install.sh or set WITHRUNTIME_RUNSC")
+		return 1
+	}
+	templatesDir = os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
+	if templatesDir == "" {
+		templatesDir = "/var/lib/withruntime/templates"
+	}
+	ts := &template.Store{Dir: templatesDir}
+	if _, err := ts.Ensure(context.Background(), "base", func(p template.Progress) {
+		if p.Done {
+			fmt.Fprintf(os.Stderr, "itest: template base: %s (%.0fs)\n", p.Step, p.Elapsed.Seconds())
+		}
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "itest: template base: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func findRunsc() string {
+	if p := os.Getenv("WITHRUNTIME_RUNSC"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("runsc"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// env is one running server for one test.
+type env struct {
+	t       *testing.T
+	srv     *server.Server
+	http    *httptest.Server
+	dataDir string
+	key     string
+}
+
+type option func(*server.Config)
+
+func withLimits(f func(*sandbox.Limits)) option {
+	return func(c *server.Config) {
+		l := sandbox.DefaultLimits()
+		if c.Limits != nil {
+			l = *c.Limits
+		}
+		f(&l)
+		c.Limits = &l
+	}
+}
+
+func withDataDir(dir string) option { return func(c *server.Config) { c.DataDir = dir } }
+
+func withMaxUpload(n int64) option { return func(c *server.Config) { c.MaxUploadBytes = n } }
+
+// newEnv starts a server on a fresh data directory. At the end of the test
+// it destroys every sandbox and checks that nothing was left on the host.
+func newEnv(t *testing.T, opts ...option) *env {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{
+		DataDir: dir, TemplatesDir: templatesDir, Runsc: runscBin, Agent: agentBin,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, srv: srv, http: httptest.NewServer(srv.Handler), dataDir: cfg.DataDir, key: srv.LocalKey}
+	t.Cleanup(func() {
+		e.http.Close()
+		e.srv.Manager.DestroyAll(context.Background())
+		e.srv.Close()
+		e.assertNoLeaks()
+		os.RemoveAll(dir)
+	})
+	return e
+}
+
+// assertNoLeaks checks that no runsc container, sandbox directory or cgroup
+// of this server's sandboxes remains.
+func (e *env) assertNoLeaks() {
+	e.t.Helper()
+	out, _ := exec.Command(runscBin, "--root", filepath.Join(e.dataDir, "gvisor", "runsc"), "list", "--quiet").Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		e.t.Errorf("leaked runsc containers: %v", ids)
+	}
+	entries, _ := os.ReadDir(filepath.Join(e.dataDir, "gvisor", "sandboxes"))
+	for _, ent := range entries {
+		e.t.Errorf("leaked sandbox directory: %s", ent.Name())
+	}
+}
+
+// do sends a request with the local key and returns status and body.
+func (e *env) do(method, path string, body any, hdr ...string) (int, []byte) {
+	e.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	case string:
+		r = strings.NewReader(b)
+	case io.Reader:
+		r = b
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, e.http.URL+path, r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// must sends a request that must answer want, and decodes the body into out.
+func (e *env) must(want int, method, path string, body, out any) {
+	e.t.Helper()
+	status, data := e.do(method, path, body)
+	if status != want {
+		e.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			e.t.Fatalf("%s %s: decoding %s: %v", method, path, data, err)
+		}
+	}
+}
+
+func (e *env) create(req api.CreateSandboxRequest) api.Sandbox {
+	e.t.Helper()
+	var sb api.Sandbox
+	e.must(http.StatusCreated, "POST", "/v1/sandboxes", req, &sb)
+	return sb
+}
+
+func (e *env) exec(id string, req agentapi.ExecRequest) agentapi.ExecResult {
+	e.t.Helper()
+	var res agentapi.ExecResult
+	e.must(http.StatusOK, "POST", "/v1/sandboxes/"+id+"/exec", req, &res)
+	return res
+}
+
+func (e *env) sh(id, command string) agentapi.ExecResult {
+	e.t.Helper()
+	return e.exec(id, agentapi.ExecRequest{Command: command})
+}
+
+// errorCode decodes an error body's code.
+func errorCode(t *testing.T, data []byte) string {
+	t.Helper()
+	var eb agentapi.ErrorBody
+	if err := json.Unmarshal(data, &eb); err != nil || eb.Error.Code == "" || eb.Error.Message == "" {
+		t.Fatalf("not an error body: %s", data)
+	}
+	return eb.Error.Code
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if ok() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
+}

@@ -1,0 +1,182 @@
+// Package server wires a Runtime server together — store, driver, sandbox
+// manager, API — for `withruntime serve`, for the CLI's embedded server and
+// for tests. It holds no logic of its own beyond start-up order and checks.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/driver/gvisor"
+	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/store"
+	"withruntime.dev/runtime/internal/template"
+)
+
+// LocalKeyFile is the file under the data directory that holds the key the
+// server creates on first start, which the CLI on the same host uses.
+const LocalKeyFile = "local.key"
+
+// Config configures a server. Zero values take the defaults noted.
+type Config struct {
+	// DataDir holds the database, sandbox state and (by default) templates.
+	DataDir string
+	// TemplatesDir holds templates (default DataDir/templates).
+	TemplatesDir string
+	// Runsc is the runsc binary (default: WITHRUNTIME_RUNSC, then PATH).
+	Runsc string
+	// Agent is the withruntime-agent binary (default: WITHRUNTIME_AGENT,
+	// then beside this executable, then PATH).
+	Agent string
+	// Limits bound what a create may ask for (default sandbox.DefaultLimits).
+	Limits *sandbox.Limits
+	// MaxUploadBytes caps one file upload (default api.DefaultMaxUploadBytes).
+	MaxUploadBytes int64
+	Log            *slog.Logger
+}
+
+// Server is a running Runtime server.
+type Server struct {
+	Manager   *sandbox.Manager
+	Store     *store.Store
+	Templates *template.Store
+	Handler   http.Handler
+	// LocalKey is the secret of the key in DataDir/local.key.
+	LocalKey string
+	log      *slog.Logger
+}
+
+// ErrNotRoot says the server was started without root, which runsc needs.
+var ErrNotRoot = errors.New("the Runtime server must run as root: gVisor's runsc needs root to create sandboxes (namespaces, cgroups, mounts); run it with sudo")
+
+// Open starts a server: it checks privileges, opens and migrates the
+// store, starts the driver, and adopts or cleans up the sandboxes a previous
+// run left (see sandbox.Manager.Recover).
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if cfg.TemplatesDir == "" {
+		cfg.TemplatesDir = filepath.Join(cfg.DataDir, "templates")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	runsc, err := findBinary(cfg.Runsc, "WITHRUNTIME_RUNSC", "runsc")
+	if err != nil {
+		return nil, err
+	}
+	agent, err := findBinary(cfg.Agent, "WITHRUNTIME_AGENT", "withruntime-agent")
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "runtime.db"))
+	if err != nil {
+		return nil, err
+	}
+	drv, err := gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent, StateDir: filepath.Join(cfg.DataDir, "gvisor")})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	limits := sandbox.DefaultLimits()
+	if cfg.Limits != nil {
+		limits = *cfg.Limits
+	}
+	tpl := &template.Store{Dir: cfg.TemplatesDir}
+	mgr := sandbox.New(drv, st, tpl, limits, cfg.Log)
+	if err := mgr.Recover(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	key, err := localKey(ctx, st, cfg.DataDir)
+	if err != nil {
+		mgr.Close()
+		st.Close()
+		return nil, err
+	}
+	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes})
+	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log}, nil
+}
+
+// Serve serves the API on l until ctx ends, then shuts down gracefully.
+// Sandboxes keep running; the next server adopts them.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{Handler: s.Handler, ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutdown)
+	return nil
+}
+
+// Close stops lease timers and closes the store.
+func (s *Server) Close() error {
+	s.Manager.Close()
+	return s.Store.Close()
+}
+
+// localKey returns the local key's secret, creating the key and its file on
+// first start. The file is readable by root only.
+func localKey(ctx context.Context, st *store.Store, dataDir string) (string, error) {
+	path := filepath.Join(dataDir, LocalKeyFile)
+	if b, err := os.ReadFile(path); err == nil {
+		token := strings.TrimSpace(string(b))
+		if _, err := auth.Authenticate(ctx, st, token); err == nil {
+			return token, nil
+		}
+	}
+	_, token, err := auth.NewKey(ctx, st, "local")
+	if err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("local key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("local key: %w", err)
+	}
+	return token, nil
+}
+
+// findBinary resolves a helper binary: the configured path, then the
+// environment variable, then beside this executable, then PATH.
+func findBinary(configured, envVar, name string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if p := os.Getenv(envVar); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s not found: set %s or install it with scripts/install.sh", name, envVar)
+}

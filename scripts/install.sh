@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Installs what Runtime needs on this host, as root. Idempotent and fast when
+# everything is already in place:
+#
+#   - Debian packages: mmdebstrap (builds templates), iproute2 and nftables
+#     (sandbox networking), bubblewrap
+#   - runsc, built from the gVisor version pinned in third_party/runsc
+#     (scripts/build-runsc.sh; never a downloaded binary) -> /usr/local/bin/runsc
+#   - withruntime and withruntime-agent -> /usr/local/bin
+#
+# Usage: scripts/install.sh [--template]
+#   --template  also build the base template if it is missing (a few minutes)
+set -euo pipefail
+
+usage() {
+	sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
+}
+
+want_template=0
+for arg in "$@"; do
+	case "$arg" in
+	--template) want_template=1 ;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		echo "install: unknown argument: $arg" >&2
+		usage
+		exit 2
+		;;
+	esac
+done
+
+log() { printf 'install: %s\n' "$*" >&2; }
+die() {
+	printf 'install: error: %s\n' "$*" >&2
+	exit 1
+}
+
+if [[ $(id -u) -ne 0 ]]; then
+	die "must run as root (Runtime needs root for gVisor, networking and templates); try: sudo $0 $*"
+fi
+
+cd "$(dirname "$0")/.."
+
+# --- Debian packages -------------------------------------------------------
+packages=(mmdebstrap iproute2 nftables bubblewrap)
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+	if [[ $status != ii* ]]; then
+		missing+=("$p")
+	fi
+done
+if ((${#missing[@]} > 0)); then
+	log "installing packages: ${missing[*]}"
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+else
+	log "packages: ok (${packages[*]})"
+fi
+
+# --- Go toolchain ----------------------------------------------------------
+command -v go >/dev/null 2>&1 || die "the Go toolchain (go) is not on PATH; it is needed to build runsc and withruntime"
+
+# --- runsc -----------------------------------------------------------------
+runsc=$(scripts/build-runsc.sh)
+[[ -x $runsc ]] || die "scripts/build-runsc.sh did not produce a binary"
+if cmp -s "$runsc" /usr/local/bin/runsc; then
+	log "runsc: ok (/usr/local/bin/runsc)"
+else
+	install -m 0755 "$runsc" /usr/local/bin/runsc.new
+	mv -f /usr/local/bin/runsc.new /usr/local/bin/runsc
+	log "runsc: installed /usr/local/bin/runsc"
+fi
+
+# --- withruntime -----------------------------------------------------------
+# go build's cache makes this quick when nothing changed. Build to a
+# temporary name and rename, so a running binary is never half-written.
+for cmd in withruntime withruntime-agent; do
+	log "building $cmd"
+	CGO_ENABLED=0 go build -o "/usr/local/bin/.$cmd.new" "./cmd/$cmd"
+	if cmp -s "/usr/local/bin/.$cmd.new" "/usr/local/bin/$cmd"; then
+		rm -f "/usr/local/bin/.$cmd.new"
+	else
+		mv -f "/usr/local/bin/.$cmd.new" "/usr/local/bin/$cmd"
+		log "$cmd: installed /usr/local/bin/$cmd"
+	fi
+done
+
+# --- base template (optional) ----------------------------------------------
+if ((want_template)); then
+	# Matches "base" as a whole name in a table or in JSON output.
+	if /usr/local/bin/withruntime template ls 2>/dev/null | grep -qE '(^|[^a-z0-9._-])base([^a-z0-9._-]|$)'; then
+		log "template base: ok"
+	else
+		log "building template base (mmdebstrap; a few minutes)"
+		/usr/local/bin/withruntime template build base >&2
+	fi
+fi
+
+log "done"
