@@ -220,16 +220,16 @@ type ErrorBody struct {
 
 // Error codes shared by the agent and the server.
 const (
-	CodeBadRequest   = "bad_request"   // 400
-	CodeUnauthorized = "unauthorized"  // 401
-	CodeForbidden    = "forbidden"     // 403
-	CodeNotFound     = "not_found"     // 404
-	CodeTimeout      = "timeout"       // 408
-	CodeConflict     = "conflict"      // 409 (wrong state, already exists)
-	CodeLeaseEnded   = "lease_ended"   // 410
-	CodeTooLarge     = "too_large"     // 413
-	CodeNoSpace      = "no_space"      // 507
-	CodeRateLimited  = "rate_limited"  // 429
-	CodeUnavailable  = "unavailable"   // 503
-	CodeInternal     = "internal"      // 500
+	CodeBadRequest   = "bad_request"  // 400
+	CodeUnauthorized = "unauthorized" // 401
+	CodeForbidden    = "forbidden"    // 403
+	CodeNotFound     = "not_found"    // 404
+	CodeTimeout      = "timeout"      // 408
+	CodeConflict     = "conflict"     // 409 (wrong state, already exists)
+	CodeLeaseEnded   = "lease_ended"  // 410
+	CodeTooLarge     = "too_large"    // 413
+	CodeNoSpace      = "no_space"     // 507
+	CodeRateLimited  = "rate_limited" // 429
+	CodeUnavailable  = "unavailable"  // 503
+	CodeInternal     = "internal"     // 500
 )

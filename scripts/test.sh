@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs Runtime's whole test suite on this host, as root: installs what the
+# tests need (scripts/install.sh --template: Debian packages, the pinned runsc
+# build, the binaries, the base template — all cached, so a second run starts
+# at once), then runs every suite. Sandboxes in the tests are real gVisor
+# sandboxes; nothing is mocked.
+#
+# Usage: scripts/test.sh [go test flags...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install.sh --template
+
+export WITHRUNTIME_RUNSC=/usr/local/bin/runsc
+echo "test: go vet" >&2
+go vet ./...
+echo "test: go test (real gVisor sandboxes)" >&2
+go test -count=1 -timeout 40m "$@" ./...
