@@ -13,7 +13,7 @@ import (
 )
 
 func newServeCmd() *cobra.Command {
-	var listen, data string
+	var listen, data, templates string
 	var maxUpload int64
 	var noBuild bool
 	cmd := &cobra.Command{
@@ -23,7 +23,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, MaxUploadBytes: maxUpload, Log: log})
+			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log})
 			if err != nil {
 				return err
 			}
@@ -44,6 +44,7 @@ func newServeCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7780", "address to serve the API on")
 	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
+	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
 	return cmd
