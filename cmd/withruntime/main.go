@@ -51,6 +51,6 @@ directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime), which needs root
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd())
+	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newMCPCmd())
 	return root
 }

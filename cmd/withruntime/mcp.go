@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	withruntime "withruntime.dev/runtime/sdk/go"
+	"withruntime.dev/runtime/sdk/go/tools"
+)
+
+func newMCPCmd() *cobra.Command {
+	var template, httpAddr string
+	var lease time.Duration
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the four sandbox tools over MCP (stdio, or streamable HTTP with --http)",
+		Long: `Serves runtime_exec, runtime_read_file, runtime_write_file and runtime_list_files
+over the Model Context Protocol, so that any MCP client (a desktop assistant, an
+IDE agent) can run code in a Runtime sandbox.
+
+Each MCP session gets its own sandbox, created on its first tool call and
+destroyed when the session ends. The sandbox's lease (--lease) is renewed while
+the session uses it; a sandbox left idle for a whole lease is destroyed, and the
+next call gets a new, empty one (the result says so).
+
+By default the server speaks MCP on stdin/stdout (one session), for clients that
+start it as a command; with --http ADDR it serves streamable HTTP at
+http://ADDR/mcp (a session per client). The Runtime server is found as for every
+other command (WITHRUNTIME_URL, the config file, else an embedded server).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lease < time.Second {
+				return fmt.Errorf("--lease must be at least 1s; got %s", lease)
+			}
+			ctx := cmd.Context()
+			s, err := connect(ctx, template)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			opts := []withruntime.ClientOption{withruntime.WithBaseURL(s.BaseURL), withruntime.WithAPIKey(s.APIKey)}
+			if s.HTTP != nil {
+				opts = append(opts, withruntime.WithHTTPClient(s.HTTP))
+			}
+			c, err := withruntime.NewClient(opts...)
+			if err != nil {
+				return err
+			}
+			m := newMCPSandboxes(c, withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second)})
+			defer m.closeAll()
+			srv := m.server()
+			if httpAddr == "" {
+				err := srv.Run(ctx, &mcp.StdioTransport{})
+				if errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed) {
+					return nil
+				}
+				return err
+			}
+			return serveMCPHTTP(ctx, srv, httpAddr, lease)
+		},
+	}
+	cmd.Flags().StringVar(&template, "template", "base", "template of the sandboxes")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Minute, "sandbox lease, renewed while the session uses it; also the idle timeout of an HTTP session")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (such as 127.0.0.1:7781) instead of stdio")
+	return cmd
+}
+
+// serveMCPHTTP serves streamable HTTP at /mcp until ctx ends.
+func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr string, idle time.Duration) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: idle}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	fmt.Fprintf(os.Stderr, "withruntime: MCP over streamable HTTP at http://%s/mcp\n", l.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	return nil
+}
+
+// mcpSandboxes holds one sandbox per MCP session.
+type mcpSandboxes struct {
+	c    *withruntime.Client
+	opts withruntime.Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]*sessionSandbox
+	closed   bool
+}
+
+// sessionSandbox is a session's sandbox, created on first use.
+type sessionSandbox struct {
+	mu  sync.Mutex
+	sbx *withruntime.Sandbox
+	// replaced says the session's previous sandbox was lost (lease ended);
+	// the next result tells the model.
+	replaced bool
+	done     bool
+}
+
+func newMCPSandboxes(c *withruntime.Client, opts withruntime.Options) *mcpSandboxes {
+	return &mcpSandboxes{c: c, opts: opts, sessions: map[*mcp.ServerSession]*sessionSandbox{},
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+}
+
+// server returns an MCP server with the four tools.
+func (m *mcpSandboxes) server() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "withruntime", Title: "Runtime sandbox", Version: "0.1.0"},
+		&mcp.ServerOptions{
+			Instructions: "Tools that run commands and read, write and list files in an isolated Linux sandbox " +
+				"(one per session, created on first use). Relative paths resolve under /workspace.",
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		})
+	for _, d := range tools.Definitions() {
+		name := d.Name
+		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return m.call(ctx, req.Session, name, req.Params.Arguments), nil
+			})
+	}
+	return srv
+}
+
+// call runs one tool call in the session's sandbox. Every failure is a
+// result the model sees; the sandbox being gone also drops it, so the next
+// call gets a new one.
+func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, name string, args json.RawMessage) *mcp.CallToolResult {
+	entry := m.entry(ss)
+	ts := tools.Bind(func(ctx context.Context) (*withruntime.Sandbox, error) { return m.sandbox(ctx, ss, entry) })
+	res, err := tools.Dispatch(ctx, ts, name, args)
+	text := res.Text
+	if err != nil {
+		m.log.Warn("mcp tool call failed", "tool", name, "err", err)
+		if isGone(err) {
+			entry.mu.Lock()
+			entry.sbx, entry.replaced = nil, true
+			entry.mu.Unlock()
+			text += "\nThe next call runs in a new, empty sandbox."
+		}
+	}
+	entry.mu.Lock()
+	if entry.replaced && entry.sbx != nil && err == nil {
+		text = "note: the previous sandbox's lease ended after a pause and its files are gone; this call ran in a new, empty sandbox.\n" + text
+		entry.replaced = false
+	}
+	entry.mu.Unlock()
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: res.IsError}
+}
+
+func (m *mcpSandboxes) entry(ss *mcp.ServerSession) *sessionSandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sessions[ss]
+	if !ok {
+		e = &sessionSandbox{}
+		m.sessions[ss] = e
+		if ss != nil && !m.closed {
+			go func() {
+				_ = ss.Wait()
+				m.release(ss)
+			}()
+		}
+	}
+	return e
+}
+
+// sandbox returns the session's sandbox, creating it on first use and
+// renewing its lease when less than half is left.
+func (m *mcpSandboxes) sandbox(ctx context.Context, ss *mcp.ServerSession, e *sessionSandbox) (*withruntime.Sandbox, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done {
+		return nil, errors.New("the MCP session has ended")
+	}
+	if e.sbx == nil {
+		sbx, err := m.c.Create(ctx, m.opts)
+		if err != nil {
+			return nil, err
+		}
+		e.sbx = sbx
+		return sbx, nil
+	}
+	lease := time.Duration(m.opts.TimeoutSeconds) * time.Second
+	if time.Until(e.sbx.Info().LeaseEndsAt) >= lease/2 {
+		return e.sbx, nil
+	}
+	err := e.sbx.SetTimeout(ctx, m.opts.TimeoutSeconds)
+	if !isGone(err) {
+		return e.sbx, err
+	}
+	// The lease ended while the session was idle: carry on in a new
+	// sandbox, and tell the model (see call).
+	sbx, err := m.c.Create(ctx, m.opts)
+	if err != nil {
+		e.sbx = nil
+		return nil, err
+	}
+	e.sbx, e.replaced = sbx, true
+	return sbx, nil
+}
+
+func isGone(err error) bool {
+	return errors.Is(err, withruntime.ErrLeaseEnded) || errors.Is(err, withruntime.ErrSandboxStopped)
+}
+
+// release destroys a session's sandbox when the session ends.
+func (m *mcpSandboxes) release(ss *mcp.ServerSession) {
+	m.mu.Lock()
+	e := m.sessions[ss]
+	delete(m.sessions, ss)
+	m.mu.Unlock()
+	if e != nil {
+		m.destroy(e)
+	}
+}
+
+func (m *mcpSandboxes) destroy(e *sessionSandbox) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.done = true
+	if e.sbx != nil {
+		if err := e.sbx.Close(); err != nil {
+			m.log.Warn("destroying sandbox", "id", e.sbx.ID(), "err", err)
+		}
+		e.sbx = nil
+	}
+}
+
+// closeAll destroys every session's sandbox (at exit).
+func (m *mcpSandboxes) closeAll() {
+	m.mu.Lock()
+	m.closed = true
+	entries := make([]*sessionSandbox, 0, len(m.sessions))
+	for ss, e := range m.sessions {
+		entries = append(entries, e)
+		delete(m.sessions, ss)
+	}
+	m.mu.Unlock()
+	for _, e := range entries {
+		m.destroy(e)
+	}
+}

@@ -1,0 +1,263 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/sdk/go/tools"
+)
+
+var (
+	withruntimeOnce sync.Once
+	withruntimeBin  string
+	withruntimeErr  error
+)
+
+// buildWithruntime builds the withruntime binary once per test run.
+func buildWithruntime(t *testing.T) string {
+	t.Helper()
+	withruntimeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "itest-withruntime-")
+		if err != nil {
+			withruntimeErr = err
+			return
+		}
+		withruntimeBin = filepath.Join(dir, "withruntime")
+		out, err := exec.Command("go", "build", "-o", withruntimeBin, "withruntime.dev/runtime/cmd/withruntime").CombinedOutput()
+		if err != nil {
+			withruntimeErr = &buildError{err, out}
+		}
+	})
+	if withruntimeErr != nil {
+		t.Fatalf("building withruntime: %v", withruntimeErr)
+	}
+	return withruntimeBin
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (b *buildError) Error() string { return b.err.Error() + "\n" + string(b.out) }
+
+// running lists the server's running sandboxes.
+func (e *env) running() []api.Sandbox {
+	var list api.SandboxList
+	e.must(http.StatusOK, "GET", "/v1/sandboxes?state=running", nil, &list)
+	return list.Sandboxes
+}
+
+func mcpText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) != 1 {
+		t.Fatalf("result has %d contents", len(res.Content))
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("result content is %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+// TestMCPStdio drives `withruntime mcp` as an MCP client does: as a command
+// speaking MCP on stdin/stdout, with the official Go SDK's client.
+func TestMCPStdio(t *testing.T) {
+	e := newEnv(t)
+	bin := buildWithruntime(t)
+	ctx := context.Background()
+	cmd := exec.Command(bin, "mcp", "--lease", "10m")
+	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := tools.Definitions()
+	if len(list.Tools) != len(defs) {
+		t.Fatalf("listed %d tools, want %d", len(list.Tools), len(defs))
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tool := range list.Tools {
+		byName[tool.Name] = tool
+	}
+	for _, d := range defs {
+		tool := byName[d.Name]
+		if tool == nil {
+			t.Errorf("tool %s not listed", d.Name)
+			continue
+		}
+		var want, got any
+		json.Unmarshal(d.InputSchema, &want)
+		b, _ := json.Marshal(tool.InputSchema)
+		json.Unmarshal(b, &got)
+		if tool.Description != d.Description || !reflect.DeepEqual(got, want) {
+			t.Errorf("tool %s: listed schema %s", d.Name, b)
+		}
+	}
+	if n := len(e.running()); n != 0 {
+		t.Fatalf("%d sandboxes before the first tool call; want them created lazily", n)
+	}
+
+	res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "hello.py", "content": "print(6 * 7)\n"})
+	if res.IsError || mcpText(t, res) != "wrote 13 bytes to /workspace/hello.py" {
+		t.Fatalf("write: %+v", res)
+	}
+	res = mcpCall(t, cs, "runtime_exec", map[string]any{"command": "python3 hello.py", "cwd": "", "timeoutSeconds": 0})
+	if res.IsError || mcpText(t, res) != "exit_code: 0\nstdout:\n42\nstderr: (empty)" {
+		t.Fatalf("exec: %q", mcpText(t, res))
+	}
+	res = mcpCall(t, cs, "runtime_exec", map[string]any{"command": "ls /nonexistent"})
+	if res.IsError || !strings.HasPrefix(mcpText(t, res), "exit_code: 2\n") || !strings.Contains(mcpText(t, res), "No such file") {
+		t.Fatalf("failing command: %q", mcpText(t, res))
+	}
+	res = mcpCall(t, cs, "runtime_read_file", map[string]any{"path": "hello.py", "mode": "text"})
+	if !res.IsError || !strings.Contains(mcpText(t, res), `unknown field "mode"`) {
+		t.Fatalf("invalid arguments: %+v", res)
+	}
+	res = mcpCall(t, cs, "runtime_list_files", map[string]any{"path": ""})
+	if res.IsError || !strings.Contains(mcpText(t, res), "hello.py") {
+		t.Fatalf("list: %q", mcpText(t, res))
+	}
+	if n := len(e.running()); n != 1 {
+		t.Fatalf("%d sandboxes running during the session, want 1", n)
+	}
+
+	// The session ends when the client closes it; the server exits and
+	// destroys the sandbox.
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	waitFor(t, 15*time.Second, "the session's sandbox to be destroyed", func() bool { return len(e.running()) == 0 })
+}
+
+// TestMCPStreamableHTTP serves MCP over streamable HTTP: each session gets
+// its own sandbox, destroyed when the session ends, and all of them when the
+// server stops.
+func TestMCPStreamableHTTP(t *testing.T) {
+	e := newEnv(t)
+	bin := buildWithruntime(t)
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "mcp", "--http", addr, "--lease", "10m")
+	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	waitFor(t, 10*time.Second, "the MCP HTTP server to listen", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+
+	connect := func() *mcp.ClientSession {
+		client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, stderr.String())
+		}
+		return cs
+	}
+	a, b := connect(), connect()
+	defer b.Close()
+	res := mcpCall(t, a, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "a"})
+	if res.IsError {
+		t.Fatalf("write in session a: %q", mcpText(t, res))
+	}
+	res = mcpCall(t, b, "runtime_exec", map[string]any{"command": "ls /workspace; echo done"})
+	if strings.Contains(mcpText(t, res), "mine.txt") || !strings.Contains(mcpText(t, res), "done") {
+		t.Fatalf("session b sees session a's files: %q", mcpText(t, res))
+	}
+	if n := len(e.running()); n != 2 {
+		t.Fatalf("%d sandboxes for 2 sessions", n)
+	}
+	a.Close()
+	waitFor(t, 15*time.Second, "session a's sandbox to be destroyed", func() bool { return len(e.running()) == 1 })
+
+	// Stopping the server destroys the remaining sandbox.
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("withruntime mcp did not exit on SIGTERM\n%s", stderr.String())
+	}
+	exited <- nil
+	if n := len(e.running()); n != 0 {
+		t.Fatalf("%d sandboxes left after the server stopped\n%s", n, stderr.String())
+	}
+}
+
+// TestMCPLeaseEnd: a session idle past its sandbox's lease goes on in a new
+// sandbox, and the model is told its files are gone.
+func TestMCPLeaseEnd(t *testing.T) {
+	e := newEnv(t)
+	bin := buildWithruntime(t)
+	cmd := exec.Command(bin, "mcp", "--lease", "2s")
+	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
+	client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "a"}); res.IsError {
+		t.Fatalf("write: %q", mcpText(t, res))
+	}
+	first := e.running()
+	waitFor(t, 10*time.Second, "the lease to end", func() bool { return len(e.running()) == 0 })
+	res := mcpCall(t, cs, "runtime_exec", map[string]any{"command": "cat mine.txt"})
+	text := mcpText(t, res)
+	if res.IsError || !strings.HasPrefix(text, "note: the previous sandbox's lease ended") || !strings.Contains(text, "exit_code: 1") {
+		t.Fatalf("after the lease ended: %q", text)
+	}
+	if now := e.running(); len(first) != 1 || len(now) != 1 || now[0].ID == first[0].ID {
+		t.Fatalf("sandboxes before %v, after %v", first, now)
+	}
+}

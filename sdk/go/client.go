@@ -1,0 +1,203 @@
+package withruntime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Environment variables and the config file that NewClient reads.
+const (
+	// EnvURL names the server's base URL, such as http://127.0.0.1:7780.
+	EnvURL = "WITHRUNTIME_URL"
+	// EnvAPIKey holds the API key (wr_...), sent as a bearer token.
+	EnvAPIKey = "WITHRUNTIME_API_KEY"
+)
+
+// ConfigFile is the CLI's config file, relative to the user's config
+// directory (os.UserConfigDir, usually ~/.config): {"url": ..., "apiKey": ...}.
+const ConfigFile = "withruntime/config.json"
+
+// Client talks to one Runtime server. It is safe for concurrent use. The
+// package-level Create, Connect and List use a Client from NewClient().
+type Client struct {
+	baseURL string
+	apiKey  string
+	hc      *http.Client
+}
+
+// ClientOption configures NewClient.
+type ClientOption func(*Client)
+
+// WithBaseURL sets the server's base URL (such as http://127.0.0.1:7780),
+// overriding WITHRUNTIME_URL and the config file.
+func WithBaseURL(url string) ClientOption { return func(c *Client) { c.baseURL = url } }
+
+// WithAPIKey sets the API key, overriding WITHRUNTIME_API_KEY and the
+// config file.
+func WithAPIKey(key string) ClientOption { return func(c *Client) { c.apiKey = key } }
+
+// WithHTTPClient sets the HTTP client (default: one without an overall
+// timeout, since exec streams and file transfers can be long; bound calls
+// with their context instead).
+func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.hc = hc } }
+
+// NewClient returns a client for the server found, in this order, in the
+// options (WithBaseURL), the environment (WITHRUNTIME_URL and
+// WITHRUNTIME_API_KEY), or the CLI's config file
+// (~/.config/withruntime/config.json, {"url", "apiKey"}). With none of these
+// it returns an error wrapping ErrNotConfigured that says how to configure
+// one: the SDK never starts a server itself. The local default is a server
+// started on the same host with `withruntime serve`.
+func NewClient(opts ...ClientOption) (*Client, error) {
+	c := &Client{}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.baseURL == "" {
+		if err := c.fromEnvOrFile(); err != nil {
+			return nil, err
+		}
+	}
+	if !strings.HasPrefix(c.baseURL, "http://") && !strings.HasPrefix(c.baseURL, "https://") {
+		return nil, fmt.Errorf("withruntime: server URL %q must start with http:// or https://", c.baseURL)
+	}
+	c.baseURL = strings.TrimRight(c.baseURL, "/")
+	if c.hc == nil {
+		c.hc = &http.Client{}
+	}
+	return c, nil
+}
+
+func (c *Client) fromEnvOrFile() error {
+	key := c.apiKey
+	if url := os.Getenv(EnvURL); url != "" {
+		c.baseURL = url
+		if key == "" {
+			c.apiKey = os.Getenv(EnvAPIKey)
+		}
+		return nil
+	}
+	path := ""
+	if dir, err := os.UserConfigDir(); err == nil {
+		path = filepath.Join(dir, ConfigFile)
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			var fc struct {
+				URL    string `json:"url"`
+				APIKey string `json:"apiKey"`
+			}
+			if err := json.Unmarshal(b, &fc); err != nil {
+				return fmt.Errorf("withruntime: config file %s is not valid JSON: %w", path, err)
+			}
+			if fc.URL != "" {
+				c.baseURL = fc.URL
+				c.apiKey = firstNonEmpty(key, os.Getenv(EnvAPIKey), fc.APIKey)
+				return nil
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return fmt.Errorf("withruntime: reading config file %s: %w", path, err)
+		}
+	}
+	return fmt.Errorf("%w: set %s (and %s) to a server's URL and key, write %s as {\"url\": ..., \"apiKey\": ...}, "+
+		"or pass withruntime.WithBaseURL; to run a server on this host: `sudo withruntime serve --listen 127.0.0.1:7780`, "+
+		"then `sudo withruntime keys create NAME` for a key", ErrNotConfigured, EnvURL, EnvAPIKey, displayPath(path))
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "~/.config/" + ConfigFile
+	}
+	return p
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// BaseURL is the server's base URL.
+func (c *Client) BaseURL() string { return c.baseURL }
+
+// request performs one request: body is sent as is (contentType says what
+// it is), and an error status becomes an *APIError. The caller closes the
+// answer's body.
+func (c *Client) request(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("withruntime: %w", err)
+	}
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if body != nil && contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("withruntime: %s %s: %w", method, path, ctx.Err())
+		}
+		return nil, fmt.Errorf("withruntime: cannot reach the Runtime server at %s: %w", c.baseURL, err)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+// decodeError turns an error answer into an *APIError.
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb ErrorBody
+	if json.Unmarshal(data, &eb) != nil || eb.Error.Code == "" {
+		msg := strings.TrimSpace(string(data))
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		return &APIError{Status: resp.StatusCode, Code: fmt.Sprintf("http_%d", resp.StatusCode), Message: msg}
+	}
+	return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+}
+
+// doJSON sends in (if non-nil) as JSON and decodes the answer into out (if
+// non-nil).
+func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("withruntime: encoding request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	resp, err := c.request(ctx, method, path, body, "application/json", "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("withruntime: decoding the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}

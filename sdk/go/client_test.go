@@ -1,0 +1,172 @@
+package withruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNewClientConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", home)
+	t.Setenv("HOME", home)
+	t.Setenv(EnvURL, "")
+	t.Setenv(EnvAPIKey, "")
+
+	_, err := NewClient()
+	if !errors.Is(err, ErrNotConfigured) || !strings.Contains(err.Error(), "WITHRUNTIME_URL") || !strings.Contains(err.Error(), "withruntime serve") {
+		t.Fatalf("unconfigured: %v", err)
+	}
+
+	path := filepath.Join(home, ConfigFile)
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	os.WriteFile(path, []byte(`{"url": "http://file:1/", "apiKey": "wr_file"}`), 0o600)
+	c, err := NewClient()
+	if err != nil || c.baseURL != "http://file:1" || c.apiKey != "wr_file" {
+		t.Fatalf("config file: %+v %v", c, err)
+	}
+
+	t.Setenv(EnvURL, "http://env:2")
+	t.Setenv(EnvAPIKey, "wr_env")
+	c, err = NewClient()
+	if err != nil || c.baseURL != "http://env:2" || c.apiKey != "wr_env" {
+		t.Fatalf("environment: %+v %v", c, err)
+	}
+
+	c, err = NewClient(WithBaseURL("https://opt:3"), WithAPIKey("wr_opt"))
+	if err != nil || c.baseURL != "https://opt:3" || c.apiKey != "wr_opt" {
+		t.Fatalf("options: %+v %v", c, err)
+	}
+
+	if _, err := NewClient(WithBaseURL("localhost:7780")); err == nil {
+		t.Fatal("a URL without a scheme was accepted")
+	}
+	t.Setenv(EnvURL, "")
+	os.WriteFile(path, []byte(`{"url": `), 0o600)
+	if _, err := NewClient(); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("bad config file: %v", err)
+	}
+}
+
+// fake serves canned answers by "METHOD PATH".
+func fake(t *testing.T, routes map[string]func(w http.ResponseWriter, r *http.Request)) *Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer wr_test" {
+			w.WriteHeader(401)
+			io.WriteString(w, `{"error":{"code":"unauthorized","message":"bad key"}}`)
+			return
+		}
+		h, ok := routes[r.Method+" "+r.URL.Path]
+		if !ok {
+			w.WriteHeader(404)
+			fmt.Fprintf(w, `{"error":{"code":"not_found","message":"no route %s"}}`, r.URL.Path)
+			return
+		}
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(WithBaseURL(srv.URL), WithAPIKey("wr_test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func answer(status int, body string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}
+}
+
+func TestErrorsAreTyped(t *testing.T) {
+	deletes := 0
+	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
+		"GET /v1/sandboxes/gone":      answer(200, `{"id":"gone","state":"stopped","endReason":"lease_ended"}`),
+		"GET /v1/sandboxes/sb1":       answer(200, `{"id":"sb1","state":"running"}`),
+		"POST /v1/sandboxes/sb1/exec": answer(410, `{"error":{"code":"lease_ended","message":"lease ended"}}`),
+		"DELETE /v1/sandboxes/sb1": func(w http.ResponseWriter, r *http.Request) {
+			deletes++
+			w.WriteHeader(204)
+		},
+		"POST /v1/sandboxes/sb1/timeout": answer(418, `teapot`),
+	})
+	ctx := context.Background()
+	_, err := c.Connect(ctx, "nope")
+	var ae *APIError
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "not_found" {
+		t.Fatalf("connect to a missing sandbox: %v", err)
+	}
+	if _, err := c.Connect(ctx, "gone"); !errors.Is(err, ErrLeaseEnded) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("connect to a stopped sandbox: %v", err)
+	}
+	sbx, err := c.Connect(ctx, "sb1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sbx.Run(ctx, "true"); !errors.Is(err, ErrLeaseEnded) {
+		t.Fatalf("exec after lease end: %v", err)
+	}
+	if err := sbx.SetTimeout(ctx, 60); !errors.As(err, &ae) || ae.Status != 418 || ae.Message != "teapot" {
+		t.Fatalf("non-JSON error: %v", err)
+	}
+	if err := sbx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.Close(); err != nil || deletes != 1 {
+		t.Fatalf("second close: %v, %d deletes", err, deletes)
+	}
+	bad, _ := NewClient(WithBaseURL(c.baseURL), WithAPIKey("wr_wrong"))
+	if _, err := bad.List(ctx, ListFilter{}); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("wrong key: %v", err)
+	}
+}
+
+func TestExecStreamEvents(t *testing.T) {
+	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
+		"POST /v1/sandboxes/ok/exec": answer(200, `{"type":"start","pid":7}
+{"type":"stdout","data":"4"}
+{"type":"stdout","data":"\ufffd","lossy":true,"dataBase64":"/w=="}
+{"type":"stderr","data":"warn\n"}
+{"type":"exit","result":{"exitCode":3,"stdout":"","stderr":""}}
+`),
+		"POST /v1/sandboxes/broken/exec": answer(200, `{"type":"start","pid":7}
+{"type":"stdout","data":"4"}
+`),
+		"POST /v1/sandboxes/fails/exec": answer(200, `{"type":"error","error":{"code":"bad_request","message":"no such cwd"}}
+`),
+	})
+	ctx := context.Background()
+	var out, errb strings.Builder
+	res, err := (&Sandbox{c: c, id: "ok"}).ExecTo(ctx, ExecRequest{Command: "x"}, &out, &errb)
+	if err != nil || res.ExitCode != 3 || out.String() != "4\xff" || errb.String() != "warn\n" {
+		t.Fatalf("ExecTo: %+v %v %q %q", res, err, out.String(), errb.String())
+	}
+	var types []string
+	for ev, err := range (&Sandbox{c: c, id: "broken"}).ExecStream(ctx, ExecRequest{Command: "x"}) {
+		if err != nil {
+			types = append(types, "err")
+			break
+		}
+		types = append(types, ev.Type)
+	}
+	if strings.Join(types, ",") != "start,stdout,err" {
+		t.Fatalf("broken stream: %v", types)
+	}
+	_, err = (&Sandbox{c: c, id: "fails"}).ExecTo(ctx, ExecRequest{Command: "x"}, nil, nil)
+	if !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("error event: %v", err)
+	}
+	// Breaking out of the loop early is fine.
+	for range (&Sandbox{c: c, id: "ok"}).ExecStream(ctx, ExecRequest{Command: "x"}) {
+		break
+	}
+}

@@ -1,0 +1,114 @@
+package withruntime
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, one per error code of the API. Test for them with
+// errors.Is: every error answer from the server is an *APIError, which
+// matches the sentinel of its code.
+//
+//	if errors.Is(err, withruntime.ErrNotFound) { ... }
+var (
+	// ErrBadRequest (400 bad_request): the request was invalid; the message
+	// says what to fix.
+	ErrBadRequest = errors.New("withruntime: bad request")
+	// ErrUnauthorized (401 unauthorized): the API key is missing, wrong or
+	// revoked.
+	ErrUnauthorized = errors.New("withruntime: unauthorized")
+	// ErrForbidden (403 forbidden): the key may not do this.
+	ErrForbidden = errors.New("withruntime: forbidden")
+	// ErrNotFound (404 not_found): no such sandbox, file or directory.
+	ErrNotFound = errors.New("withruntime: not found")
+	// ErrTimeout (408 timeout): the server gave up waiting.
+	ErrTimeout = errors.New("withruntime: timeout")
+	// ErrConflict (409 conflict): the sandbox or file is in the wrong state
+	// (still starting, already exists, not empty).
+	ErrConflict = errors.New("withruntime: conflict")
+	// ErrLeaseEnded (410 lease_ended): the sandbox's lease ended and the
+	// server destroyed it. Create a new sandbox; extend leases with
+	// SetTimeout before they end.
+	ErrLeaseEnded = errors.New("withruntime: sandbox lease ended")
+	// ErrSandboxStopped (410 sandbox_stopped): the sandbox was destroyed
+	// (by Close or another client) or failed.
+	ErrSandboxStopped = errors.New("withruntime: sandbox stopped")
+	// ErrTooLarge (413 too_large): an upload or listing is over the
+	// server's cap.
+	ErrTooLarge = errors.New("withruntime: too large")
+	// ErrRateLimited (429 rate_limited): slow down and retry.
+	ErrRateLimited = errors.New("withruntime: rate limited")
+	// ErrInternal (500 internal): the server failed; its log has details.
+	ErrInternal = errors.New("withruntime: internal server error")
+	// ErrUnavailable (503 unavailable): no capacity for another sandbox now.
+	ErrUnavailable = errors.New("withruntime: unavailable")
+	// ErrNoSpace (507 no_space): the sandbox's disk is full.
+	ErrNoSpace = errors.New("withruntime: no space left in sandbox")
+
+	// ErrNotConfigured is returned by NewClient (and so by Create, Connect
+	// and List) when no server is configured; its message says how to
+	// configure one.
+	ErrNotConfigured = errors.New("withruntime: no Runtime server configured")
+)
+
+// codes maps each API error code to its sentinel and HTTP status.
+var codes = map[string]struct {
+	err    error
+	status int
+}{
+	"bad_request":     {ErrBadRequest, 400},
+	"unauthorized":    {ErrUnauthorized, 401},
+	"forbidden":       {ErrForbidden, 403},
+	"not_found":       {ErrNotFound, 404},
+	"timeout":         {ErrTimeout, 408},
+	"conflict":        {ErrConflict, 409},
+	"lease_ended":     {ErrLeaseEnded, 410},
+	"sandbox_stopped": {ErrSandboxStopped, 410},
+	"too_large":       {ErrTooLarge, 413},
+	"rate_limited":    {ErrRateLimited, 429},
+	"internal":        {ErrInternal, 500},
+	"unavailable":     {ErrUnavailable, 503},
+	"no_space":        {ErrNoSpace, 507},
+}
+
+// byStatus is the sentinel for an answer whose code is unknown to this
+// version of the SDK (a newer server) or that carried no error body.
+var byStatus = map[int]error{
+	400: ErrBadRequest, 401: ErrUnauthorized, 403: ErrForbidden, 404: ErrNotFound,
+	408: ErrTimeout, 409: ErrConflict, 410: ErrSandboxStopped, 413: ErrTooLarge,
+	429: ErrRateLimited, 500: ErrInternal, 503: ErrUnavailable, 507: ErrNoSpace,
+}
+
+// APIError is an error answer from the server (or an error event that
+// ended an exec stream).
+type APIError struct {
+	// Status is the HTTP status (for an error event, the status its code
+	// maps to).
+	Status int
+	// Code is the stable error code, such as "not_found" or "lease_ended".
+	Code string
+	// Message is the server's explanation, which says how to fix it.
+	Message string
+}
+
+// Error returns "withruntime: CODE (STATUS): MESSAGE".
+func (e *APIError) Error() string {
+	return fmt.Sprintf("withruntime: %s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+// Is makes errors.Is(err, ErrNotFound) and the like true for an APIError
+// of that code (or, for a code this SDK does not know, of that status).
+func (e *APIError) Is(target error) bool {
+	if c, ok := codes[e.Code]; ok {
+		return c.err == target
+	}
+	return byStatus[e.Status] == target
+}
+
+// statusOfCode is the HTTP status an error code maps to (500 if unknown).
+func statusOfCode(code string) int {
+	if c, ok := codes[code]; ok {
+		return c.status
+	}
+	return 500
+}

@@ -1,0 +1,3 @@
+module withruntime.dev/runtime/sdk/go
+
+go 1.23

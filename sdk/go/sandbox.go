@@ -1,0 +1,217 @@
+package withruntime
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Options configures a new sandbox. Every field is optional: zero values
+// take the server's defaults.
+type Options struct {
+	// Template names the root filesystem (default "base": Debian with
+	// python3, curl, procps).
+	Template string
+	// TimeoutSeconds is the lease: the server destroys the sandbox this many
+	// seconds after creation unless extended with SetTimeout (default 300;
+	// the server sets a maximum).
+	TimeoutSeconds int64
+	// CPU is the number of vCPUs (default 1; fractions allowed, minimum 0.05).
+	CPU float64
+	// MemoryMiB is the memory size in MiB (default 512).
+	MemoryMiB int64
+	// DiskMiB caps writes to the root filesystem, in MiB (default 2048).
+	DiskMiB int64
+	// Env is set in every command's environment.
+	Env map[string]string
+	// Metadata is free-form labels, returned as given and usable as List
+	// filters. Keys are at most 256 bytes, values at most 4096.
+	Metadata map[string]string
+}
+
+// ListFilter selects sandboxes for List. Zero values match everything.
+type ListFilter struct {
+	// State is "starting", "running" or "stopped" ("" for all).
+	State string
+	// Metadata matches sandboxes that have every one of these labels.
+	Metadata map[string]string
+}
+
+// Sandbox is a handle on one sandbox. Its methods are safe for concurrent
+// use. Close destroys the sandbox.
+type Sandbox struct {
+	c  *Client
+	id string
+
+	mu   sync.Mutex
+	info SandboxInfo
+
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Create creates a sandbox on the server configured by NewClient() (see
+// there). Close it when done, or its lease ends it.
+func Create(ctx context.Context, opts Options) (*Sandbox, error) {
+	c, err := NewClient()
+	if err != nil {
+		return nil, err
+	}
+	return c.Create(ctx, opts)
+}
+
+// Connect returns a handle on an existing sandbox, on the server configured
+// by NewClient().
+func Connect(ctx context.Context, id string) (*Sandbox, error) {
+	c, err := NewClient()
+	if err != nil {
+		return nil, err
+	}
+	return c.Connect(ctx, id)
+}
+
+// List lists sandboxes on the server configured by NewClient().
+func List(ctx context.Context, f ListFilter) ([]SandboxInfo, error) {
+	c, err := NewClient()
+	if err != nil {
+		return nil, err
+	}
+	return c.List(ctx, f)
+}
+
+// Create creates a sandbox and returns once it runs. Errors: ErrBadRequest
+// (invalid options), ErrNotFound (no such template), ErrUnavailable (no
+// capacity), ErrUnauthorized.
+func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
+	req := CreateSandboxRequest{
+		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
+		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
+	}
+	var info SandboxInfo
+	if err := c.doJSON(ctx, "POST", "/v1/sandboxes", req, &info); err != nil {
+		return nil, err
+	}
+	return &Sandbox{c: c, id: info.ID, info: info}, nil
+}
+
+// Connect returns a handle on the running sandbox id. Errors: ErrNotFound;
+// ErrLeaseEnded or ErrSandboxStopped when it is no longer running.
+func (c *Client) Connect(ctx context.Context, id string) (*Sandbox, error) {
+	s := &Sandbox{c: c, id: id}
+	info, err := s.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info.State == "stopped" {
+		code := "sandbox_stopped"
+		if info.EndReason == "lease_ended" {
+			code = "lease_ended"
+		}
+		return nil, &APIError{Status: 410, Code: code,
+			Message: fmt.Sprintf("sandbox %s is stopped (%s); create a new sandbox", id, info.EndReason)}
+	}
+	return s, nil
+}
+
+// List lists sandboxes, newest first as the server orders them.
+func (c *Client) List(ctx context.Context, f ListFilter) ([]SandboxInfo, error) {
+	q := url.Values{}
+	if f.State != "" {
+		q.Set("state", f.State)
+	}
+	keys := make([]string, 0, len(f.Metadata))
+	for k := range f.Metadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q.Set("metadata."+k, f.Metadata[k])
+	}
+	path := "/v1/sandboxes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out SandboxList
+	if err := c.doJSON(ctx, "GET", path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Sandboxes, nil
+}
+
+// ID is the sandbox's id.
+func (s *Sandbox) ID() string { return s.id }
+
+// Client is the client the sandbox was created or connected with.
+func (s *Sandbox) Client() *Client { return s.c }
+
+// Info is the sandbox's record as last seen by this handle (at Create,
+// Connect, Refresh or SetTimeout).
+func (s *Sandbox) Info() SandboxInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
+
+// Refresh fetches the sandbox's record from the server. Errors: ErrNotFound.
+func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) {
+	var info SandboxInfo
+	if err := s.c.doJSON(ctx, "GET", s.path(""), nil, &info); err != nil {
+		return SandboxInfo{}, err
+	}
+	s.mu.Lock()
+	s.info = info
+	s.mu.Unlock()
+	return info, nil
+}
+
+// SetTimeout moves the end of the sandbox's lease to seconds from now (at
+// least 1; the server sets a maximum). Errors: ErrBadRequest,
+// ErrLeaseEnded, ErrSandboxStopped.
+func (s *Sandbox) SetTimeout(ctx context.Context, seconds int64) error {
+	var info SandboxInfo
+	if err := s.c.doJSON(ctx, "POST", s.path("/timeout"), SetTimeoutRequest{TimeoutSeconds: seconds}, &info); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.info = info
+	s.mu.Unlock()
+	return nil
+}
+
+// Close destroys the sandbox, waiting at most 30 seconds. It is safe to
+// call more than once and from several goroutines: after the first
+// successful call it returns nil at once. A sandbox that is already gone
+// (its lease ended, or another client destroyed it) counts as closed.
+func (s *Sandbox) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Destroy(ctx)
+}
+
+// Destroy is Close with a context of the caller's.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	err := s.c.doJSON(ctx, "DELETE", s.path(""), nil, nil)
+	if err != nil && !isGone(err) {
+		return err
+	}
+	s.closed = true
+	return nil
+}
+
+func isGone(err error) bool {
+	ae, ok := err.(*APIError)
+	return ok && ae.Status == 410
+}
+
+// path is the sandbox's API path plus suffix.
+func (s *Sandbox) path(suffix string) string {
+	return "/v1/sandboxes/" + url.PathEscape(s.id) + suffix
+}
