@@ -8,10 +8,27 @@ import (
 	"withruntime.dev/runtime/internal/errs"
 )
 
+// CodeMethodNotAllowed is the error code of a 405: the path exists but not
+// with this method.
+const CodeMethodNotAllowed = "method_not_allowed"
+
+// httpError is an answer decided by the API layer itself (a 405), with its
+// status and code.
+type httpError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
 // statusOf maps an error's category to its HTTP status and code. This is
 // the one place where categories become statuses.
 func statusOf(err error) (int, string) {
+	var he *httpError
 	switch {
+	case errors.As(err, &he):
+		return he.status, he.code
 	case errors.Is(err, errs.Invalid):
 		return http.StatusBadRequest, agentapi.CodeBadRequest
 	case errors.Is(err, errs.Unauthorized):

@@ -4,71 +4,162 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 
 	"withruntime.dev/runtime/internal/errs"
 )
 
-// agentRoutes are the sandbox-scoped route prefixes served by the agent.
-var agentRoutes = []string{"exec", "processes", "files"}
+// agentRoutes are the sandbox-scoped routes served by the agent (see
+// internal/agentapi), relative to /v1/sandboxes/{id}/. The server registers
+// each with its method, so an unknown path is a 404 and a wrong method a
+// 405 before the sandbox is looked up.
+var agentRoutes = []struct{ method, path string }{
+	{"POST", "exec"},
+	{"POST", "processes"},
+	{"GET", "processes"},
+	{"GET", "processes/{pid}"},
+	{"POST", "processes/{pid}/wait"},
+	{"POST", "processes/{pid}/kill"},
+	{"GET", "files"},
+	{"PUT", "files"},
+	{"DELETE", "files"},
+	{"GET", "files/list"},
+	{"GET", "files/stat"},
+	{"POST", "files/mkdir"},
+	{"POST", "files/rename"},
+}
+
+// forwarder returns the handler that forwards one agent route; route is
+// its path relative to the sandbox, with {pid} filled from the request.
+func (s *Server) forwarder(route string) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		rest := route
+		if strings.Contains(rest, "{pid}") {
+			rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
+		}
+		return s.forward(w, r, rest)
+	}
+}
 
 // forward sends a sandbox-scoped request (exec, processes, files) to the
 // sandbox's agent, streaming both ways. The server checks the key, the
-// sandbox's state and the upload cap; the agent does the rest.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request) error {
-	id, rest := r.PathValue("id"), r.PathValue("rest")
-	if !isAgentRoute(rest) {
-		return notFoundRoute(r)
-	}
+// sandbox's state and the upload cap; the agent does the rest. rest is the
+// agent's path without the leading slash, escaped.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) error {
+	id := r.PathValue("id")
 	if strings.Contains(r.URL.RawQuery, "%00") {
 		return badRequest("the path contains a NUL byte; file paths cannot contain NUL")
 	}
 	if r.Method == http.MethodPut && r.ContentLength > s.cfg.MaxUploadBytes {
+		// Refused before the body is read: a client that sent
+		// Expect: 100-continue never sends it.
 		return errs.New(errs.TooLarge, "upload of %d bytes is over the %d-byte cap per file; split it or raise --max-upload-bytes", r.ContentLength, s.cfg.MaxUploadBytes)
 	}
 	tr, err := s.cfg.Manager.AgentTransport(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if r.Body != nil && r.Method == http.MethodPut {
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes)
+	// A request body that fails to read (over the cap, malformed chunking,
+	// a client gone) ends the round trip at once: the agent drops the
+	// partial upload, and the failure is the client's, not the sandbox's.
+	in := r.Context()
+	ctx, cancel := context.WithCancelCause(in)
+	defer cancel(nil)
+	body := &bodyReader{cancel: cancel}
+	if r.Body != nil && r.Body != http.NoBody {
+		body.rc = r.Body
+		if r.Method == http.MethodPut {
+			body.rc = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes)
+		}
+		r.Body = body
+	}
+	r = r.WithContext(ctx)
+	path, err := url.PathUnescape(rest)
+	if err != nil {
+		return badRequest("malformed path %q: %v", rest, err)
 	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "agent", "agent"
-			pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+rest, ""
+			pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+path, "/"+rest
 			pr.Out.Header.Del("Authorization")
 		},
 		Transport:     tr,
 		FlushInterval: -1, // NDJSON events go out as the agent writes them
+		ErrorLog:      slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, r, s.forwardError(r.Context(), id, err))
+			if berr := body.failed(); berr != nil {
+				err = berr
+			} else if in.Err() != nil {
+				return // the client is gone; nobody to answer
+			}
+			ferr := s.forwardError(in, id, err)
+			if isInternal(ferr) {
+				s.cfg.Log.Error("forward to agent", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, r, ferr)
 		},
 	}
 	proxy.ServeHTTP(w, r)
 	return nil
 }
 
+// bodyReader passes a request body to the agent and remembers the first
+// read error, cancelling the round trip when there is one.
+type bodyReader struct {
+	rc     io.ReadCloser
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	err    error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = &bodyError{err}
+		}
+		b.mu.Unlock()
+		b.cancel(err)
+	}
+	return n, err
+}
+
+func (b *bodyReader) Close() error { return b.rc.Close() }
+
+func (b *bodyReader) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// bodyError is a failure to read the client's request body.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
 // forwardError explains a failed round trip to the agent: an upload over
-// the cap, a sandbox that stopped meanwhile, or a sandbox that died.
+// the cap, a broken request body, a sandbox that stopped meanwhile, or a
+// sandbox that died.
 func (s *Server) forwardError(ctx context.Context, id string, err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errs.New(errs.TooLarge, "upload is over the %d-byte cap per file; nothing was written", mbe.Limit)
 	}
+	var be *bodyError
+	if errors.As(err, &be) {
+		return badRequest("reading the request body failed (%v); nothing was written, send it again", be.err)
+	}
 	if _, rerr := s.cfg.Manager.Running(context.WithoutCancel(ctx), id); rerr != nil {
 		return rerr
 	}
 	return fmt.Errorf("sandbox %s: the agent did not answer: %w", id, err)
-}
-
-func isAgentRoute(rest string) bool {
-	for _, p := range agentRoutes {
-		if rest == p || strings.HasPrefix(rest, p+"/") {
-			return true
-		}
-	}
-	return false
 }

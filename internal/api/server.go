@@ -12,11 +12,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
-	"time"
 
-	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
@@ -42,6 +42,10 @@ type Config struct {
 type Server struct {
 	cfg Config
 	mux *http.ServeMux
+	// allowed lists the methods of each registered path pattern, for the
+	// JSON 405 answers of a known path with another method.
+	allowed map[string][]string
+	paths   []string
 }
 
 // New returns the API handler.
@@ -52,23 +56,38 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), allowed: map[string][]string{}}
 	s.routes()
 	return s
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /v1/health", s.health)
-	s.handle("POST /v1/sandboxes", s.createSandbox)
-	s.handle("GET /v1/sandboxes", s.listSandboxes)
-	s.handle("GET /v1/sandboxes/{id}", s.getSandbox)
-	s.handle("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
-	s.handle("POST /v1/sandboxes/{id}/timeout", s.setTimeout)
-	s.handle("/v1/sandboxes/{id}/{rest...}", s.forward)
-	s.handle("POST /v1/keys", s.createKey)
-	s.handle("GET /v1/keys", s.listKeys)
-	s.handle("DELETE /v1/keys/{id}", s.revokeKey)
-	s.handle("GET /v1/templates", s.listTemplates)
+	s.register("GET", "/v1/health", s.health)
+	s.handle("POST", "/v1/sandboxes", s.createSandbox)
+	s.handle("GET", "/v1/sandboxes", s.listSandboxes)
+	s.handle("GET", "/v1/sandboxes/{id}", s.getSandbox)
+	s.handle("DELETE", "/v1/sandboxes/{id}", s.deleteSandbox)
+	s.handle("POST", "/v1/sandboxes/{id}/timeout", s.setTimeout)
+	for _, ar := range agentRoutes {
+		s.handle(ar.method, "/v1/sandboxes/{id}/"+ar.path, s.forwarder(ar.path))
+	}
+	s.handle("POST", "/v1/keys", s.createKey)
+	s.handle("GET", "/v1/keys", s.listKeys)
+	s.handle("DELETE", "/v1/keys/{id}", s.revokeKey)
+	s.handle("GET", "/v1/templates", s.listTemplates)
+	// A known path with a method it does not have: 405 with Allow, as JSON.
+	for _, path := range s.paths {
+		allow := s.allowed[path]
+		if slices.Contains(allow, "GET") {
+			allow = append(allow, "HEAD")
+		}
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, r, &httpError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed,
+				msg: fmt.Sprintf("method %s is not allowed on %s; use %s (the API is described in api/openapi.yaml)",
+					r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		})
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, notFoundRoute(r))
 	})
@@ -79,11 +98,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// register adds an unauthenticated route and records its method.
+func (s *Server) register(method, path string, h http.HandlerFunc) {
+	if _, ok := s.allowed[path]; !ok {
+		s.paths = append(s.paths, path)
+	}
+	s.allowed[path] = append(s.allowed[path], method)
+	s.mux.HandleFunc(method+" "+path, h)
+}
+
 type keyCtx struct{}
 
 // handle registers an authenticated route.
-func (s *Server) handle(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.Request) error) {
+	s.register(method, path, func(w http.ResponseWriter, r *http.Request) {
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		key, err := auth.Authenticate(r.Context(), s.cfg.Store, strings.TrimSpace(token))
 		if err != nil {
@@ -117,7 +145,7 @@ func decode(r *http.Request, v any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return badRequest("request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", maxJSONBytes)
+			return errs.New(errs.TooLarge, "request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", maxJSONBytes)
 		}
 		return badRequest("reading request body: %v", err)
 	}
@@ -158,6 +186,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func notFoundRoute(r *http.Request) error {
 	return notFound("no route %s %s; the API is described in api/openapi.yaml", r.Method, r.URL.Path)
 }
-
-var _ = agentapi.ErrorBody{}
-var _ = time.Second

@@ -1,0 +1,571 @@
+package itest
+
+// The contract tests hold the server to api/openapi.yaml: every route is
+// called through a real server with a real sandbox, and each request and
+// answer is validated against the document with kin-openapi. Response
+// objects in the document have additionalProperties: false, so a field the
+// server sends but the document does not declare fails the test.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/api"
+)
+
+const specPath = "../../api/openapi.yaml"
+
+var (
+	specOnce   sync.Once
+	specDoc    *openapi3.T
+	specRouter routers.Router
+	specErr    error
+)
+
+// loadSpec loads and validates api/openapi.yaml once per test binary.
+func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
+	t.Helper()
+	specOnce.Do(func() {
+		openapi3filter.RegisterBodyDecoder(agentapi.ContentTypeNDJSON, ndjsonBodyDecoder)
+		loader := openapi3.NewLoader()
+		specDoc, specErr = loader.LoadFromFile(specPath)
+		if specErr != nil {
+			return
+		}
+		if specErr = specDoc.Validate(loader.Context); specErr != nil {
+			return
+		}
+		specRouter, specErr = gorillamux.NewRouter(specDoc)
+	})
+	if specErr != nil {
+		t.Fatalf("api/openapi.yaml: %v", specErr)
+	}
+	return specDoc, specRouter
+}
+
+// ndjsonBodyDecoder validates every line of an NDJSON body against the
+// media type's schema (Event) and returns the last line for kin-openapi's
+// own check.
+func ndjsonBodyDecoder(body io.Reader, h http.Header, schema *openapi3.SchemaRef, enc openapi3filter.EncodingFn) (any, error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var last any
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			return nil, fmt.Errorf("NDJSON line %d is empty", n)
+		}
+		v, err := openapi3filter.JSONBodyDecoder(bytes.NewReader(line), h, schema, enc)
+		if err != nil {
+			return nil, fmt.Errorf("NDJSON line %d: %w", n, err)
+		}
+		if err := schema.Value.VisitJSON(v, openapi3.VisitAsResponse(), openapi3.MultiErrors()); err != nil {
+			return nil, fmt.Errorf("NDJSON line %d %s does not match the Event schema: %w", n, line, err)
+		}
+		last = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, errors.New("empty NDJSON stream")
+	}
+	return last, nil
+}
+
+// contract sends requests through a server and validates each request and
+// answer against the document. It records which operations answered which
+// statuses.
+type contract struct {
+	t      *testing.T
+	e      *env
+	doc    *openapi3.T
+	router routers.Router
+	seen   map[string][]int // operationId -> statuses
+}
+
+func newContract(t *testing.T, e *env) *contract {
+	doc, router := loadSpec(t)
+	return &contract{t: t, e: e, doc: doc, router: router, seen: map[string][]int{}}
+}
+
+// apiCall is one request of a contract test.
+type apiCall struct {
+	method, path string
+	// body is nil, []byte (sent as application/octet-stream), json.RawMessage
+	// (sent as is, as JSON) or a value to marshal as JSON.
+	body   any
+	accept string
+	// key overrides the API key; noAuth sends none.
+	key    string
+	noAuth bool
+	// invalid says the request breaks the document on purpose: the
+	// validator must refuse it too.
+	invalid bool
+	want    int
+}
+
+// do sends cl, checks its status and validates both directions. It returns
+// the body.
+func (c *contract) do(cl apiCall) []byte {
+	c.t.Helper()
+	var body io.Reader
+	ctype := ""
+	switch b := cl.body.(type) {
+	case nil:
+	case []byte:
+		body, ctype = bytes.NewReader(b), "application/octet-stream"
+	case json.RawMessage:
+		body, ctype = bytes.NewReader(b), "application/json"
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		body, ctype = bytes.NewReader(data), "application/json"
+	}
+	req, err := http.NewRequest(cl.method, c.e.http.URL+cl.path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if cl.accept != "" {
+		req.Header.Set("Accept", cl.accept)
+	}
+	switch {
+	case cl.noAuth:
+	case cl.key != "":
+		req.Header.Set("Authorization", "Bearer "+cl.key)
+	default:
+		req.Header.Set("Authorization", "Bearer "+c.e.key)
+	}
+	name := cl.method + " " + cl.path
+
+	route, params, rerr := c.router.FindRoute(req)
+	var reqIn *openapi3filter.RequestValidationInput
+	if rerr == nil {
+		reqIn = &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: specBearerAuth, MultiError: true},
+		}
+		verr := openapi3filter.ValidateRequest(context.Background(), reqIn)
+		switch {
+		case verr != nil && !cl.invalid:
+			c.t.Errorf("%s: the request does not match api/openapi.yaml: %v", name, verr)
+		case verr == nil && cl.invalid:
+			c.t.Errorf("%s: the request was meant to break api/openapi.yaml, yet it validates", name)
+		}
+	}
+
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		c.t.Fatalf("%s: reading the answer: %v", name, err)
+	}
+	if resp.StatusCode != cl.want {
+		c.t.Fatalf("%s: status %d, want %d: %s", name, resp.StatusCode, cl.want, data)
+	}
+
+	if rerr != nil {
+		// Not a route of the document (404) or not a method of the path
+		// (405): the answer must still be an Error.
+		if !errors.Is(rerr, routers.ErrPathNotFound) && !errors.Is(rerr, routers.ErrMethodNotAllowed) {
+			c.t.Fatalf("%s: router: %v", name, rerr)
+		}
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+			c.t.Errorf("%s: not in api/openapi.yaml, yet answered %d", name, resp.StatusCode)
+		}
+		c.validateSchema(name, "Error", resp.Header, data)
+		if resp.StatusCode == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+			c.t.Errorf("%s: 405 without an Allow header", name)
+		}
+		return data
+	}
+	op := route.Operation.OperationID
+	c.seen[op] = append(c.seen[op], resp.StatusCode)
+	respIn := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: reqIn,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	respIn.SetBodyBytes(data)
+	if err := openapi3filter.ValidateResponse(context.Background(), respIn); err != nil {
+		c.t.Errorf("%s: the %d answer does not match api/openapi.yaml: %v\nbody: %.2000s", name, resp.StatusCode, err, data)
+	}
+	if resp.StatusCode >= 400 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		c.t.Errorf("%s: error answer with Content-Type %q", name, resp.Header.Get("Content-Type"))
+	}
+	return data
+}
+
+// validateSchema checks a JSON body against a named component schema.
+func (c *contract) validateSchema(name, schema string, h http.Header, data []byte) {
+	c.t.Helper()
+	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		c.t.Errorf("%s: Content-Type %q, want application/json: %s", name, ct, data)
+		return
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		c.t.Errorf("%s: not JSON: %s", name, data)
+		return
+	}
+	if err := c.doc.Components.Schemas[schema].Value.VisitJSON(v, openapi3.VisitAsResponse(), openapi3.MultiErrors()); err != nil {
+		c.t.Errorf("%s: body does not match %s: %v\n%s", name, schema, err, data)
+	}
+}
+
+func specBearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	if in.SecurityScheme.Type != "http" || in.SecurityScheme.Scheme != "bearer" {
+		return fmt.Errorf("unexpected security scheme %s", in.SecuritySchemeName)
+	}
+	h := in.RequestValidationInput.Request.Header.Get("Authorization")
+	if !strings.HasPrefix(h, "Bearer ") || strings.TrimSpace(h[len("Bearer "):]) == "" {
+		return errors.New("no bearer token")
+	}
+	return nil
+}
+
+// mustDecode unmarshals data into out or fails.
+func mustDecode(t *testing.T, data []byte, out any) {
+	t.Helper()
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("decoding %s: %v", data, err)
+	}
+}
+
+// parseNDJSON splits an NDJSON body into events.
+func parseNDJSON(t *testing.T, data []byte) []agentapi.Event {
+	t.Helper()
+	var evs []agentapi.Event
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	for dec.More() {
+		var ev agentapi.Event
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("NDJSON %s: %v", data, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// TestContract calls every route of api/openapi.yaml, with success and
+// typical errors, and validates every request and answer against it.
+func TestContract(t *testing.T) {
+	e := newEnv(t, withMaxUpload(1<<20))
+	c := newContract(t, e)
+
+	// Server, templates, keys.
+	c.do(apiCall{method: "GET", path: "/v1/health", noAuth: true, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/templates", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/templates", noAuth: true, invalid: true, want: 401})
+	c.do(apiCall{method: "GET", path: "/v1/keys", key: "wr_notakey", want: 401})
+	var key api.Key
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "contract"}, want: 201}), &key)
+	if key.Secret == "" {
+		t.Fatalf("created key has no secret: %+v", key)
+	}
+	c.do(apiCall{method: "GET", path: "/v1/templates", key: key.Secret, want: 200})
+	c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "x", "scope": "all"}, invalid: true, want: 400})
+	var keys api.KeyList
+	mustDecode(t, c.do(apiCall{method: "GET", path: "/v1/keys", want: 200}), &keys)
+	own := ""
+	for _, k := range keys.Keys {
+		if strings.HasPrefix(e.key, k.Prefix) && k.Name == "local" {
+			own = k.ID
+		}
+	}
+	if own == "" {
+		t.Fatalf("the local key is not listed: %+v", keys)
+	}
+	c.do(apiCall{method: "DELETE", path: "/v1/keys/" + key.ID, want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/keys/" + key.ID, want: 404})
+	c.do(apiCall{method: "DELETE", path: "/v1/keys/" + own, want: 409})
+	c.do(apiCall{method: "GET", path: "/v1/keys", want: 200}) // now with a revokedAt
+	c.do(apiCall{method: "GET", path: "/v1/templates", key: key.Secret, want: 401})
+
+	// Sandboxes.
+	var sb api.Sandbox
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", want: 201,
+		body: api.CreateSandboxRequest{TimeoutSeconds: 600, Env: map[string]string{"SUITE": "contract"}, Metadata: map[string]string{"suite": "contract"}}}), &sb)
+	sbx := "/v1/sandboxes/" + sb.ID
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"template": "no-such-template"}, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": -5}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"memory": 512}, invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=running&metadata.suite=contract", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=sleeping", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: sbx, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes/sbx_nosuchsandbox", want: 404})
+	c.do(apiCall{method: "DELETE", path: "/v1/sandboxes/sbx_nosuchsandbox", want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 900}, want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 0}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 404})
+
+	// Exec, collected and streamed, with lossy output, a timeout and errors.
+	var res agentapi.ExecResult
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/exec", want: 200,
+		body: agentapi.ExecRequest{Command: `printf 'a\377b'; echo err >&2; echo $SUITE $X >&2; exit 3`, Env: map[string]string{"X": "y"}}}), &res)
+	if res.ExitCode != 3 || !res.StdoutLossy || res.StdoutBase64 != "Yf9i" || res.Stderr != "err\ncontract y\n" {
+		t.Errorf("exec: %+v", res)
+	}
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/exec", want: 200,
+		body: agentapi.ExecRequest{Argv: []string{"sleep", "10"}, TimeoutSeconds: 0.3}}), &res)
+	if !res.TimedOut || res.ExitCode != agentapi.TimeoutExitCode {
+		t.Errorf("exec with timeout: %+v", res)
+	}
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/exec", want: 200,
+		body: agentapi.ExecRequest{Command: "head -c 100 /dev/zero", MaxOutputBytes: 10, Stdin: "ignored", User: "root", Cwd: "/tmp"}}), &res)
+	if !res.StdoutTruncated || res.StdoutBytes != 100 || len(res.Stdout) != 10 {
+		t.Errorf("exec with cap: %+v", res)
+	}
+	evs := parseNDJSON(t, c.do(apiCall{method: "POST", path: sbx + "/exec", accept: agentapi.ContentTypeNDJSON, want: 200,
+		body: agentapi.ExecRequest{Command: `echo one; printf '\377' >&2; echo two`}}))
+	if len(evs) < 3 || evs[0].Type != "start" || evs[len(evs)-1].Type != "exit" {
+		t.Errorf("NDJSON exec: %+v", evs)
+	}
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: map[string]any{}, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: map[string]any{"cmd": "ls"}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: map[string]any{"command": "true", "timeoutSeconds": -1}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: json.RawMessage(`{"command": "true"`), invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: agentapi.ExecRequest{Argv: []string{"no-such-program"}}, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/exec", body: agentapi.ExecRequest{Command: "true"}, want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: agentapi.ExecRequest{Command: "true"}, noAuth: true, invalid: true, want: 401})
+
+	// Background processes.
+	var sleeper, quick agentapi.Process
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/processes", want: 201,
+		body: agentapi.ExecRequest{Command: "echo started; sleep 60"}}), &sleeper)
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/processes", want: 201,
+		body: agentapi.ExecRequest{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 4"}}}), &quick)
+	pp := func(p agentapi.Process) string { return fmt.Sprintf("%s/processes/%d", sbx, p.Pid) }
+	mustDecode(t, c.do(apiCall{method: "POST", path: pp(quick) + "/wait?timeoutSeconds=30", want: 200}), &res)
+	if res.ExitCode != 4 || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Errorf("wait: %+v", res)
+	}
+	evs = parseNDJSON(t, c.do(apiCall{method: "POST", path: pp(quick) + "/wait", accept: agentapi.ContentTypeNDJSON, want: 200}))
+	if len(evs) < 2 || evs[0].Type != "start" || evs[len(evs)-1].Type != "exit" || evs[len(evs)-1].Result.ExitCode != 4 {
+		t.Errorf("NDJSON wait: %+v", evs)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/processes", want: 200})
+	c.do(apiCall{method: "GET", path: pp(sleeper), want: 200})
+	c.do(apiCall{method: "GET", path: pp(quick), want: 200}) // with its result
+	c.do(apiCall{method: "POST", path: pp(sleeper) + "/wait?timeoutSeconds=0.2", want: 408})
+	evs = parseNDJSON(t, c.do(apiCall{method: "POST", path: pp(sleeper) + "/wait?timeoutSeconds=0.2", accept: agentapi.ContentTypeNDJSON, want: 200}))
+	if last := evs[len(evs)-1]; last.Type != "error" || last.Error == nil || last.Error.Code != agentapi.CodeTimeout {
+		t.Errorf("NDJSON wait with timeout: %+v", evs)
+	}
+	c.do(apiCall{method: "POST", path: pp(sleeper) + "/wait?timeoutSeconds=-1", invalid: true, want: 400})
+	var killed agentapi.Process
+	mustDecode(t, c.do(apiCall{method: "POST", path: pp(sleeper) + "/kill", body: agentapi.KillRequest{Signal: "SIGTERM"}, want: 200}), &killed)
+	if killed.Running || killed.Result == nil || killed.Result.Signal != "SIGTERM" {
+		t.Errorf("kill: %+v", killed)
+	}
+	c.do(apiCall{method: "POST", path: pp(sleeper) + "/kill", want: 200}) // no body: SIGKILL, already ended
+	c.do(apiCall{method: "POST", path: pp(sleeper) + "/kill", body: agentapi.KillRequest{Signal: "SIGNOPE"}, want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/processes/99999", want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/processes/99999/wait", want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/processes/99999/kill", want: 404})
+	c.do(apiCall{method: "GET", path: sbx + "/processes/abc", invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/processes", body: map[string]any{"argv": []string{}}, invalid: true, want: 400})
+
+	// Files.
+	c.do(apiCall{method: "PUT", path: sbx + "/files?path=c/hello.txt", body: []byte("hello\n"), want: 200})
+	c.do(apiCall{method: "PUT", path: sbx + "/files?path=/workspace/c/empty", body: []byte{}, want: 200})
+	if got := c.do(apiCall{method: "GET", path: sbx + "/files?path=/workspace/c/hello.txt", want: 200}); string(got) != "hello\n" {
+		t.Errorf("read: %q", got)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=c/empty", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=c/missing", want: 404})
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=c", want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=a%00b", want: 400})
+	c.do(apiCall{method: "PUT", path: sbx + "/files?path=c", body: []byte("x"), want: 400})
+	c.do(apiCall{method: "PUT", path: sbx + "/files?path=/proc/nope", body: []byte("x"), want: 403})
+	c.do(apiCall{method: "PUT", path: sbx + "/files?path=big", body: make([]byte, 2<<20), want: 413})
+	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/d/e", Parents: true}, want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/d"}, want: 409})
+	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "x/y"}, want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: map[string]any{"parents": true}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: agentapi.ExecRequest{Command: "ln -s hello.txt c/link"}, want: 200})
+	var fi agentapi.FileInfo
+	mustDecode(t, c.do(apiCall{method: "GET", path: sbx + "/files/stat?path=c/link", want: 200}), &fi)
+	if fi.Type != "symlink" || fi.Target != "hello.txt" {
+		t.Errorf("stat symlink: %+v", fi)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/files/stat?path=c/missing", want: 404})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&depth=3", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=/dev/null", want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&depth=0", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c/missing", want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/hello.txt", To: "c/moved/hello.txt"}, want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/hello.txt", To: "c/x"}, want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/empty", To: "c/d"}, want: 409})
+	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: map[string]any{"from": "c/empty"}, invalid: true, want: 400})
+	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c/empty", want: 204})
+	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c/empty", want: 404})
+	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c", want: 409})
+	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c&recursive=yes", invalid: true, want: 400})
+	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=/workspace&recursive=true", want: 400})
+	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c&recursive=true", want: 204})
+
+	// Routes and methods the API does not have.
+	c.do(apiCall{method: "GET", path: "/v1/nope", want: 404})
+	c.do(apiCall{method: "GET", path: sbx + "/nope", want: 404})
+	c.do(apiCall{method: "PUT", path: "/v1/health", want: 405})
+	c.do(apiCall{method: "PATCH", path: sbx, want: 405})
+	c.do(apiCall{method: "GET", path: sbx + "/exec", want: 405})
+	c.do(apiCall{method: "POST", path: sbx + "/files", want: 405})
+	c.do(apiCall{method: "GET", path: sbx + "/timeout", want: 405})
+	c.do(apiCall{method: "DELETE", path: "/v1/keys", want: 405})
+
+	// A destroyed sandbox.
+	c.do(apiCall{method: "DELETE", path: sbx, want: 204})
+	c.do(apiCall{method: "DELETE", path: sbx, want: 204})
+	var got api.Sandbox
+	mustDecode(t, c.do(apiCall{method: "GET", path: sbx, want: 200}), &got)
+	if got.State != "stopped" || got.EndedAt == nil || got.EndReason != "deleted" {
+		t.Errorf("destroyed sandbox: %+v", got)
+	}
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: agentapi.ExecRequest{Command: "true"}, want: 410})
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=x", want: 410})
+	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 410})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=stopped", want: 200})
+
+	// Every operation was called with a success.
+	var missing []string
+	for path, item := range c.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ok := slices.ContainsFunc(c.seen[op.OperationID], func(s int) bool { return s < 300 })
+			if !ok {
+				missing = append(missing, fmt.Sprintf("%s %s (%s) %v", method, path, op.OperationID, c.seen[op.OperationID]))
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("operations never answered with a success:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// TestSpecMatchesTypes checks the document against the Go types that
+// produce and consume the JSON: the same fields both ways, response fields
+// that are always sent are required, and every object schema closes with
+// additionalProperties: false.
+func TestSpecMatchesTypes(t *testing.T) {
+	doc, _ := loadSpec(t)
+	for _, c := range []struct {
+		schema   string
+		v        any
+		response bool
+	}{
+		{"Error", agentapi.ErrorBody{}, true},
+		{"ErrorDetail", agentapi.Error{}, true},
+		{"CreateSandboxRequest", api.CreateSandboxRequest{}, false},
+		{"Sandbox", api.Sandbox{}, true},
+		{"SandboxList", api.SandboxList{}, true},
+		{"SetTimeoutRequest", api.SetTimeoutRequest{}, false},
+		{"CreateKeyRequest", api.CreateKeyRequest{}, false},
+		{"Key", api.Key{}, true},
+		{"KeyList", api.KeyList{}, true},
+		{"Template", api.Template{}, true},
+		{"TemplateList", api.TemplateList{}, true},
+		{"ExecRequest", agentapi.ExecRequest{}, false},
+		{"ExecResult", agentapi.ExecResult{}, true},
+		{"Event", agentapi.Event{}, true},
+		{"Process", agentapi.Process{}, true},
+		{"ProcessList", agentapi.ProcessList{}, true},
+		{"KillRequest", agentapi.KillRequest{}, false},
+		{"FileInfo", agentapi.FileInfo{}, true},
+		{"FileList", agentapi.FileList{}, true},
+		{"MkdirRequest", agentapi.MkdirRequest{}, false},
+		{"RenameRequest", agentapi.RenameRequest{}, false},
+	} {
+		ref := doc.Components.Schemas[c.schema]
+		if ref == nil {
+			t.Errorf("schema %s is missing", c.schema)
+			continue
+		}
+		s := ref.Value
+		fields, always := goJSONFields(reflect.TypeOf(c.v))
+		var declared []string
+		for name := range s.Properties {
+			declared = append(declared, name)
+		}
+		sort.Strings(declared)
+		if !slices.Equal(fields, declared) {
+			t.Errorf("schema %s declares %v; the Go type %T has %v", c.schema, declared, c.v, fields)
+		}
+		if c.response {
+			req := slices.Clone(s.Required)
+			sort.Strings(req)
+			if !slices.Equal(req, always) {
+				t.Errorf("schema %s requires %v; %T always sends %v", c.schema, req, c.v, always)
+			}
+		}
+	}
+	for name, ref := range doc.Components.Schemas {
+		s := ref.Value
+		if s.Type.Is("object") && len(s.Properties) > 0 && (s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has) {
+			t.Errorf("schema %s does not set additionalProperties: false", name)
+		}
+		for pname, p := range s.Properties {
+			if p.Ref == "" && p.Value.Description == "" {
+				t.Errorf("schema %s: property %s has no description", name, pname)
+			}
+		}
+	}
+}
+
+// goJSONFields lists a struct's JSON field names, and those sent always
+// (without omitempty), both sorted.
+func goJSONFields(typ reflect.Type) (all, always []string) {
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" || !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		all = append(all, name)
+		if !strings.Contains(opts, "omitempty") {
+			always = append(always, name)
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(always)
+	return all, always
+}
