@@ -1,0 +1,456 @@
+// Package egress enforces sandbox network policies on the host.
+//
+// A networked sandbox gets its own network namespace with one veth link to
+// the host on 100.64.0.0/10 (package netns). On the host end, nftables rules
+// (package firewall) redirect the sandbox's DNS to a DNS server that answers
+// only allowed names (package dnsserver), redirect its TCP 80/443 to a
+// transparent proxy that checks the HTTP Host or TLS SNI, resolves the name
+// itself and refuses private destinations (package proxy), and reject
+// everything else at once. Rules and listeners live on the host, outside
+// the sandbox: root inside the sandbox changes nothing.
+//
+// The driver calls Attach before booting a sandbox and boots it inside
+// Attachment.NetnsPath; with gVisor that is
+//
+//	runsc --network=sandbox ... run
+//	config.json: linux.namespaces: [{"type": "network", "path": <NetnsPath>}]
+//	             and /etc/resolv.conf bind-mounted from a file holding Attachment.ResolvConf
+//
+// Each sandbox has its own listeners, bound to its gateway address on
+// ephemeral ports, so a connection's sandbox is known by where it arrived
+// and nothing listens on the host's other addresses.
+package egress
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"withruntime.dev/runtime/internal/egress/dnsserver"
+	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/internal/egress/netns"
+	"withruntime.dev/runtime/internal/egress/policy"
+	"withruntime.dev/runtime/internal/egress/proxy"
+	"withruntime.dev/runtime/internal/egress/secrets"
+	"withruntime.dev/runtime/internal/errs"
+)
+
+// Policy is a sandbox's network policy: {internet: false} (nothing), an
+// allow list, or {internet: true} with an optional deny list.
+type Policy = policy.Policy
+
+// Resolver resolves host names for the DNS server and the proxy.
+// *net.Resolver implements it; tests inject their own.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Name names the nftables table (inet) and starts every namespace name
+	// (Name + "-" + sandbox id) and link alias. Default "withruntime".
+	Name string
+	// LinkPrefix starts every host-side veth name (at most 6 characters;
+	// default "wr"). Two Managers on one host need different prefixes.
+	LinkPrefix string
+	// Pool is where sandbox links come from, one /30 each (default
+	// 100.64.0.0/10).
+	Pool netip.Prefix
+	// NetnsDir holds the named namespaces (default /run/netns).
+	NetnsDir string
+	// Resolver resolves allowed names (default net.DefaultResolver, the
+	// host's resolver).
+	Resolver Resolver
+	// Exempt lists ranges that the guard would refuse but that sandboxes may
+	// reach anyway (tests: 198.18.0.0/15, where they put a fake internet).
+	Exempt []netip.Prefix
+	// CA is the Runtime CA for secrets (optional: without it SetSecrets
+	// fails). Load it with secrets.LoadOrCreateCA.
+	CA *secrets.CA
+	// UpstreamRoots verifies the hosts the proxy intercepts for secrets
+	// (default: the host's roots).
+	UpstreamRoots *x509.CertPool
+	// Log receives DNS and proxy decisions (default: discarded). Secret
+	// values are never logged.
+	Log *slog.Logger
+}
+
+// Secret is a credential a sandbox uses without holding it.
+type Secret = secrets.Secret
+
+// Attachment is a sandbox's network as the driver needs it.
+type Attachment struct {
+	SandboxID string
+	// NetnsPath is the network namespace to boot the sandbox in (the OCI
+	// spec's linux.namespaces network path).
+	NetnsPath string
+	// HostIf is the host end of the sandbox's veth.
+	HostIf string
+	// Addr is the sandbox's address (and prefix) on eth0 in the namespace.
+	Addr netip.Prefix
+	// Gateway is the host end, the sandbox's default gateway and DNS server.
+	Gateway netip.Addr
+	// ResolvConf is the /etc/resolv.conf the sandbox must see.
+	ResolvConf string
+	// Policy is the effective (normalized) policy.
+	Policy Policy
+}
+
+// ErrNotAttached says the sandbox has no network attached by this Manager.
+var ErrNotAttached = errors.New("egress: sandbox not attached")
+
+// Manager owns every sandbox's network on the host.
+type Manager struct {
+	cfg   Config
+	nc    netns.Config
+	fw    *firewall.Firewall
+	guard *policy.Guard
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+}
+
+type sandbox struct {
+	id      string
+	link    *netns.Link
+	matcher atomic.Pointer[policy.Matcher]
+	secrets atomic.Pointer[secrets.Set]
+	dns     *dnsserver.Server
+	proxyL  net.Listener
+	proxy   *proxy.Proxy
+	served  chan struct{}
+}
+
+// New checks the configuration and creates (or repairs) the nftables table.
+// Sandboxes left by an earlier process are kept: call Attach again for
+// each one still running, and Cleanup for the rest.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Name == "" {
+		cfg.Name = "withruntime"
+	}
+	if cfg.LinkPrefix == "" {
+		cfg.LinkPrefix = "wr"
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nc := netns.Config{
+		Dir:         cfg.NetnsDir,
+		NamePrefix:  cfg.Name + "-",
+		LinkPrefix:  cfg.LinkPrefix,
+		AliasPrefix: cfg.Name + ":",
+		Pool:        cfg.Pool,
+	}
+	if _, err := nc.List(); err != nil { // checks the configuration too
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	fw, err := firewall.New(cfg.Name, cfg.LinkPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	if err := fw.Init(); err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	return &Manager{
+		cfg: cfg, nc: nc, fw: fw, log: log,
+		guard:     policy.NewGuard(cfg.Exempt...),
+		sandboxes: map[string]*sandbox{},
+	}, nil
+}
+
+// Guard returns the guard the Manager applies to every destination.
+func (m *Manager) Guard() *policy.Guard { return m.guard }
+
+// Validate checks a policy and returns its normalized form, with an
+// errs.Invalid error that says what is wrong.
+func (m *Manager) Validate(p Policy) (Policy, error) {
+	c, err := m.compile(p)
+	if err != nil {
+		return Policy{}, err
+	}
+	return c.Policy(), nil
+}
+
+func (m *Manager) compile(p Policy) (*policy.Matcher, error) {
+	c, err := policy.Compile(p, m.guard)
+	if err != nil {
+		return nil, errs.New(errs.Invalid, "network policy: %v", err)
+	}
+	return c, nil
+}
+
+// Attach gives a sandbox its network: namespace, veth, DNS server, proxy and
+// rules. Attaching a sandbox that is already attached updates its policy.
+// After a restart, Attach adopts the namespace and veth a still-running
+// sandbox uses and starts serving it again. On error nothing is left.
+func (m *Manager) Attach(ctx context.Context, id string, p Policy) (*Attachment, error) {
+	matcher, err := m.compile(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := netns.ValidID(id); err != nil {
+		return nil, errs.New(errs.Invalid, "%v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sb, ok := m.sandboxes[id]; ok {
+		sb.matcher.Store(matcher)
+		return m.attachment(sb), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	link, err := m.nc.Create(id)
+	if err != nil {
+		return nil, fmt.Errorf("egress attach %s: %w", id, err)
+	}
+	sb := &sandbox{id: id, link: link, served: make(chan struct{})}
+	sb.matcher.Store(matcher)
+	if err := m.serve(sb); err != nil {
+		m.stop(sb)
+		_ = m.nc.Delete(id)
+		return nil, fmt.Errorf("egress attach %s: %w", id, err)
+	}
+	m.sandboxes[id] = sb
+	return m.attachment(sb), nil
+}
+
+// serve starts the sandbox's listeners on its gateway address and installs
+// its rules.
+func (m *Manager) serve(sb *sandbox) error {
+	gw := sb.link.Gateway.String()
+	log := m.log.With("sandbox", sb.id)
+	pc, err := net.ListenPacket("udp4", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		return err
+	}
+	dnsTCP, err := net.Listen("tcp4", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		_ = pc.Close()
+		return err
+	}
+	sb.dns, err = dnsserver.Start(pc, dnsTCP, &dnsserver.Handler{
+		Policy:   sb.matcher.Load,
+		Resolver: m.cfg.Resolver,
+		Guard:    m.guard,
+		Log:      log,
+	})
+	if err != nil {
+		_ = pc.Close()
+		_ = dnsTCP.Close()
+		return err
+	}
+	sb.proxyL, err = net.Listen("tcp4", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		return err
+	}
+	sb.proxy = &proxy.Proxy{
+		Policy:        sb.matcher.Load,
+		Resolver:      m.cfg.Resolver,
+		Guard:         m.guard,
+		Secrets:       sb.secrets.Load,
+		CA:            m.cfg.CA,
+		UpstreamRoots: m.cfg.UpstreamRoots,
+		Log:           log,
+	}
+	go func() {
+		defer close(sb.served)
+		if err := sb.proxy.Serve(sb.proxyL); err != nil {
+			log.Error("egress: proxy stopped", "err", err)
+		}
+	}()
+	return m.fw.Add(firewall.Rules{
+		IfName:     sb.link.HostIf,
+		Gateway:    sb.link.Gateway,
+		DNSUDPPort: uint16(pc.LocalAddr().(*net.UDPAddr).Port),
+		DNSTCPPort: uint16(dnsTCP.Addr().(*net.TCPAddr).Port),
+		ProxyPort:  uint16(sb.proxyL.Addr().(*net.TCPAddr).Port),
+	})
+}
+
+// stop closes the sandbox's listeners and connections.
+func (m *Manager) stop(sb *sandbox) {
+	if sb.proxyL != nil {
+		_ = sb.proxyL.Close()
+		<-sb.served
+	}
+	if sb.proxy != nil {
+		_ = sb.proxy.Close()
+	}
+	if sb.dns != nil {
+		_ = sb.dns.Close()
+	}
+}
+
+func (m *Manager) attachment(sb *sandbox) *Attachment {
+	return &Attachment{
+		SandboxID:  sb.id,
+		NetnsPath:  sb.link.NetnsPath,
+		HostIf:     sb.link.HostIf,
+		Addr:       sb.link.Addr,
+		Gateway:    sb.link.Gateway,
+		ResolvConf: "nameserver " + sb.link.Gateway.String() + "\n",
+		Policy:     sb.matcher.Load().Policy(),
+	}
+}
+
+// Update changes an attached sandbox's policy. It applies to new
+// connections and DNS queries; connections already open stay open.
+func (m *Manager) Update(ctx context.Context, id string, p Policy) error {
+	matcher, err := m.compile(p)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb, ok := m.sandboxes[id]
+	if !ok {
+		return fmt.Errorf("egress update %s: %w", id, ErrNotAttached)
+	}
+	sb.matcher.Store(matcher)
+	return nil
+}
+
+// SetSecrets binds secrets to an attached sandbox, replacing any it had,
+// and returns the environment (NAME -> placeholder) to give the sandbox.
+// Placeholders depend only on the CA, the sandbox id and the name, so
+// calling it again after a restart gives the same ones. The sandbox must
+// also trust the CA (see secrets.CA.Bundle and secrets.TrustEnvNames), and
+// its policy must allow the secrets' hosts.
+func (m *Manager) SetSecrets(id string, ss []Secret) (map[string]string, error) {
+	if m.cfg.CA == nil {
+		return nil, errs.New(errs.Invalid, "secrets: this server has no egress CA configured")
+	}
+	set, env, err := secrets.NewSet(m.cfg.CA.PlaceholderKey(), id, ss)
+	if err != nil {
+		return nil, errs.New(errs.Invalid, "%v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb, ok := m.sandboxes[id]
+	if !ok {
+		return nil, fmt.Errorf("egress secrets %s: %w", id, ErrNotAttached)
+	}
+	sb.secrets.Store(set)
+	return env, nil
+}
+
+// Attachment returns an attached sandbox's network and effective policy.
+func (m *Manager) Attachment(id string) (*Attachment, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb, ok := m.sandboxes[id]
+	if !ok {
+		return nil, fmt.Errorf("egress %s: %w", id, ErrNotAttached)
+	}
+	return m.attachment(sb), nil
+}
+
+// Detach removes everything of a sandbox's network: rules, listeners (and
+// the connections through them), veth and namespace. Detaching a sandbox
+// that has nothing left is not an error. Call it after the sandbox stopped.
+func (m *Manager) Detach(ctx context.Context, id string) error {
+	if err := netns.ValidID(id); err != nil {
+		return errs.New(errs.Invalid, "%v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.detachLocked(id)
+}
+
+func (m *Manager) detachLocked(id string) error {
+	var errList []error
+	if err := m.fw.Remove(m.nc.HostIfName(id)); err != nil {
+		errList = append(errList, err)
+	}
+	if sb, ok := m.sandboxes[id]; ok {
+		m.stop(sb)
+		delete(m.sandboxes, id)
+	}
+	if err := m.nc.Delete(id); err != nil {
+		errList = append(errList, err)
+	}
+	if err := errors.Join(errList...); err != nil {
+		return fmt.Errorf("egress detach %s: %w", id, err)
+	}
+	return nil
+}
+
+// Cleanup removes the network of every sandbox that keep rejects: the ones
+// this Manager serves and the leftovers of earlier processes (namespaces,
+// veths, rules). Sandboxes kept but not attached stay as they are, for
+// Attach to adopt.
+func (m *Manager) Cleanup(ctx context.Context, keep func(id string) bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids, err := m.nc.List()
+	if err != nil {
+		return fmt.Errorf("egress cleanup: %w", err)
+	}
+	for id := range m.sandboxes {
+		ids = append(ids, id)
+	}
+	var errList []error
+	done := map[string]bool{}
+	for _, id := range ids {
+		if done[id] || keep(id) {
+			continue
+		}
+		done[id] = true
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := m.detachLocked(id); err != nil {
+			errList = append(errList, err)
+		}
+	}
+	// Rules whose veth is gone.
+	links, err := m.fw.Links()
+	if err != nil {
+		errList = append(errList, err)
+	}
+	for _, ifName := range links {
+		if _, err := net.InterfaceByName(ifName); err != nil {
+			if err := m.fw.Remove(ifName); err != nil {
+				errList = append(errList, err)
+			}
+		}
+	}
+	return errors.Join(errList...)
+}
+
+// Close stops serving every sandbox (listeners and connections) but leaves
+// namespaces, veths and rules in place, so that sandboxes still running
+// keep their network across a server restart: while no process serves them,
+// their DNS and 80/443 connections are refused. A new Manager's Attach
+// adopts them again.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, sb := range m.sandboxes {
+		m.stop(sb)
+		delete(m.sandboxes, id)
+	}
+	return nil
+}
+
+// Destroy detaches every sandbox of this Manager's configuration and
+// deletes the nftables table. For tests and uninstalling.
+func (m *Manager) Destroy(ctx context.Context) error {
+	err := m.Cleanup(ctx, func(string) bool { return false })
+	if derr := m.fw.Destroy(); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return err
+}
