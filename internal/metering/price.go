@@ -1,0 +1,110 @@
+// Package metering turns measured sandbox usage into money.
+//
+// Money is integer micro-dollars (1 USD = 1,000,000 µ$) wherever it is stored
+// or returned. Costs are computed in float64 from the measured figures and
+// rounded once, at the end, to the nearest micro-dollar (halves round up),
+// for each figure reported: a report's total is the rounded sum of its
+// unrounded parts, not the sum of rounded parts.
+//
+// The CPU floor applies over a sandbox's whole life (or over the part of it
+// inside a report's window): an idle sandbox is billed at least
+// CPUFloorVCPU × its wall-clock seconds of CPU time, and a sandbox whose
+// total use is above that is billed what it used. This matches the published
+// reference example, which spreads its 30 CPU-seconds over 4 minutes.
+package metering
+
+import (
+	"fmt"
+	"math"
+)
+
+// Prices are the rates, from configuration. Defaults (DefaultPrices) are the
+// published reference price list.
+type Prices struct {
+	// CPUMicrosPerVCPUHour is the price of one vCPU busy for one hour, in
+	// micro-dollars (reference: $0.025 = 25,000 µ$).
+	CPUMicrosPerVCPUHour float64 `json:"cpuMicrosPerVcpuHour"`
+	// MemoryMicrosPerGiBHour is the price of one GiB of sandbox memory size
+	// held for one hour, in micro-dollars (reference: $0.0075 = 7,500 µ$).
+	MemoryMicrosPerGiBHour float64 `json:"memoryMicrosPerGibHour"`
+	// CPUFloorVCPU is the least CPU a running sandbox is billed, in vCPUs
+	// (reference: 1/20 = 0.05), whatever its size.
+	CPUFloorVCPU float64 `json:"cpuFloorVcpu"`
+}
+
+// DefaultPrices is the published reference price list.
+func DefaultPrices() Prices {
+	return Prices{CPUMicrosPerVCPUHour: 25_000, MemoryMicrosPerGiBHour: 7_500, CPUFloorVCPU: 0.05}
+}
+
+// Validate says what is wrong with a price configuration.
+func (p Prices) Validate() error {
+	if p.CPUMicrosPerVCPUHour < 0 || p.MemoryMicrosPerGiBHour < 0 || p.CPUFloorVCPU < 0 ||
+		math.IsNaN(p.CPUMicrosPerVCPUHour+p.MemoryMicrosPerGiBHour+p.CPUFloorVCPU) {
+		return fmt.Errorf("prices must be non-negative numbers: %+v", p)
+	}
+	return nil
+}
+
+// Usage is what a sandbox (or a group of them) used.
+type Usage struct {
+	// CPUSeconds is CPU time actually used, from the runtime's accounting.
+	CPUSeconds float64
+	// WallSeconds is how long it ran (for the CPU floor).
+	WallSeconds float64
+	// GiBSeconds is memory size × time running, in GiB-seconds.
+	GiBSeconds float64
+}
+
+// Add sums two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{CPUSeconds: u.CPUSeconds + v.CPUSeconds, WallSeconds: u.WallSeconds + v.WallSeconds, GiBSeconds: u.GiBSeconds + v.GiBSeconds}
+}
+
+// Cost is a priced usage, unrounded; call Micros for the amount to report.
+type Cost struct {
+	// BilledCPUSeconds is max(CPUSeconds, CPUFloorVCPU × WallSeconds).
+	BilledCPUSeconds float64
+	CPUMicros        float64
+	MemoryMicros     float64
+}
+
+// Total is CPU plus memory, unrounded.
+func (c Cost) Total() float64 { return c.CPUMicros + c.MemoryMicros }
+
+// Micros is the total rounded once to whole micro-dollars.
+func (c Cost) Micros() int64 { return Round(c.Total()) }
+
+// Price prices one sandbox's usage (the floor is per sandbox: price each
+// sandbox, then add the Costs).
+func (p Prices) Price(u Usage) Cost {
+	billed := math.Max(u.CPUSeconds, p.CPUFloorVCPU*u.WallSeconds)
+	return Cost{
+		BilledCPUSeconds: billed,
+		CPUMicros:        billed / 3600 * p.CPUMicrosPerVCPUHour,
+		MemoryMicros:     u.GiBSeconds / 3600 * p.MemoryMicrosPerGiBHour,
+	}
+}
+
+// Add sums two costs.
+func (c Cost) Add(d Cost) Cost {
+	return Cost{BilledCPUSeconds: c.BilledCPUSeconds + d.BilledCPUSeconds,
+		CPUMicros: c.CPUMicros + d.CPUMicros, MemoryMicros: c.MemoryMicros + d.MemoryMicros}
+}
+
+// WorstCase is the most a lease could cost: every vCPU busy for the whole
+// lease, plus the memory size for the whole lease. Used by maxCostMicros.
+func (p Prices) WorstCase(vcpus float64, memoryMiB int64, leaseSeconds float64) Cost {
+	return p.Price(Usage{
+		CPUSeconds:  vcpus * leaseSeconds,
+		WallSeconds: leaseSeconds,
+		GiBSeconds:  float64(memoryMiB) / 1024 * leaseSeconds,
+	})
+}
+
+// Round rounds micro-dollars to the nearest whole one, halves up. A tiny
+// epsilon absorbs float error so that exact halves computed from decimal
+// prices (e.g. 0.5 µ$) round as a person would.
+func Round(micros float64) int64 {
+	return int64(math.Floor(micros + 0.5 + 1e-9))
+}
