@@ -1,0 +1,243 @@
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+import { APIError, NotConfiguredError, WithRuntimeError, apiError } from "./errors.js";
+import { Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
+import type { SandboxInfo } from "./types.js";
+
+/** The environment variable naming the server's base URL, such as http://127.0.0.1:7780. */
+export const ENV_URL = "WITHRUNTIME_URL";
+/** The environment variable holding the API key (wr_...), sent as a bearer token. */
+export const ENV_API_KEY = "WITHRUNTIME_API_KEY";
+/** The CLI's config file, relative to the user's config directory (usually ~/.config): {"url": ..., "apiKey": ...}. */
+export const CONFIG_FILE = "withruntime/config.json";
+
+/** How to reach a server. Every field is optional; see Client. */
+export interface ClientOptions {
+  /** The server's base URL, overriding WITHRUNTIME_URL and the config file. */
+  baseURL?: string;
+  /** The API key, overriding WITHRUNTIME_API_KEY and the config file. */
+  apiKey?: string;
+  /** The fetch function to use (default: the global fetch). */
+  fetch?: typeof fetch;
+}
+
+/** Options every call takes. */
+export interface CallOptions {
+  /** Aborts the call (and, for exec, kills the command). */
+  signal?: AbortSignal;
+}
+
+/** Where the user's config directory is, as Go's os.UserConfigDir finds it (the CLI is written in Go). */
+function userConfigDir(): string | undefined {
+  const env = process.env;
+  switch (process.platform) {
+    case "win32":
+      return env["AppData"] || undefined;
+    case "darwin":
+      return env["HOME"] ? join(env["HOME"], "Library", "Application Support") : undefined;
+    default: {
+      if (env["XDG_CONFIG_HOME"]) return env["XDG_CONFIG_HOME"];
+      const home = env["HOME"] || homedir();
+      return home ? join(home, ".config") : undefined;
+    }
+  }
+}
+
+function resolveConfig(opts: ClientOptions): { baseURL: string; apiKey: string } {
+  if (opts.baseURL) return { baseURL: opts.baseURL, apiKey: opts.apiKey ?? "" };
+  const env = process.env;
+  const envURL = env[ENV_URL];
+  if (envURL) return { baseURL: envURL, apiKey: opts.apiKey || env[ENV_API_KEY] || "" };
+  const dir = userConfigDir();
+  const path = dir ? join(dir, CONFIG_FILE) : undefined;
+  if (path) {
+    let text: string | undefined;
+    try {
+      text = readFileSync(path, "utf8");
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        throw new WithRuntimeError(`withruntime: reading config file ${path}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    if (text !== undefined) {
+      let fc: unknown;
+      try {
+        fc = JSON.parse(text);
+      } catch (err) {
+        throw new WithRuntimeError(`withruntime: config file ${path} is not valid JSON: ${(err as Error).message}`, { cause: err });
+      }
+      const file = (fc ?? {}) as { url?: unknown; apiKey?: unknown };
+      if (typeof file.url === "string" && file.url !== "") {
+        const fileKey = typeof file.apiKey === "string" ? file.apiKey : "";
+        return { baseURL: file.url, apiKey: opts.apiKey || env[ENV_API_KEY] || fileKey };
+      }
+    }
+  }
+  throw new NotConfiguredError(
+    `withruntime: no Runtime server configured: set ${ENV_URL} (and ${ENV_API_KEY}) to a server's URL and key, ` +
+      `write ${path ?? "~/.config/" + CONFIG_FILE} as {"url": ..., "apiKey": ...}, or pass { baseURL, apiKey }; ` +
+      "to run a server on this host: `sudo withruntime serve --listen 127.0.0.1:7780`, then `sudo withruntime keys create NAME` for a key",
+  );
+}
+
+const GLOBAL_DISPATCHER = Symbol.for("undici.globalDispatcher.1");
+let patient: object | null | undefined;
+
+/**
+ * Node's fetch (undici) gives up on an answer whose headers take over 300
+ * seconds, or whose body is silent that long: a command that runs for
+ * minutes without output. This is a dispatcher of the same class as Node's
+ * global one with those two timeouts off (the SDK bounds nothing itself:
+ * the caller's signal and the command's own timeout do). It is undefined
+ * until Node's fetch has made its global dispatcher (at its first call; the
+ * first request of a Sandbox, create or connect, is short), outside Node,
+ * and when the application installed a dispatcher of its own (such as a
+ * proxy agent), which is then left to do its job.
+ */
+function patientDispatcher(): object | undefined {
+  if (patient !== undefined) return patient ?? undefined;
+  const global = (globalThis as Record<symbol, unknown>)[GLOBAL_DISPATCHER] as { constructor?: unknown } | undefined;
+  if (!global) return undefined;
+  const Agent = global.constructor as (new (opts: object) => object) | undefined;
+  if (typeof Agent !== "function" || Agent.name !== "Agent") {
+    patient = null;
+    return undefined;
+  }
+  try {
+    patient = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+  } catch {
+    patient = null;
+  }
+  return patient ?? undefined;
+}
+
+/** What Client.request sends. */
+export interface RequestOptions {
+  body?: RequestInit["body"];
+  contentType?: string;
+  accept?: string;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * A client of one Runtime server. Sandbox.create, Sandbox.connect and
+ * Sandbox.list make one with no options unless given one.
+ *
+ * The server is found, in this order, in the options (baseURL, apiKey), the
+ * environment (WITHRUNTIME_URL and WITHRUNTIME_API_KEY), or the CLI's config
+ * file (~/.config/withruntime/config.json, {"url", "apiKey"}). With none of
+ * these the constructor throws a NotConfiguredError that says how to
+ * configure one: the SDK never starts a server itself.
+ */
+export class Client {
+  /** The server's base URL, without a trailing slash. */
+  readonly baseURL: string;
+  readonly #apiKey: string;
+  readonly #fetch: typeof fetch;
+  readonly #globalFetch: boolean;
+
+  constructor(opts: ClientOptions = {}) {
+    const { baseURL, apiKey } = resolveConfig(opts);
+    if (!baseURL.startsWith("http://") && !baseURL.startsWith("https://")) {
+      throw new WithRuntimeError(`withruntime: server URL ${JSON.stringify(baseURL)} must start with http:// or https://`);
+    }
+    this.baseURL = baseURL.replace(/\/+$/, "");
+    this.#apiKey = apiKey;
+    this.#fetch = opts.fetch ?? globalThis.fetch;
+    this.#globalFetch = opts.fetch === undefined;
+  }
+
+  /** Creates a sandbox on this server (see Sandbox.create). */
+  create(opts: Omit<SandboxOptions, keyof ConnectionOptions> = {}): Promise<Sandbox> {
+    return Sandbox.create({ ...opts, client: this });
+  }
+
+  /** A handle on a running sandbox of this server (see Sandbox.connect). */
+  connect(id: string, opts: CallOptions = {}): Promise<Sandbox> {
+    return Sandbox.connect(id, { ...opts, client: this });
+  }
+
+  /** Lists this server's sandboxes (see Sandbox.list). */
+  list(filter: Omit<ListFilter, keyof ConnectionOptions> = {}): Promise<SandboxInfo[]> {
+    return Sandbox.list({ ...filter, client: this });
+  }
+
+  /**
+   * Performs one request to a path of the API (such as "/v1/templates"); an
+   * error status becomes an APIError. The caller consumes (or cancels) the
+   * answer's body. The Sandbox methods are built on it; use it for routes
+   * they do not cover.
+   */
+  async request(method: string, path: string, init: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = {};
+    if (this.#apiKey) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    if (init.accept) headers["Accept"] = init.accept;
+    if (init.body != null && init.contentType) headers["Content-Type"] = init.contentType;
+    const req: RequestInit & { duplex?: "half" } = { method, headers, body: init.body ?? null };
+    const dispatcher = this.#globalFetch ? patientDispatcher() : undefined;
+    if (dispatcher) Object.assign(req, { dispatcher }); // Node's fetch takes it; see patientDispatcher
+    if (init.signal) req.signal = init.signal;
+    if (init.body instanceof ReadableStream) {
+      // A streamed upload. Following a redirect would need the body twice,
+      // so fetch (undici) would tee it and keep every chunk sent until the
+      // request ends; without window and redirects it streams in bounded
+      // memory.
+      req.duplex = "half";
+      req.redirect = "error";
+      req.window = null;
+    }
+    let resp: Response;
+    try {
+      resp = await this.#fetch(this.baseURL + path, req);
+    } catch (err) {
+      if (init.signal?.aborted) throw init.signal.reason ?? err;
+      const cause = (err as { cause?: { message?: string } }).cause;
+      const detail = cause?.message ? `${(err as Error).message}: ${cause.message}` : (err as Error).message;
+      throw new WithRuntimeError(`withruntime: cannot reach the Runtime server at ${this.baseURL}: ${detail}`, { cause: err });
+    }
+    if (resp.status >= 400) throw await decodeError(resp);
+    return resp;
+  }
+
+  /**
+   * Sends body (if not undefined) as JSON to a path of the API and returns
+   * the decoded answer (undefined for an empty one).
+   */
+  async json<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    const resp = await this.request(method, path, {
+      body: body === undefined ? null : JSON.stringify(body),
+      contentType: "application/json",
+      accept: "application/json",
+      signal,
+    });
+    const text = await resp.text();
+    if (text === "") return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch (err) {
+      throw new WithRuntimeError(`withruntime: decoding the answer to ${method} ${path}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+}
+
+/** Turns an error answer into an APIError. */
+async function decodeError(resp: Response): Promise<APIError> {
+  let text = "";
+  try {
+    text = await resp.text();
+  } catch {
+    // the body broke off: the status still says what happened
+  }
+  try {
+    const eb = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    if (eb && typeof eb.error?.code === "string" && eb.error.code !== "") {
+      return apiError(resp.status, eb.error.code, typeof eb.error.message === "string" ? eb.error.message : "");
+    }
+  } catch {
+    // not JSON: below
+  }
+  const msg = text.trim().slice(0, 1 << 20) || resp.statusText || `HTTP ${resp.status}`;
+  return apiError(resp.status, `http_${resp.status}`, msg);
+}

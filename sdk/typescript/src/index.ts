@@ -1,0 +1,39 @@
+/**
+ * withruntime: the TypeScript SDK of Runtime, a self-hosted gVisor sandbox
+ * server for running a language model's code.
+ *
+ * ```ts
+ * import { Sandbox } from "withruntime";
+ *
+ * await using sbx = await Sandbox.create({ timeoutSeconds: 600 });
+ * await sbx.files.write("hello.py", "print(6 * 7)\n");
+ * const res = await sbx.exec("python3 hello.py");
+ * // res.exitCode === 0, res.stdout === "42\n"; a non-zero exit is a result too
+ * ```
+ *
+ * The server is found in WITHRUNTIME_URL and WITHRUNTIME_API_KEY, else in
+ * the CLI's config file ~/.config/withruntime/config.json {"url", "apiKey"},
+ * else a NotConfiguredError says how to configure one. Every error answer
+ * is an APIError (status, code, message), of the subclass of its code:
+ * NotFoundError, LeaseEndedError, ....
+ *
+ * The model tools are in withruntime/tools.
+ *
+ * @module
+ */
+export { Client, CONFIG_FILE, ENV_API_KEY, ENV_URL, type CallOptions, type ClientOptions, type RequestOptions } from "./client.js";
+export * from "./errors.js";
+export { Files, type FileData, type ListOptions } from "./files.js";
+export {
+  eventData,
+  Sandbox,
+  stderrData,
+  stdoutData,
+  type Command,
+  type ConnectionOptions,
+  type ExecToOptions,
+  type ListFilter,
+  type OutputSink,
+  type SandboxOptions,
+} from "./sandbox.js";
+export * from "./types.js";

@@ -1,0 +1,466 @@
+/**
+ * withruntime/tools: a code-execution tool for a language model. Four tools
+ * bound to one Runtime sandbox, each with a name, a description written for
+ * the model, a JSON Schema for its arguments (the Go SDK's, byte for byte),
+ * and an execute function.
+ *
+ * ```ts
+ * const tools = sandboxTools(sbx);
+ * // declare them to the model (name, description, inputSchema; or see
+ * // openAIChat, anthropic, gemini), then for each tool call it makes:
+ * const tool = tools.find((t) => t.name === call.name);
+ * const result = await tool.execute(JSON.parse(call.arguments));
+ * // give result.text back to the model
+ * ```
+ *
+ * A command that fails and invalid arguments are results (isError set for
+ * the latter), never exceptions: execute throws only when Runtime itself
+ * failed (the sandbox is gone: LeaseEndedError, SandboxStoppedError; the
+ * server is unreachable; the signal aborted). errorResultFor(err) is then
+ * the result to give the model.
+ *
+ * @module
+ */
+import { posix } from "node:path";
+
+import type { CallOptions } from "../client.js";
+import { APIError, LeaseEndedError, SandboxStoppedError, WithRuntimeError } from "../errors.js";
+import type { Sandbox } from "../sandbox.js";
+import { WORKSPACE, type ExecResult, type FileInfo } from "../types.js";
+import { ArgsError, decodeArgs, type Args, type Field } from "./args.js";
+import { CapBuf, marker } from "./capbuf.js";
+import { definitionOf, type Definition, type ToolName } from "./definitions.js";
+
+export { definitions, TOOL_NAMES, type Definition, type InputSchema, type ToolName } from "./definitions.js";
+export * from "./providers.js";
+
+/** Tool names. */
+export const EXEC_NAME = "runtime_exec";
+export const READ_FILE_NAME = "runtime_read_file";
+export const WRITE_FILE_NAME = "runtime_write_file";
+export const LIST_FILES_NAME = "runtime_list_files";
+
+/** Each of stdout and stderr in a runtime_exec result is capped at this (16 KiB): the first and last halves are kept. */
+export const MAX_OUTPUT_BYTES = 16 << 10;
+/** The text of a file in a runtime_read_file result is capped at this (32 KiB): the first and last halves are kept. */
+export const MAX_READ_BYTES = 32 << 10;
+/** A binary (non-UTF-8) file is shown base64-encoded, its first 12 KiB only. */
+export const MAX_READ_BINARY_BYTES = 12 << 10;
+/** The largest file runtime_read_file reads through to find its tail (64 MiB); of a larger file only the head is shown. */
+export const MAX_READ_SCAN_BYTES = 64 << 20;
+/** The most entries a runtime_list_files result shows. */
+export const MAX_LIST_ENTRIES = 500;
+/** runtime_exec's timeout when timeoutSeconds is 0, and the largest it accepts. */
+export const DEFAULT_TIMEOUT_SECONDS = 120;
+export const MAX_TIMEOUT_SECONDS = 1800;
+/** Bounds on the arguments, in UTF-8 bytes: a command line, a path, a file's content. */
+export const MAX_COMMAND_BYTES = 256 << 10;
+export const MAX_PATH_BYTES = 4096;
+export const MAX_CONTENT_BYTES = 8 << 20;
+
+/** The data of a runtime_exec result. */
+export interface ExecOutput {
+  /** The command's exit status (124 when its timeout killed it, 128+N when signal N did). */
+  exitCode: number;
+  /** The output as shown to the model: at most MAX_OUTPUT_BYTES each plus a marker where the middle was cut. */
+  stdout: string;
+  stderr: string;
+  /** The bytes cut (0: none). */
+  stdoutCutBytes: number;
+  stderrCutBytes: number;
+  timedOut: boolean;
+  oomKilled: boolean;
+  signal?: string;
+  /** The absolute working directory the command ran in. */
+  cwd: string;
+  durationMs: number;
+}
+
+/** The data of a runtime_read_file result. */
+export interface ReadOutput {
+  /** The absolute path read. */
+  path: string;
+  /** The file's size in bytes. */
+  size: number;
+  /** "utf-8" (content is the text) or "base64" (content is the bytes, base64: the file is not UTF-8 text). */
+  encoding: "utf-8" | "base64";
+  /** What the model was shown, markers included. */
+  content: string;
+  /** The bytes of the file not shown (0: all shown). */
+  cutBytes: number;
+}
+
+/** The data of a runtime_write_file result. */
+export interface WriteOutput {
+  path: string;
+  bytes: number;
+}
+
+/** The data of a runtime_list_files result. */
+export interface ListOutput {
+  path: string;
+  entries: FileInfo[];
+  /** There were more than MAX_LIST_ENTRIES entries. */
+  truncated: boolean;
+}
+
+/** The outcome of one tool call (the same JSON keys as the Go SDK's tools.Result). */
+export interface ToolResult {
+  /** What to give the model. */
+  text: string;
+  /**
+   * The call could not be carried out (invalid arguments, no such file, the
+   * sandbox is gone); text says why and what to do. A command that ran and
+   * exited non-zero is not an error: its exit code is in text.
+   */
+  isError: boolean;
+  /** The same result as a value for programs. */
+  data?: ExecOutput | ReadOutput | WriteOutput | ListOutput;
+}
+
+/** One tool bound to a sandbox. */
+export interface Tool extends Definition {
+  /**
+   * Runs one call with the model's arguments: the parsed JSON object (or
+   * its JSON text). Resolves to the result for the model, also for a failed
+   * command and for invalid arguments; rejects only when Runtime itself
+   * failed (see errorResultFor).
+   */
+  execute(args: unknown, opts?: CallOptions): Promise<ToolResult>;
+}
+
+/** Returns the sandbox a tool call runs in; called once per call (see bindTools). */
+export type SandboxFunc = (opts: CallOptions) => Promise<Sandbox> | Sandbox;
+
+function errorResult(text: string): ToolResult {
+  return { text: "error: " + text, isError: true };
+}
+
+/** An error as the Go SDK prints it, so the model reads the same text from every SDK. */
+function errText(err: unknown): string {
+  if (err instanceof APIError) return `withruntime: ${err.code} (${err.status}): ${err.message}`;
+  if (err instanceof Error) return err.message;
+  return String(err);
+}
+
+function isAbort(err: unknown): boolean {
+  return err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError") && !(err instanceof APIError);
+}
+
+/**
+ * The result to give the model when execute threw (Runtime itself failed):
+ * the sandbox is gone, the call was cancelled, or the sandbox could not be
+ * reached.
+ */
+export function errorResultFor(err: unknown): ToolResult {
+  if (err instanceof LeaseEndedError || err instanceof SandboxStoppedError) {
+    return errorResult(`the sandbox is no longer running (${errText(err)}); its files are gone`);
+  }
+  if (isAbort(err)) return errorResult("the call was cancelled before it finished");
+  return errorResult(`the sandbox could not be reached: ${errText(err)}`);
+}
+
+/**
+ * An error from the sandbox that the model can fix (no such file, a
+ * directory where a file was wanted) becomes an error result; the sandbox
+ * being gone or the server failing is thrown. hint, if set, is added to a
+ * not-found message.
+ */
+function apiResult(err: unknown, hint = ""): ToolResult {
+  if (err instanceof APIError) {
+    switch (err.status) {
+      case 404:
+        return errorResult(hint ? `${err.message} (${hint})` : err.message);
+      case 400:
+      case 403:
+      case 409:
+      case 413:
+      case 507:
+        return errorResult(err.message);
+    }
+  }
+  throw err;
+}
+
+/** Makes p absolute: relative paths are under /workspace; ".." resolves inside the sandbox's filesystem. */
+export function resolvePath(p: string): string {
+  return posix.resolve(WORKSPACE, p);
+}
+
+// checkExec, checkRead and checkWrite refuse values the schema allows but
+// the tools do not, before any sandbox is involved.
+function checkExec(a: Args): string {
+  if ((a.str["command"] ?? "").trim() === "") return `"command" is empty; give a shell command line such as "ls -la"`;
+  const t = a.num["timeoutSeconds"] ?? 0;
+  if (t < 0 || t > MAX_TIMEOUT_SECONDS) {
+    return `"timeoutSeconds" is ${t}; give 0 for the default of ${DEFAULT_TIMEOUT_SECONDS} seconds, or up to ${MAX_TIMEOUT_SECONDS}`;
+  }
+  return "";
+}
+
+function checkRead(a: Args): string {
+  if (!a.str["path"]) return `"path" is empty; give the file to read, such as "hello.py"`;
+  return "";
+}
+
+function checkWrite(a: Args): string {
+  if (!a.str["path"]) return `"path" is empty; give the file to write, such as "hello.py"`;
+  const p = resolvePath(a.str["path"]);
+  if (p === "/" || p === WORKSPACE) return `${p} is a directory; give a file path such as ${posix.join(p, "main.py")}`;
+  return "";
+}
+
+function section(name: string, text: string): string {
+  if (text === "") return `${name}: (empty)\n`;
+  return `${name}:\n${text}${text.endsWith("\n") ? "" : "\n"}`;
+}
+
+async function runExec(sbx: Sandbox, a: Args, opts: CallOptions): Promise<ToolResult> {
+  const command = a.str["command"]!;
+  let timeout = a.num["timeoutSeconds"] ?? 0;
+  if (timeout === 0) timeout = DEFAULT_TIMEOUT_SECONDS;
+  const cwd = a.str["cwd"] ? resolvePath(a.str["cwd"]) : WORKSPACE;
+  const stdout = new CapBuf(MAX_OUTPUT_BYTES);
+  const stderr = new CapBuf(MAX_OUTPUT_BYTES);
+  const enc = new TextEncoder();
+  let res: ExecResult | undefined;
+  try {
+    for await (const ev of sbx.execStream({ command, cwd, timeoutSeconds: timeout }, opts)) {
+      if (ev.type === "stdout") stdout.write(enc.encode(ev.data ?? ""));
+      else if (ev.type === "stderr") stderr.write(enc.encode(ev.data ?? ""));
+      else if (ev.type === "exit") res = ev.result;
+    }
+  } catch (err) {
+    if (err instanceof APIError && err.status === 400) return errorResult(err.message); // such as a cwd that does not exist
+    throw err;
+  }
+  if (!res) throw new WithRuntimeError("tools: exec stream ended without a result");
+  const [outText, outCut] = stdout.text("stdout");
+  const [errTextOut, errCut] = stderr.text("stderr");
+  const out: ExecOutput = {
+    exitCode: res.exitCode,
+    stdout: outText,
+    stderr: errTextOut,
+    stdoutCutBytes: outCut,
+    stderrCutBytes: errCut,
+    timedOut: res.timedOut,
+    oomKilled: res.oomKilled ?? false,
+    ...(res.signal ? { signal: res.signal } : {}),
+    cwd,
+    durationMs: res.durationMs,
+  };
+  let text = `exit_code: ${res.exitCode}\n`;
+  if (res.timedOut) {
+    text += `note: the command was killed by its timeout after ${timeout} seconds; give a larger timeoutSeconds (up to ${MAX_TIMEOUT_SECONDS}) or run it in the background\n`;
+  } else if (res.oomKilled) {
+    text += "note: the command was killed because the sandbox ran out of memory\n";
+  } else if (res.signal) {
+    text += `note: the command was killed by ${res.signal}\n`;
+  }
+  text += section("stdout", out.stdout) + section("stderr", out.stderr);
+  return { text: text.replace(/\n$/, ""), isError: false, data: out };
+}
+
+/** Whether b is UTF-8 text: valid UTF-8 without NUL bytes. */
+function isText(b: Uint8Array): boolean {
+  if (b.includes(0)) return false;
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(b);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function runReadFile(sbx: Sandbox, a: Args, opts: CallOptions): Promise<ToolResult> {
+  const p = resolvePath(a.str["path"]!);
+  let fi: FileInfo;
+  try {
+    fi = await sbx.files.stat(p, opts);
+  } catch (err) {
+    return apiResult(err, "runtime_list_files shows a directory's contents");
+  }
+  if (fi.type === "dir") return errorResult(`${p} is a directory; list it with runtime_list_files`);
+  let stream: ReadableStream<Uint8Array>;
+  try {
+    stream = await sbx.files.open(p, opts);
+  } catch (err) {
+    return apiResult(err);
+  }
+  const buf = new CapBuf(MAX_READ_BYTES);
+  const scan = fi.size > MAX_READ_SCAN_BYTES ? MAX_READ_BYTES : MAX_READ_SCAN_BYTES; // a huge file: its head only
+  let n = 0;
+  const reader = stream.getReader();
+  try {
+    while (n < scan) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const chunk = value.subarray(0, Math.min(value.length, scan - n));
+      buf.write(chunk);
+      n += chunk.length;
+    }
+  } catch (err) {
+    if (opts.signal?.aborted) throw opts.signal.reason ?? err;
+    throw new WithRuntimeError(`tools: reading ${p}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  const size = Math.max(fi.size, n);
+  const [head, tail, cut] = buf.parts();
+  const dec = new TextDecoder();
+  if (isText(head) && isText(tail)) {
+    let content = dec.decode(head);
+    if (cut > 0) content += marker(cut, n, "the file") + dec.decode(tail);
+    if (n < size) {
+      content += `\n[... only the first ${n} of ${size} bytes are shown; read other parts with runtime_exec, e.g. tail -c 4000 ${p} ...]\n`;
+    }
+    const out: ReadOutput = { path: p, size, encoding: "utf-8", content, cutBytes: size - head.length - tail.length };
+    return { text: `${p} (${size} bytes, encoding: utf-8)\n${content}`, isError: false, data: out };
+  }
+  const raw = buf.prefix(MAX_READ_BINARY_BYTES);
+  const out: ReadOutput = {
+    path: p,
+    size,
+    encoding: "base64",
+    content: Buffer.from(raw).toString("base64"),
+    cutBytes: size - raw.length,
+  };
+  let text = `${p} (${size} bytes, encoding: base64; the file is not UTF-8 text, so its bytes are shown base64-encoded)\n${out.content}`;
+  if (out.cutBytes > 0) {
+    text += `\n[... only the first ${raw.length} of ${size} bytes are shown; inspect the rest with runtime_exec, e.g. xxd -s ${raw.length} -l 256 ${p} ...]`;
+  }
+  return { text, isError: false, data: out };
+}
+
+async function runWriteFile(sbx: Sandbox, a: Args, opts: CallOptions): Promise<ToolResult> {
+  const p = resolvePath(a.str["path"]!);
+  let fi: FileInfo;
+  try {
+    fi = await sbx.files.writeFile(p, a.str["content"] ?? "", opts);
+  } catch (err) {
+    return apiResult(err);
+  }
+  const out: WriteOutput = { path: fi.path, bytes: fi.size };
+  return { text: `wrote ${fi.size} bytes to ${fi.path}`, isError: false, data: out };
+}
+
+async function runListFiles(sbx: Sandbox, a: Args, opts: CallOptions): Promise<ToolResult> {
+  const p = a.str["path"] ? resolvePath(a.str["path"]) : WORKSPACE;
+  let entries: FileInfo[];
+  try {
+    entries = await sbx.files.list(p, { ...opts, depth: 1 });
+  } catch (err) {
+    return apiResult(err);
+  }
+  const out: ListOutput = { path: p, entries, truncated: false };
+  if (entries.length > MAX_LIST_ENTRIES) {
+    out.entries = entries.slice(0, MAX_LIST_ENTRIES);
+    out.truncated = true;
+  }
+  let text =
+    entries.length === 0 ? `${p}: empty directory` : entries.length === 1 ? `${p}: 1 entry` : `${p}: ${entries.length} entries`;
+  for (const e of out.entries) {
+    let name = e.name;
+    let size = String(e.size);
+    if (e.type === "dir") {
+      name += "/";
+      size = "-";
+    } else if (e.type === "symlink") {
+      name += " -> " + (e.target ?? "");
+    }
+    text += `\n${e.type.padEnd(7)} ${size.padStart(10)}  ${name}`;
+  }
+  if (out.truncated) {
+    text += `\n[... ${entries.length - MAX_LIST_ENTRIES} more entries not shown; use runtime_exec with ls or find to see them ...]`;
+  }
+  return { text, isError: false, data: out };
+}
+
+/** One tool: its arguments, checks and function. */
+interface Spec {
+  name: ToolName;
+  example: string;
+  fields: Field[];
+  check?: (a: Args) => string;
+  run: (sbx: Sandbox, a: Args, opts: CallOptions) => Promise<ToolResult>;
+}
+
+const specs: Spec[] = [
+  {
+    name: EXEC_NAME,
+    example: `{"command": "python3 hello.py", "cwd": "", "timeoutSeconds": 0}`,
+    fields: [
+      { name: "command", essential: true, max: MAX_COMMAND_BYTES },
+      { name: "cwd", max: MAX_PATH_BYTES },
+      { name: "timeoutSeconds", integer: true },
+    ],
+    check: checkExec,
+    run: runExec,
+  },
+  {
+    name: READ_FILE_NAME,
+    example: `{"path": "hello.py"}`,
+    fields: [{ name: "path", essential: true, max: MAX_PATH_BYTES }],
+    check: checkRead,
+    run: runReadFile,
+  },
+  {
+    name: WRITE_FILE_NAME,
+    example: `{"path": "hello.py", "content": "print(6 * 7)\\n"}`,
+    fields: [
+      { name: "path", essential: true, max: MAX_PATH_BYTES },
+      { name: "content", essential: true, max: MAX_CONTENT_BYTES },
+    ],
+    check: checkWrite,
+    run: runWriteFile,
+  },
+  {
+    name: LIST_FILES_NAME,
+    example: `{"path": ""}`,
+    fields: [{ name: "path", max: MAX_PATH_BYTES }],
+    run: runListFiles,
+  },
+];
+
+/** Binds the four tools to the sandbox that get returns at each call (so it can create one on first use, or replace one whose lease ended). */
+export function bindTools(get: SandboxFunc): Tool[] {
+  return specs.map((s): Tool => {
+    const def = definitionOf(s.name);
+    return {
+      name: def.name,
+      description: def.description,
+      inputSchema: def.inputSchema,
+      async execute(args: unknown, opts: CallOptions = {}): Promise<ToolResult> {
+        let a: Args;
+        try {
+          a = decodeArgs(args, s.fields);
+        } catch (err) {
+          if (!(err instanceof ArgsError)) throw err;
+          return errorResult(`invalid arguments for ${s.name}: ${err.message}. Expected arguments: ${s.example}`);
+        }
+        const msg = s.check?.(a);
+        if (msg) return errorResult(msg);
+        const sbx = await get(opts);
+        return s.run(sbx, a, opts);
+      },
+    };
+  });
+}
+
+/** The four tools bound to sbx, in the order runtime_exec, runtime_read_file, runtime_write_file, runtime_list_files. */
+export function sandboxTools(sbx: Sandbox): Tool[] {
+  return bindTools(() => sbx);
+}
+
+/** The tool named name. */
+export function findTool(tools: Tool[], name: string): Tool | undefined {
+  return tools.find((t) => t.name === name);
+}
+
+/** Runs the tool named name with args. An unknown name is an error result naming the tools there are. */
+export async function dispatch(tools: Tool[], name: string, args: unknown, opts: CallOptions = {}): Promise<ToolResult> {
+  const t = findTool(tools, name);
+  if (!t) return errorResult(`there is no tool ${JSON.stringify(name)}; the tools are ${tools.map((t) => t.name).join(", ")}`);
+  return t.execute(args, opts);
+}
+
