@@ -84,6 +84,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 	if err != nil {
 		return badRequest("malformed path %q: %v", rest, err)
 	}
+	// The agent may answer (an NDJSON stream) before it has read the whole
+	// request; full duplex keeps the request body readable meanwhile.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "agent", "agent"
@@ -121,6 +124,11 @@ type bodyReader struct {
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if errors.Is(err, http.ErrBodyReadAfterClose) {
+		// The server closed the body because the response began; the
+		// agent read what it needed. Not a client failure.
+		return n, io.EOF
+	}
 	if err != nil && err != io.EOF {
 		b.mu.Lock()
 		if b.err == nil {

@@ -1,0 +1,103 @@
+"""Python SDK of Runtime, a self-hosted gVisor sandbox server for running a
+language model's code.
+
+::
+
+    from withruntime import Sandbox
+
+    with Sandbox.create(timeout_seconds=600) as sbx:   # destroyed on exit
+        sbx.files.write_file("hello.py", "print(6 * 7)\\n")
+        res = sbx.exec("python3 hello.py")
+        # res.exit_code == 0, res.stdout == "42\\n"; a non-zero exit is a result too
+
+The server is found in ``WITHRUNTIME_URL`` / ``WITHRUNTIME_API_KEY``, else
+``~/.config/withruntime/config.json`` (``{"url", "apiKey"}``); see
+:class:`Client`. ``withruntime.tools`` gives a model the four Runtime tools.
+"""
+
+from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncSandbox
+from ._config import ENV_API_KEY, ENV_URL, config_path
+from ._sync import Client, ExecStream, FileReader, Files, Sandbox
+from .errors import (
+    ERROR_CODES,
+    APIError,
+    APITimeoutError,
+    BadRequestError,
+    ConflictError,
+    ForbiddenError,
+    InternalError,
+    LeaseEndedError,
+    MethodNotAllowedError,
+    NoSpaceError,
+    NotConfiguredError,
+    NotFoundError,
+    RateLimitedError,
+    SandboxGoneError,
+    SandboxStoppedError,
+    TooLargeError,
+    TransportError,
+    UnauthorizedError,
+    UnavailableError,
+    WithRuntimeError,
+)
+from .types import (
+    DEFAULT_EXEC_TIMEOUT_SECONDS,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    MAX_MAX_OUTPUT_BYTES,
+    TIMEOUT_EXIT_CODE,
+    WORKSPACE,
+    ErrorInfo,
+    Event,
+    ExecResult,
+    FileInfo,
+    SandboxInfo,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sandbox",
+    "AsyncSandbox",
+    "Client",
+    "AsyncClient",
+    "Files",
+    "AsyncFiles",
+    "ExecStream",
+    "AsyncExecStream",
+    "FileReader",
+    "AsyncFileReader",
+    "SandboxInfo",
+    "ExecResult",
+    "Event",
+    "ErrorInfo",
+    "FileInfo",
+    "WithRuntimeError",
+    "NotConfiguredError",
+    "TransportError",
+    "APIError",
+    "BadRequestError",
+    "UnauthorizedError",
+    "ForbiddenError",
+    "NotFoundError",
+    "MethodNotAllowedError",
+    "APITimeoutError",
+    "ConflictError",
+    "SandboxGoneError",
+    "LeaseEndedError",
+    "SandboxStoppedError",
+    "TooLargeError",
+    "RateLimitedError",
+    "InternalError",
+    "UnavailableError",
+    "NoSpaceError",
+    "ERROR_CODES",
+    "ENV_URL",
+    "ENV_API_KEY",
+    "config_path",
+    "WORKSPACE",
+    "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "MAX_MAX_OUTPUT_BYTES",
+    "TIMEOUT_EXIT_CODE",
+    "__version__",
+]

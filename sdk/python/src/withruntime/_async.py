@@ -1,0 +1,631 @@
+"""The asyncio client: AsyncClient, AsyncSandbox, AsyncFiles,
+AsyncExecStream, AsyncFileReader. Same surface as the sync client, with
+``await`` (and ``async with`` / ``async for``)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import io
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
+from types import TracebackType
+from typing import IO, Any, Generic, TextIO, TypeVar
+
+import httpx
+
+from . import _http
+from ._config import resolve_config
+from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
+from .errors import NotFoundError, SandboxGoneError, SandboxStoppedError, TransportError, WithRuntimeError
+from .types import Event, ExecResult, FileInfo, SandboxInfo
+
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "AsyncExecStream", "AsyncFileReader"]
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The asyncio twin of :class:`~withruntime.Client` (an
+    ``httpx.AsyncClient`` underneath)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        cfg = resolve_config(base_url, api_key)
+        self.base_url: str = cfg.base_url
+        self._api_key = cfg.api_key
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=_http.DEFAULT_TIMEOUT)
+
+    def __repr__(self) -> str:
+        return f"AsyncClient(base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Closes the HTTP connections (if this client opened them)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def create(
+        self,
+        *,
+        template: str | None = None,
+        timeout_seconds: int | None = None,
+        cpu: float | None = None,
+        memory_mib: int | None = None,
+        disk_mib: int | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        network: Mapping[str, Any] | None = None,
+    ) -> AsyncSandbox:
+        """Creates a sandbox and returns once it runs (see :meth:`AsyncSandbox.create`)."""
+        body = _http.create_body(
+            template=template,
+            timeout_seconds=timeout_seconds,
+            cpu=cpu,
+            memory_mib=memory_mib,
+            disk_mib=disk_mib,
+            env=env,
+            metadata=metadata,
+            network=network,
+        )
+        info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body))
+        return AsyncSandbox(self, info.id, info)
+
+    async def connect(self, sandbox_id: str) -> AsyncSandbox:
+        """A handle on the running sandbox ``sandbox_id``."""
+        sbx = AsyncSandbox(self, sandbox_id)
+        info = await sbx.refresh()
+        _check_running(info)
+        return sbx
+
+    async def list(
+        self, *, state: str | None = None, metadata: Mapping[str, str] | None = None
+    ) -> builtins.list[SandboxInfo]:
+        """Lists sandboxes, newest first, filtered by ``state`` and ``metadata``."""
+        out = await self._json("GET", "/v1/sandboxes", params=_http.list_params(state, metadata))
+        return [SandboxInfo.from_dict(d) for d in out.get("sandboxes") or []]
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Any = None,
+        json_body: Any = None,
+        content: Any = None,
+        content_type: str | None = None,
+        accept: str = _http.JSON,
+        extra_headers: Mapping[str, str] | None = None,
+        stream: bool = False,
+    ) -> httpx.Response:
+        hdrs = _http.headers(self._api_key, accept, content_type)
+        if extra_headers:
+            hdrs.update(extra_headers)
+        if json_body is not None:
+            content = json.dumps(json_body).encode("utf-8")
+            hdrs["Content-Type"] = _http.JSON
+        try:
+            req = self._http.build_request(method, self.base_url + path, params=params, content=content, headers=hdrs)
+            resp = await self._http.send(req, stream=True)
+        except httpx.HTTPError as e:
+            raise _http.unreachable(self.base_url, e) from e
+        if resp.status_code >= 400:
+            try:
+                data = await resp.aread()
+            except httpx.HTTPError:
+                data = b""
+            finally:
+                await resp.aclose()
+            raise _http.decode_error(resp.status_code, resp.reason_phrase, data)
+        if not stream:
+            try:
+                await resp.aread()
+            except httpx.HTTPError as e:
+                raise TransportError(f"withruntime: reading the answer to {method} {path}: {e}") from e
+            finally:
+                await resp.aclose()
+        return resp
+
+    async def _json(self, method: str, path: str, body: Any = None, *, params: Any = None) -> Any:
+        resp = await self._send(method, path, params=params, json_body=body)
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError as e:
+            raise WithRuntimeError(f"withruntime: decoding the answer to {method} {path}: {e}") from e
+
+
+class _AwaitableContext(Generic[T]):
+    """What AsyncSandbox.create and connect return: await it for the
+    sandbox, or use it directly in ``async with``."""
+
+    def __init__(self, make: Callable[[], Awaitable[T]]) -> None:
+        self._make = make
+        self._value: T | None = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._make().__await__()
+
+    async def __aenter__(self) -> T:
+        self._value = await self._make()
+        return await self._value.__aenter__()  # type: ignore[attr-defined,no-any-return]
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._value is not None
+        await self._value.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
+
+
+class AsyncSandbox:
+    """The asyncio twin of :class:`~withruntime.Sandbox`::
+
+        async with AsyncSandbox.create(timeout_seconds=600) as sbx:
+            res = await sbx.exec("python3 -c 'print(6*7)'")
+
+    (``sbx = await AsyncSandbox.create(...)`` works too; then ``await
+    sbx.kill()`` when done.)
+    """
+
+    def __init__(
+        self, client: AsyncClient, sandbox_id: str, info: SandboxInfo | None = None, *, _owns_client: bool = False
+    ) -> None:
+        self._conn = client
+        self._id = sandbox_id
+        self._info = info
+        self._owns_client = _owns_client
+        self._closed = False
+        self._lock = asyncio.Lock()
+        self._killed = False
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        template: str | None = None,
+        timeout_seconds: int | None = None,
+        cpu: float | None = None,
+        memory_mib: int | None = None,
+        disk_mib: int | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        network: Mapping[str, Any] | None = None,
+        client: AsyncClient | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> _AwaitableContext[AsyncSandbox]:
+        """Creates a sandbox (see :meth:`withruntime.Sandbox.create`). Await
+        the answer, or use it in ``async with``."""
+
+        async def make() -> AsyncSandbox:
+            owns = client is None
+            c = client or AsyncClient(base_url, api_key)
+            try:
+                sbx = await c.create(
+                    template=template,
+                    timeout_seconds=timeout_seconds,
+                    cpu=cpu,
+                    memory_mib=memory_mib,
+                    disk_mib=disk_mib,
+                    env=env,
+                    metadata=metadata,
+                    network=network,
+                )
+            except BaseException:
+                if owns:
+                    await c.aclose()
+                raise
+            sbx._owns_client = owns
+            return sbx
+
+        return _AwaitableContext(make)
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        *,
+        client: AsyncClient | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> _AwaitableContext[AsyncSandbox]:
+        """A handle on an existing, running sandbox (await it, or ``async with``)."""
+
+        async def make() -> AsyncSandbox:
+            owns = client is None
+            c = client or AsyncClient(base_url, api_key)
+            try:
+                sbx = await c.connect(sandbox_id)
+            except BaseException:
+                if owns:
+                    await c.aclose()
+                raise
+            sbx._owns_client = owns
+            return sbx
+
+        return _AwaitableContext(make)
+
+    @classmethod
+    async def list(
+        cls,
+        *,
+        state: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        client: AsyncClient | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> builtins.list[SandboxInfo]:
+        """Lists sandboxes (newest first), filtered by ``state`` and ``metadata``."""
+        if client is not None:
+            return await client.list(state=state, metadata=metadata)
+        async with AsyncClient(base_url, api_key) as c:
+            return await c.list(state=state, metadata=metadata)
+
+    @property
+    def _client(self) -> AsyncClient:
+        if self._closed:
+            raise SandboxStoppedError(
+                410,
+                "sandbox_stopped",
+                f"sandbox {self._id} was destroyed when this handle was closed (close() or the end of its "
+                "with block); create a new sandbox",
+            )
+        return self._conn
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._id
+
+    @property
+    def client(self) -> AsyncClient:
+        return self._conn
+
+    @property
+    def info(self) -> SandboxInfo | None:
+        return self._info
+
+    def __repr__(self) -> str:
+        state = self._info.state if self._info else "?"
+        return f"AsyncSandbox(id={self._id!r}, state={state!r})"
+
+    async def refresh(self) -> SandboxInfo:
+        info = SandboxInfo.from_dict(await self._client._json("GET", self._path()))
+        self._info = info
+        return info
+
+    async def set_timeout(self, seconds: int) -> SandboxInfo:
+        info = SandboxInfo.from_dict(
+            await self._client._json("POST", self._path("/timeout"), {"timeoutSeconds": int(seconds)})
+        )
+        self._info = info
+        return info
+
+    async def kill(self) -> None:
+        """Destroys the sandbox; safe to call more than once."""
+        async with self._lock:
+            if self._killed:
+                return
+            try:
+                await self._client._send("DELETE", self._path())
+            except SandboxGoneError:
+                pass
+            self._killed = True
+
+    async def close(self) -> None:
+        """Destroys the sandbox and releases the HTTP connections the handle opened."""
+        await self.kill()
+        self._closed = True
+        if self._owns_client:
+            self._owns_client = False
+            await self._conn.aclose()
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            await self.close()
+            return
+        try:
+            await self.close()
+        except WithRuntimeError:
+            pass
+
+    async def exec(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Runs a command and returns its collected result (a non-zero exit
+        code is a result, not an exception)."""
+        body = _http.exec_body(
+            command,
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            stdin=stdin,
+            user=user,
+        )
+        return ExecResult.from_dict(await self._client._json("POST", self._path("/exec"), body))
+
+    async def run(self, command: str) -> ExecResult:
+        return await self.exec(command)
+
+    def exec_stream(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+    ) -> AsyncExecStream:
+        """Runs a command and yields its events (``async for``); see
+        :meth:`withruntime.Sandbox.exec_stream`."""
+        body = _http.exec_body(
+            command,
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=None,
+            stdin=stdin,
+            user=user,
+        )
+        return AsyncExecStream(self, body)
+
+    async def exec_to(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        stdout: IO[bytes] | TextIO | None = None,
+        stderr: IO[bytes] | TextIO | None = None,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Runs a command, writing its output to ``stdout``/``stderr`` as it
+        arrives, and returns the result."""
+        stream = self.exec_stream(
+            command, argv=argv, cwd=cwd, env=env, timeout_seconds=timeout_seconds, stdin=stdin, user=user
+        )
+        async with stream:
+            async for ev in stream:
+                w = stdout if ev.type == "stdout" else stderr if ev.type == "stderr" else None
+                if w is not None:
+                    _write_chunk(w, ev)
+        if stream.result is None:  # pragma: no cover
+            raise WithRuntimeError("withruntime: exec stream ended without an exit event")
+        return stream.result
+
+    @property
+    def files(self) -> AsyncFiles:
+        return AsyncFiles(self)
+
+    def _path(self, suffix: str = "") -> str:
+        return _http.sandbox_path(self._id, suffix)
+
+
+class AsyncExecStream:
+    """The events of one command, for ``async for``; ``result`` after the
+    exit event. Use ``async with`` (or ``aclose()``) to disconnect early."""
+
+    def __init__(self, sandbox: AsyncSandbox, body: dict[str, Any]) -> None:
+        self._sandbox = sandbox
+        self._body = body
+        self.result: ExecResult | None = None
+        self.pid: int | None = None
+        self._gen = self._events()
+
+    async def _events(self) -> AsyncGenerator[Event, None]:
+        c = self._sandbox._client
+        resp = await c._send(
+            "POST", self._sandbox._path("/exec"), json_body=self._body, accept=_http.NDJSON, stream=True
+        )
+        try:
+            try:
+                async for line in resp.aiter_lines():
+                    ev = _event_from_line(line)
+                    if ev is None:
+                        continue
+                    if ev.type == "start":
+                        self.pid = ev.pid
+                    res = _end_event(ev)
+                    if res is not None:
+                        self.result = res
+                        yield ev
+                        return
+                    yield ev
+            except httpx.HTTPError as e:
+                raise TransportError(f"withruntime: exec stream broke: {e}") from e
+        finally:
+            await resp.aclose()
+        raise WithRuntimeError(
+            "withruntime: exec stream ended without an exit event (the sandbox may have been stopped)"
+        )
+
+    def __aiter__(self) -> AsyncExecStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._gen.__anext__()
+
+    async def wait(self) -> ExecResult:
+        async for _ in self:
+            pass
+        assert self.result is not None
+        return self.result
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()
+
+    async def __aenter__(self) -> AsyncExecStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncFileReader:
+    """A file being downloaded: ``async for chunk in reader``, or ``await
+    reader.read()``. Use ``async with`` (or ``aclose()``)."""
+
+    def __init__(self, resp: httpx.Response, path: str) -> None:
+        self._resp = resp
+        self._it = resp.aiter_bytes()
+        self._path = path
+        cl = resp.headers.get("Content-Length")
+        self.size: int | None = int(cl) if cl and cl.isdigit() else None
+
+    def __aiter__(self) -> AsyncFileReader:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._it.__anext__()
+        except httpx.HTTPError as e:
+            raise TransportError(f"withruntime: reading {self._path}: {e}") from e
+
+    async def read(self) -> bytes:
+        """The rest of the file."""
+        buf = io.BytesIO()
+        async for chunk in self:
+            buf.write(chunk)
+        return buf.getvalue()
+
+    async def aclose(self) -> None:
+        await self._resp.aclose()
+
+    async def __aenter__(self) -> AsyncFileReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncFiles:
+    """The asyncio twin of :class:`~withruntime.Files` (``sbx.files``)."""
+
+    def __init__(self, sandbox: AsyncSandbox) -> None:
+        self._s = sandbox
+
+    async def open(self, path: str) -> AsyncFileReader:
+        resp = await self._s._client._send(
+            "GET", self._s._path("/files"), params=[("path", path)], accept=_http.OCTET, stream=True
+        )
+        return AsyncFileReader(resp, path)
+
+    async def read(self, path: str, dst: IO[bytes]) -> int:
+        """Downloads a file into the binary file object ``dst`` (its
+        ``write`` may also be a coroutine function), chunk by chunk."""
+        n = 0
+        async with await self.open(path) as f:
+            async for chunk in f:
+                r = dst.write(chunk)
+                if hasattr(r, "__await__"):
+                    await r
+                n += len(chunk)
+        return n
+
+    async def read_file(self, path: str) -> bytes:
+        async with await self.open(path) as f:
+            return await f.read()
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self.read_file(path)
+
+    async def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return (await self.read_file(path)).decode(encoding, errors)
+
+    async def write(self, path: str, src: _http.AsyncUploadSource) -> FileInfo:
+        """Writes the file at ``path``, streaming ``src``: bytes, text, a
+        binary file object (sync or async ``read``), or a sync or async
+        iterable of byte chunks."""
+        content, hdrs = _http.upload_content(src, is_async=True)
+        resp = await self._s._client._send(
+            "PUT",
+            self._s._path("/files"),
+            params=[("path", path)],
+            content=content,
+            content_type=_http.OCTET,
+            extra_headers=hdrs,
+        )
+        return FileInfo.from_dict(resp.json())
+
+    async def write_file(self, path: str, data: bytes | bytearray | memoryview | str) -> FileInfo:
+        return await self.write(path, data)
+
+    async def write_bytes(self, path: str, data: bytes | bytearray | memoryview) -> FileInfo:
+        return await self.write(path, data)
+
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> FileInfo:
+        return await self.write(path, text.encode(encoding))
+
+    async def list(self, path: str = "", depth: int = 1) -> builtins.list[FileInfo]:
+        q = [("path", path or "/workspace"), ("depth", str(max(int(depth), 1)))]
+        out = await self._s._client._json("GET", self._s._path("/files/list"), params=q)
+        return [FileInfo.from_dict(d) for d in out.get("entries") or []]
+
+    async def stat(self, path: str) -> FileInfo:
+        return FileInfo.from_dict(
+            await self._s._client._json("GET", self._s._path("/files/stat"), params=[("path", path)])
+        )
+
+    async def exists(self, path: str) -> bool:
+        try:
+            await self.stat(path)
+        except NotFoundError:
+            return False
+        return True
+
+    async def remove(self, path: str) -> None:
+        await self._s._client._send("DELETE", self._s._path("/files"), params=[("path", path)])
+
+    async def remove_all(self, path: str) -> None:
+        await self._s._client._send("DELETE", self._s._path("/files"), params=[("path", path), ("recursive", "true")])
+
+    async def mkdir(self, path: str, parents: bool = False) -> FileInfo:
+        body: dict[str, Any] = {"path": path}
+        if parents:
+            body["parents"] = True
+        return FileInfo.from_dict(await self._s._client._json("POST", self._s._path("/files/mkdir"), body))
+
+    async def mkdir_all(self, path: str) -> FileInfo:
+        return await self.mkdir(path, parents=True)
+
+    async def rename(self, src: str, dst: str) -> FileInfo:
+        return FileInfo.from_dict(
+            await self._s._client._json("POST", self._s._path("/files/rename"), {"from": src, "to": dst})
+        )

@@ -1,0 +1,227 @@
+"""The HTTP layer shared by the sync and async clients: building requests,
+turning error answers into APIError, and request bodies."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
+from urllib.parse import quote
+
+import httpx
+
+from .errors import APIError, WithRuntimeError, api_error
+
+NDJSON = "application/x-ndjson"
+OCTET = "application/octet-stream"
+JSON = "application/json"
+
+#: Upload chunk size for file objects (bytes).
+CHUNK_SIZE = 1 << 20
+
+#: The default timeouts: connecting is bounded, everything else is not
+#: (exec streams and file transfers can be long; the sandbox's lease and
+#: the command's own timeout bound them).
+DEFAULT_TIMEOUT = httpx.Timeout(None, connect=30.0)
+
+#: What a file upload accepts: bytes, text (UTF-8), a binary file object, an
+#: iterable of byte chunks (sync), or also an async iterable (async client).
+UploadSource = bytes | bytearray | memoryview | str | BinaryIO | Iterable[bytes]
+AsyncUploadSource = UploadSource | AsyncIterable[bytes]
+
+
+def sandbox_path(sandbox_id: str, suffix: str = "") -> str:
+    return "/v1/sandboxes/" + quote(sandbox_id, safe="") + suffix
+
+
+def decode_error(status: int, reason: str, data: bytes) -> APIError:
+    """Turns an error answer into the APIError subclass of its code."""
+    try:
+        body = json.loads(data)
+        err = body.get("error") if isinstance(body, dict) else None
+        if isinstance(err, dict) and err.get("code"):
+            return api_error(status, str(err["code"]), str(err.get("message", "")))
+    except ValueError:
+        pass
+    msg = data.decode("utf-8", "replace").strip() or reason or f"HTTP {status}"
+    return api_error(status, f"http_{status}", msg)
+
+
+def unreachable(base_url: str, err: Exception) -> WithRuntimeError:
+    from .errors import TransportError
+
+    return TransportError(f"withruntime: cannot reach the Runtime server at {base_url}: {err}")
+
+
+def headers(api_key: str, accept: str, content_type: str | None = None) -> dict[str, str]:
+    h = {"Accept": accept, "User-Agent": "withruntime-python"}
+    if api_key:
+        h["Authorization"] = "Bearer " + api_key
+    if content_type:
+        h["Content-Type"] = content_type
+    return h
+
+
+def drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+DEFAULT_NETWORK: dict[str, Any] = {"internet": False}
+
+
+def create_body(
+    *,
+    template: str | None,
+    timeout_seconds: int | None,
+    cpu: float | None,
+    memory_mib: int | None,
+    disk_mib: int | None,
+    env: Mapping[str, str] | None,
+    metadata: Mapping[str, str] | None,
+    network: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The body of POST /v1/sandboxes. Unset (None) fields are left out and
+    take the server's defaults. ``network`` is sent only when it differs
+    from the default ``{"internet": False}``."""
+    body: dict[str, Any] = drop_none(
+        {
+            "template": template or None,
+            "timeoutSeconds": int(timeout_seconds) if timeout_seconds else None,
+            "cpu": float(cpu) if cpu else None,
+            "memoryMiB": int(memory_mib) if memory_mib else None,
+            "diskMiB": int(disk_mib) if disk_mib else None,
+            "env": dict(env) if env else None,
+            "metadata": dict(metadata) if metadata else None,
+        }
+    )
+    if network is not None:
+        net = dict(network)
+        if net != DEFAULT_NETWORK:
+            body["network"] = net
+    return body
+
+
+def list_params(state: str | None, metadata: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    q: list[tuple[str, str]] = []
+    if state:
+        q.append(("state", state))
+    for k in sorted(metadata or {}):
+        q.append(("metadata." + k, str(metadata[k])))  # type: ignore[index]
+    return q
+
+
+def exec_body(
+    command: str | Sequence[str] | None,
+    *,
+    argv: Sequence[str] | None,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    timeout_seconds: float | None,
+    max_output_bytes: int | None,
+    stdin: str | None,
+    user: str | None,
+) -> dict[str, Any]:
+    """The body of POST .../exec. A list or tuple ``command`` is an argv."""
+    if command is not None and not isinstance(command, str):
+        if argv is not None:
+            raise TypeError("exec: give the command either as command or as argv, not both")
+        argv, command = list(command), None
+    if command is None and argv is None:
+        raise TypeError("exec: give a command line (command='...') or an argv (argv=[...])")
+    return drop_none(
+        {
+            "command": command,
+            "argv": list(argv) if argv is not None else None,
+            "cwd": cwd or None,
+            "env": dict(env) if env else None,
+            "timeoutSeconds": timeout_seconds if timeout_seconds else None,
+            "maxOutputBytes": max_output_bytes if max_output_bytes else None,
+            "stdin": stdin or None,
+            "user": user or None,
+        }
+    )
+
+
+def _remaining_length(f: Any) -> int | None:
+    """How many bytes are left to read in a seekable binary file object."""
+    if isinstance(f, io.TextIOBase):
+        return None
+    try:
+        if not f.seekable():
+            return None
+        pos = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(pos)
+        return max(int(end) - int(pos), 0)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _file_chunks(f: Any) -> Iterator[bytes]:
+    while True:
+        chunk = f.read(CHUNK_SIZE)
+        if not chunk:
+            return
+        if isinstance(chunk, str):
+            chunk = chunk.encode("utf-8")
+        yield bytes(chunk)
+
+
+def _iter_chunks(it: Iterable[Any]) -> Iterator[bytes]:
+    for chunk in it:
+        if isinstance(chunk, str):
+            chunk = chunk.encode("utf-8")
+        yield bytes(chunk)
+
+
+async def _async_iter_chunks(it: AsyncIterable[Any]) -> AsyncIterator[bytes]:
+    async for chunk in it:
+        if isinstance(chunk, str):
+            chunk = chunk.encode("utf-8")
+        yield bytes(chunk)
+
+
+async def _async_file_chunks(f: Any) -> AsyncIterator[bytes]:
+    while True:
+        chunk = f.read(CHUNK_SIZE)
+        if hasattr(chunk, "__await__"):
+            chunk = await chunk
+        if not chunk:
+            return
+        if isinstance(chunk, str):
+            chunk = chunk.encode("utf-8")
+        yield bytes(chunk)
+
+
+def upload_content(src: Any, *, is_async: bool = False) -> tuple[Any, dict[str, str]]:
+    """The request content for an upload and the headers it needs: bytes are
+    sent as they are, a file object in chunks (with Content-Length when its
+    size is known), an iterable chunk by chunk (chunked transfer encoding).
+    Nothing is read into memory whole."""
+    if isinstance(src, str):
+        return src.encode("utf-8"), {}
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return bytes(src), {}
+    if hasattr(src, "read"):
+        length = _remaining_length(src)
+        hdr = {"Content-Length": str(length)} if length is not None else {}
+        if is_async:
+            return _async_file_chunks(src), hdr
+        return _file_chunks(src), hdr
+    if is_async and hasattr(src, "__aiter__"):
+        return _async_iter_chunks(src), {}
+    if isinstance(src, Iterable):
+        if is_async:
+            sync_it = _iter_chunks(src)
+
+            async def agen() -> AsyncIterator[bytes]:
+                for chunk in sync_it:
+                    yield chunk
+
+            return agen(), {}
+        return _iter_chunks(src), {}
+    raise TypeError(
+        f"cannot upload a {type(src).__name__}: give bytes, str, a binary file object or an iterable of bytes"
+    )

@@ -1,0 +1,785 @@
+"""The synchronous client: Client, Sandbox, Files, ExecStream, FileReader."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import threading
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import IO, Any, TextIO
+
+import httpx
+
+from . import _http
+from ._config import resolve_config
+from .errors import (
+    NotFoundError,
+    SandboxGoneError,
+    SandboxStoppedError,
+    TransportError,
+    WithRuntimeError,
+    api_error,
+    status_of_code,
+)
+from .types import ErrorInfo, Event, ExecResult, FileInfo, SandboxInfo
+
+__all__ = ["Client", "Sandbox", "Files", "ExecStream", "FileReader"]
+
+
+class Client:
+    """A connection to one Runtime server. Safe to share between threads.
+
+    ``Client()`` finds the server in ``base_url``/``api_key``, else
+    ``WITHRUNTIME_URL``/``WITHRUNTIME_API_KEY``, else
+    ``~/.config/withruntime/config.json`` (``{"url", "apiKey"}``); with none,
+    it raises :class:`~withruntime.NotConfiguredError` saying how to set one
+    up. Pass ``http_client`` to use your own ``httpx.Client`` (it then stays
+    yours to close).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        cfg = resolve_config(base_url, api_key)
+        self.base_url: str = cfg.base_url
+        self._api_key = cfg.api_key
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=_http.DEFAULT_TIMEOUT)
+
+    def __repr__(self) -> str:
+        return f"Client(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Closes the HTTP connections (if this client opened them)."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sandboxes -------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        template: str | None = None,
+        timeout_seconds: int | None = None,
+        cpu: float | None = None,
+        memory_mib: int | None = None,
+        disk_mib: int | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        network: Mapping[str, Any] | None = None,
+    ) -> Sandbox:
+        """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
+        body = _http.create_body(
+            template=template,
+            timeout_seconds=timeout_seconds,
+            cpu=cpu,
+            memory_mib=memory_mib,
+            disk_mib=disk_mib,
+            env=env,
+            metadata=metadata,
+            network=network,
+        )
+        info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body))
+        return Sandbox(self, info.id, info)
+
+    def connect(self, sandbox_id: str) -> Sandbox:
+        """A handle on the running sandbox ``sandbox_id``. Raises
+        NotFoundError, or LeaseEndedError / SandboxStoppedError when it is no
+        longer running."""
+        sbx = Sandbox(self, sandbox_id)
+        info = sbx.refresh()
+        _check_running(info)
+        return sbx
+
+    def list(
+        self, *, state: str | None = None, metadata: Mapping[str, str] | None = None
+    ) -> builtins.list[SandboxInfo]:
+        """Lists sandboxes, newest first, stopped ones included; filter by
+        ``state`` (``"starting"``, ``"running"``, ``"stopped"``) and by
+        ``metadata`` (every pair must match)."""
+        out = self._json("GET", "/v1/sandboxes", params=_http.list_params(state, metadata))
+        return [SandboxInfo.from_dict(d) for d in out.get("sandboxes") or []]
+
+    # -- HTTP --------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Any = None,
+        json_body: Any = None,
+        content: Any = None,
+        content_type: str | None = None,
+        accept: str = _http.JSON,
+        extra_headers: Mapping[str, str] | None = None,
+        stream: bool = False,
+    ) -> httpx.Response:
+        """Sends one request; an error status raises the APIError of its code.
+        With ``stream``, the caller closes the answer."""
+        hdrs = _http.headers(self._api_key, accept, content_type)
+        if extra_headers:
+            hdrs.update(extra_headers)
+        if json_body is not None:
+            content = json.dumps(json_body).encode("utf-8")
+            hdrs["Content-Type"] = _http.JSON
+        try:
+            req = self._http.build_request(method, self.base_url + path, params=params, content=content, headers=hdrs)
+            resp = self._http.send(req, stream=True)
+        except httpx.HTTPError as e:
+            raise _http.unreachable(self.base_url, e) from e
+        if resp.status_code >= 400:
+            try:
+                data = resp.read()
+            except httpx.HTTPError:
+                data = b""
+            finally:
+                resp.close()
+            raise _http.decode_error(resp.status_code, resp.reason_phrase, data)
+        if not stream:
+            try:
+                resp.read()
+            except httpx.HTTPError as e:
+                raise TransportError(f"withruntime: reading the answer to {method} {path}: {e}") from e
+            finally:
+                resp.close()
+        return resp
+
+    def _json(self, method: str, path: str, body: Any = None, *, params: Any = None) -> Any:
+        resp = self._send(method, path, params=params, json_body=body)
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError as e:
+            raise WithRuntimeError(f"withruntime: decoding the answer to {method} {path}: {e}") from e
+
+
+def _check_running(info: SandboxInfo) -> None:
+    if info.state == "stopped":
+        code = "lease_ended" if info.end_reason == "lease_ended" else "sandbox_stopped"
+        raise api_error(
+            410, code, f"sandbox {info.id} is stopped ({info.end_reason or 'stopped'}); create a new sandbox"
+        )
+
+
+class Sandbox:
+    """A handle on one sandbox. Use it as a context manager to destroy the
+    sandbox on exit::
+
+        with Sandbox.create(timeout_seconds=600) as sbx:
+            sbx.files.write_file("hello.py", "print(6 * 7)\\n")
+            res = sbx.exec("python3 hello.py")
+            # res.exit_code == 0, res.stdout == "42\\n"
+    """
+
+    def __init__(
+        self, client: Client, sandbox_id: str, info: SandboxInfo | None = None, *, _owns_client: bool = False
+    ) -> None:
+        self._conn = client
+        self._id = sandbox_id
+        self._info = info
+        self._owns_client = _owns_client
+        self._closed = False
+        self._lock = threading.Lock()
+        self._killed = False
+
+    # -- construction ------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        template: str | None = None,
+        timeout_seconds: int | None = None,
+        cpu: float | None = None,
+        memory_mib: int | None = None,
+        disk_mib: int | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        network: Mapping[str, Any] | None = None,
+        client: Client | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> Sandbox:
+        """Creates a sandbox and returns once it runs.
+
+        Every option is optional; unset ones take the server's defaults:
+        ``template`` ("base": Debian with python3), ``timeout_seconds`` (the
+        lease: 300; the sandbox is destroyed this long after creation unless
+        extended with :meth:`set_timeout`), ``cpu`` (1 vCPU), ``memory_mib``
+        (512), ``disk_mib`` (2048), ``env`` (set for every command),
+        ``metadata`` (labels, usable as :meth:`list` filters), ``network``
+        (default ``{"internet": False}``).
+
+        The server is ``client``'s, else the one found by ``Client(base_url,
+        api_key)``. Raises BadRequestError (invalid options, unknown
+        template), UnavailableError (no capacity), UnauthorizedError,
+        NotConfiguredError.
+        """
+        owns = client is None
+        c = client or Client(base_url, api_key)
+        try:
+            sbx = c.create(
+                template=template,
+                timeout_seconds=timeout_seconds,
+                cpu=cpu,
+                memory_mib=memory_mib,
+                disk_mib=disk_mib,
+                env=env,
+                metadata=metadata,
+                network=network,
+            )
+        except BaseException:
+            if owns:
+                c.close()
+            raise
+        sbx._owns_client = owns
+        return sbx
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        *,
+        client: Client | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> Sandbox:
+        """A handle on an existing, running sandbox. Raises NotFoundError, or
+        LeaseEndedError / SandboxStoppedError when it is no longer running."""
+        owns = client is None
+        c = client or Client(base_url, api_key)
+        try:
+            sbx = c.connect(sandbox_id)
+        except BaseException:
+            if owns:
+                c.close()
+            raise
+        sbx._owns_client = owns
+        return sbx
+
+    @classmethod
+    def list(
+        cls,
+        *,
+        state: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        client: Client | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> builtins.list[SandboxInfo]:
+        """Lists sandboxes (newest first, stopped ones included), filtered by
+        ``state`` and ``metadata``."""
+        if client is not None:
+            return client.list(state=state, metadata=metadata)
+        with Client(base_url, api_key) as c:
+            return c.list(state=state, metadata=metadata)
+
+    # -- record ------------------------------------------------------------
+
+    @property
+    def _client(self) -> Client:
+        if self._closed:
+            raise SandboxStoppedError(
+                410,
+                "sandbox_stopped",
+                f"sandbox {self._id} was destroyed when this handle was closed (close() or the end of its "
+                "with block); create a new sandbox",
+            )
+        return self._conn
+
+    @property
+    def id(self) -> str:
+        """The sandbox's id (``sbx_...``)."""
+        return self._id
+
+    @property
+    def sandbox_id(self) -> str:
+        """The sandbox's id (same as :attr:`id`)."""
+        return self._id
+
+    @property
+    def client(self) -> Client:
+        return self._conn
+
+    @property
+    def info(self) -> SandboxInfo | None:
+        """The sandbox's record as last seen by this handle (at create,
+        connect, :meth:`refresh` or :meth:`set_timeout`)."""
+        return self._info
+
+    def __repr__(self) -> str:
+        state = self._info.state if self._info else "?"
+        return f"Sandbox(id={self._id!r}, state={state!r})"
+
+    def refresh(self) -> SandboxInfo:
+        """Fetches the sandbox's record. Raises NotFoundError."""
+        info = SandboxInfo.from_dict(self._client._json("GET", self._path()))
+        self._info = info
+        return info
+
+    def set_timeout(self, seconds: int) -> SandboxInfo:
+        """Moves the end of the sandbox's lease to ``seconds`` from now (at
+        least 1; the server sets a maximum). Raises BadRequestError,
+        LeaseEndedError, SandboxStoppedError."""
+        info = SandboxInfo.from_dict(
+            self._client._json("POST", self._path("/timeout"), {"timeoutSeconds": int(seconds)})
+        )
+        self._info = info
+        return info
+
+    def kill(self) -> None:
+        """Destroys the sandbox. Safe to call more than once: a sandbox
+        already gone (lease ended, destroyed by another client) counts as
+        destroyed."""
+        with self._lock:
+            if self._killed:
+                return
+            try:
+                self._client._send("DELETE", self._path())
+            except SandboxGoneError:
+                pass
+            self._killed = True
+
+    def close(self) -> None:
+        """Destroys the sandbox (see :meth:`kill`) and releases the HTTP
+        connections the handle opened. The handle is then closed: further
+        calls raise SandboxStoppedError. If destroying fails, the error is
+        raised and the handle stays open (to retry)."""
+        self.kill()
+        self._closed = True
+        if self._owns_client:
+            self._owns_client = False
+            self._conn.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        # Do not hide the error that ended the block behind a failed cleanup.
+        try:
+            self.close()
+        except WithRuntimeError:
+            pass
+
+    # -- exec --------------------------------------------------------------
+
+    def exec(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Runs a command and returns its collected result.
+
+        ``command`` is a shell command line (``bash -c``), or a list for an
+        argv run without a shell. A command that fails is a result, not an
+        exception: check ``result.exit_code``. Raises only when the command
+        could not be run: BadRequestError (such as a ``cwd`` that does not
+        exist, or an argv program not in PATH), LeaseEndedError,
+        SandboxStoppedError, TransportError.
+
+        ``timeout_seconds`` kills the command after that long (default 120;
+        it then exits 124 with ``timed_out``); ``max_output_bytes`` caps each
+        of stdout and stderr (default 1 MiB); ``stdin`` is its standard
+        input; ``user`` is ``"user"`` (default) or ``"root"``.
+        """
+        body = _http.exec_body(
+            command,
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            stdin=stdin,
+            user=user,
+        )
+        out = self._client._json("POST", self._path("/exec"), body)
+        return ExecResult.from_dict(out)
+
+    def run(self, command: str) -> ExecResult:
+        """Runs a shell command line with default settings (``exec(command)``)."""
+        return self.exec(command)
+
+    def exec_stream(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+    ) -> ExecStream:
+        """Runs a command and yields its events as they happen: ``start``,
+        then ``stdout`` and ``stderr`` chunks, then one ``exit`` event whose
+        ``result`` holds the exit code (its stdout and stderr are empty: the
+        output went out as events). Output is not capped.
+
+        The command starts when iteration starts. Errors (the command could
+        not run, the stream broke) are raised from the iteration. Closing the
+        stream early (``with`` block, ``close()``, ``break`` then garbage
+        collection) disconnects, which kills the command::
+
+            for ev in sbx.exec_stream("make test"):
+                if ev.type == "stdout":
+                    sys.stdout.write(ev.data)
+                elif ev.type == "exit":
+                    print("exit code", ev.result.exit_code)
+        """
+        body = _http.exec_body(
+            command,
+            argv=argv,
+            cwd=cwd,
+            env=env,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=None,
+            stdin=stdin,
+            user=user,
+        )
+        return ExecStream(self, body)
+
+    def exec_to(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        stdout: IO[bytes] | TextIO | None = None,
+        stderr: IO[bytes] | TextIO | None = None,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Runs a command, writing its output to ``stdout`` and ``stderr``
+        (binary files get the exact bytes, text files the text; None
+        discards) as it arrives, and returns the result once it exits."""
+        stream = self.exec_stream(
+            command, argv=argv, cwd=cwd, env=env, timeout_seconds=timeout_seconds, stdin=stdin, user=user
+        )
+        with stream:
+            for ev in stream:
+                w = stdout if ev.type == "stdout" else stderr if ev.type == "stderr" else None
+                if w is not None:
+                    _write_chunk(w, ev)
+        if stream.result is None:  # pragma: no cover - the stream raises first
+            raise WithRuntimeError("withruntime: exec stream ended without an exit event")
+        return stream.result
+
+    # -- files -------------------------------------------------------------
+
+    @property
+    def files(self) -> Files:
+        """The sandbox's file API."""
+        return Files(self)
+
+    def _path(self, suffix: str = "") -> str:
+        return _http.sandbox_path(self._id, suffix)
+
+
+def _write_chunk(w: Any, ev: Event) -> None:
+    if isinstance(w, io.TextIOBase):
+        w.write(ev.data)
+    else:
+        w.write(ev.data_bytes)
+
+
+def _event_from_line(line: str) -> Event | None:
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        d = json.loads(line)
+    except ValueError as e:
+        raise WithRuntimeError(f"withruntime: bad event in exec stream: {e}") from e
+    if not isinstance(d, dict):
+        raise WithRuntimeError("withruntime: bad event in exec stream: not a JSON object")
+    return Event.from_dict(d)
+
+
+def _end_event(ev: Event) -> ExecResult | None:
+    """For an exit event its result; for an error event raises its APIError;
+    None for others."""
+    if ev.type == "exit":
+        if ev.result is None:
+            raise WithRuntimeError("withruntime: exit event without a result")
+        return ev.result
+    if ev.type == "error":
+        e = ev.error or ErrorInfo("internal", "exec failed without a message")
+        raise api_error(status_of_code(e.code), e.code, e.message)
+    return None
+
+
+class ExecStream(Iterator[Event]):
+    """The events of one command (see :meth:`Sandbox.exec_stream`). After the
+    exit event, ``result`` is the command's ExecResult and ``pid`` its pid."""
+
+    def __init__(self, sandbox: Sandbox, body: dict[str, Any]) -> None:
+        self._sandbox = sandbox
+        self._body = body
+        self.result: ExecResult | None = None
+        self.pid: int | None = None
+        self._gen = self._events()
+
+    def _events(self) -> Generator[Event, None, None]:
+        c = self._sandbox._client
+        resp = c._send("POST", self._sandbox._path("/exec"), json_body=self._body, accept=_http.NDJSON, stream=True)
+        try:
+            try:
+                for line in resp.iter_lines():
+                    ev = _event_from_line(line)
+                    if ev is None:
+                        continue
+                    if ev.type == "start":
+                        self.pid = ev.pid
+                    res = _end_event(ev)
+                    if res is not None:
+                        self.result = res
+                        yield ev
+                        return
+                    yield ev
+            except httpx.HTTPError as e:
+                raise TransportError(f"withruntime: exec stream broke: {e}") from e
+        finally:
+            resp.close()
+        raise WithRuntimeError(
+            "withruntime: exec stream ended without an exit event (the sandbox may have been stopped)"
+        )
+
+    def __iter__(self) -> ExecStream:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._gen)
+
+    def wait(self) -> ExecResult:
+        """Reads the rest of the stream (dropping its output) and returns the
+        result."""
+        for _ in self:
+            pass
+        assert self.result is not None
+        return self.result
+
+    def close(self) -> None:
+        """Disconnects; a command still running is killed."""
+        self._gen.close()
+
+    def __enter__(self) -> ExecStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FileReader(io.RawIOBase):
+    """A file being downloaded from a sandbox: a readable binary file object
+    (``read``, ``readinto``, usable with ``shutil.copyfileobj``) that holds
+    one chunk at a time. ``chunks()`` iterates the raw chunks. Close it (or
+    use ``with``) when done."""
+
+    def __init__(self, resp: httpx.Response, path: str) -> None:
+        super().__init__()
+        self._resp = resp
+        self._it = resp.iter_bytes()
+        self._buf = b""
+        self._path = path
+        cl = resp.headers.get("Content-Length")
+        #: The file's size in bytes when the server said it, else None.
+        self.size: int | None = int(cl) if cl and cl.isdigit() else None
+
+    @property
+    def name(self) -> str:
+        return self._path
+
+    def readable(self) -> bool:
+        return True
+
+    def _next_chunk(self) -> bytes:
+        try:
+            return next(self._it, b"")
+        except httpx.HTTPError as e:
+            raise TransportError(f"withruntime: reading {self._path}: {e}") from e
+
+    def readinto(self, b: Any) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if not self._buf:
+            self._buf = self._next_chunk()
+            if not self._buf:
+                return 0
+        mv = memoryview(b).cast("B")
+        n = min(len(mv), len(self._buf))
+        mv[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def chunks(self) -> Iterator[bytes]:
+        """The file's bytes, chunk by chunk, as they arrive."""
+        if self._buf:
+            buf, self._buf = self._buf, b""
+            yield buf
+        while True:
+            chunk = self._next_chunk()
+            if not chunk:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        if not self.closed:
+            self._resp.close()
+        super().close()
+
+    def __enter__(self) -> FileReader:
+        return self
+
+
+class Files:
+    """The file API of one sandbox (``sbx.files``). Paths are absolute inside
+    the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
+    file or parent), BadRequestError (a directory where a file is wanted, or
+    the reverse), ConflictError, TooLargeError, NoSpaceError, and
+    LeaseEndedError / SandboxStoppedError."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._s = sandbox
+
+    def _q(self, path: str, **extra: str) -> list[tuple[str, str]]:
+        return [("path", path), *extra.items()]
+
+    # reading
+
+    def open(self, path: str) -> FileReader:
+        """Opens a regular file for streaming download."""
+        resp = self._s._client._send(
+            "GET", self._s._path("/files"), params=self._q(path), accept=_http.OCTET, stream=True
+        )
+        return FileReader(resp, path)
+
+    def read(self, path: str, dst: IO[bytes]) -> int:
+        """Downloads a regular file into the binary file object ``dst``, one
+        chunk at a time, and returns the number of bytes written."""
+        n = 0
+        with self.open(path) as f:
+            for chunk in f.chunks():
+                dst.write(chunk)
+                n += len(chunk)
+        return n
+
+    def read_file(self, path: str) -> bytes:
+        """A regular file's whole content."""
+        buf = io.BytesIO()
+        self.read(path, buf)
+        return buf.getvalue()
+
+    def read_bytes(self, path: str) -> bytes:
+        """Same as :meth:`read_file`."""
+        return self.read_file(path)
+
+    def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """A regular file's whole content, decoded."""
+        return self.read_file(path).decode(encoding, errors)
+
+    # writing
+
+    def write(self, path: str, src: _http.UploadSource) -> FileInfo:
+        """Writes the file at ``path``, streaming ``src``: bytes, text
+        (UTF-8), a binary file object (read in chunks) or an iterable of byte
+        chunks. Missing parent directories are created. The upload goes to a
+        temporary file renamed into place at the end, so a failed upload
+        leaves nothing behind. Returns the file's new description."""
+        content, hdrs = _http.upload_content(src)
+        resp = self._s._client._send(
+            "PUT",
+            self._s._path("/files"),
+            params=self._q(path),
+            content=content,
+            content_type=_http.OCTET,
+            extra_headers=hdrs,
+        )
+        return FileInfo.from_dict(resp.json())
+
+    def write_file(self, path: str, data: bytes | bytearray | memoryview | str) -> FileInfo:
+        """Writes ``data`` (bytes, or text as UTF-8) to the file at ``path``."""
+        return self.write(path, data)
+
+    def write_bytes(self, path: str, data: bytes | bytearray | memoryview) -> FileInfo:
+        """Same as :meth:`write_file`."""
+        return self.write(path, data)
+
+    def write_text(self, path: str, text: str, encoding: str = "utf-8") -> FileInfo:
+        """Writes ``text`` to the file at ``path`` in ``encoding``."""
+        return self.write(path, text.encode(encoding))
+
+    # directories and metadata
+
+    def list(self, path: str = "", depth: int = 1) -> builtins.list[FileInfo]:
+        """Lists a directory (default /workspace) to ``depth`` levels (1: its
+        direct children; at most 10), sorted by path."""
+        q = [("path", path or "/workspace"), ("depth", str(max(int(depth), 1)))]
+        out = self._s._client._json("GET", self._s._path("/files/list"), params=q)
+        return [FileInfo.from_dict(d) for d in out.get("entries") or []]
+
+    def stat(self, path: str) -> FileInfo:
+        """Describes one path (a symlink itself, not its target)."""
+        return FileInfo.from_dict(self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path)))
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+        try:
+            self.stat(path)
+        except NotFoundError:
+            return False
+        return True
+
+    def remove(self, path: str) -> None:
+        """Removes a file, a symlink or an empty directory."""
+        self._s._client._send("DELETE", self._s._path("/files"), params=self._q(path))
+
+    def remove_all(self, path: str) -> None:
+        """Removes ``path`` and, if it is a directory, everything in it."""
+        self._s._client._send("DELETE", self._s._path("/files"), params=self._q(path, recursive="true"))
+
+    def mkdir(self, path: str, parents: bool = False) -> FileInfo:
+        """Creates a directory owned by the sandbox user; with ``parents``,
+        also missing parents, and an existing directory is fine (mkdir -p)."""
+        body: dict[str, Any] = {"path": path}
+        if parents:
+            body["parents"] = True
+        return FileInfo.from_dict(self._s._client._json("POST", self._s._path("/files/mkdir"), body))
+
+    def mkdir_all(self, path: str) -> FileInfo:
+        """``mkdir(path, parents=True)``."""
+        return self.mkdir(path, parents=True)
+
+    def rename(self, src: str, dst: str) -> FileInfo:
+        """Moves ``src`` to ``dst``, replacing ``dst`` if it is a file and
+        creating its missing parents; returns ``dst``'s description."""
+        return FileInfo.from_dict(
+            self._s._client._json("POST", self._s._path("/files/rename"), {"from": src, "to": dst})
+        )

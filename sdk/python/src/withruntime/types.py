@@ -1,0 +1,277 @@
+"""The JSON bodies of Runtime's HTTP API (``api/openapi.yaml``) as Python
+values, with snake_case attribute names. ``to_dict()`` gives back the wire
+JSON (camelCase keys), as the server sent it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+__all__ = [
+    "WORKSPACE",
+    "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "MAX_MAX_OUTPUT_BYTES",
+    "TIMEOUT_EXIT_CODE",
+    "SandboxInfo",
+    "ExecResult",
+    "Event",
+    "ErrorInfo",
+    "FileInfo",
+    "parse_time",
+]
+
+#: Where relative paths and commands without a cwd start.
+WORKSPACE = "/workspace"
+#: The timeout of a command whose exec sets none, in seconds.
+DEFAULT_EXEC_TIMEOUT_SECONDS = 120
+#: The cap on each of stdout and stderr in a collected ExecResult (1 MiB)
+#: unless ``max_output_bytes`` says otherwise. Streams are not capped.
+DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
+#: The largest ``max_output_bytes`` a request may ask for (16 MiB).
+MAX_MAX_OUTPUT_BYTES = 16 << 20
+#: The exit code of a command killed by its timeout (as timeout(1) reports it).
+TIMEOUT_EXIT_CODE = 124
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def parse_time(s: str | None) -> datetime | None:
+    """Parses an RFC 3339 time as the server writes it (nanoseconds are cut
+    to microseconds); ``None`` or ``""`` gives ``None``."""
+    if not s:
+        return None
+    t = datetime.fromisoformat(_FRACTION.sub(r"\1", s))
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t
+
+
+def _exact(text: str, lossy: bool, b64: str) -> bytes:
+    if lossy and b64:
+        try:
+            return base64.b64decode(b64)
+        except ValueError:
+            pass
+    return text.encode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox's record as the server returns it."""
+
+    id: str
+    #: ``"starting"``, ``"running"`` or ``"stopped"``.
+    state: Literal["starting", "running", "stopped"] | str
+    template: str
+    #: UTC. The server destroys the sandbox at ``lease_ends_at`` unless the
+    #: lease is extended with ``set_timeout``.
+    created_at: datetime | None
+    lease_ends_at: datetime | None
+    #: Set once the sandbox is stopped.
+    ended_at: datetime | None
+    #: ``"deleted"``, ``"lease_ended"``, ``"failed"`` or ``"orphaned"`` once stopped, else ``""``.
+    end_reason: str
+    cpu: float
+    memory_mib: int
+    disk_mib: int
+    metadata: dict[str, str]
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SandboxInfo:
+        return cls(
+            id=d.get("id", ""),
+            state=d.get("state", ""),
+            template=d.get("template", ""),
+            created_at=parse_time(d.get("createdAt")),
+            lease_ends_at=parse_time(d.get("leaseEndsAt")),
+            ended_at=parse_time(d.get("endedAt")),
+            end_reason=d.get("endReason", "") or "",
+            cpu=float(d.get("cpu", 0) or 0),
+            memory_mib=int(d.get("memoryMiB", 0) or 0),
+            disk_mib=int(d.get("diskMiB", 0) or 0),
+            metadata=dict(d.get("metadata") or {}),
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the server sent it (camelCase keys)."""
+        return dict(self._raw)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command ended and what it printed. A non-zero ``exit_code`` is a
+    result, not an error."""
+
+    #: The exit status; 128+N when killed by signal N; 124 when its timeout
+    #: killed it; 127 when bash did not find the command.
+    exit_code: int
+    #: Standard output and error as UTF-8 text, each capped at
+    #: ``max_output_bytes`` (the first bytes are kept). Empty in the result
+    #: of a stream, whose output went out as events.
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    #: Every byte the command wrote to each stream, kept or not (counts).
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    #: The output was not valid UTF-8: the exact bytes are in
+    #: ``stdout_base64`` (see ``stdout_data``).
+    stdout_lossy: bool = False
+    stderr_lossy: bool = False
+    stdout_base64: str = ""
+    stderr_base64: str = ""
+    #: The signal that ended the command, such as ``"SIGKILL"``, or ``""``.
+    signal: str = ""
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration_ms: int = 0
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExecResult:
+        return cls(
+            exit_code=int(d.get("exitCode", 0)),
+            stdout=d.get("stdout", "") or "",
+            stderr=d.get("stderr", "") or "",
+            stdout_truncated=bool(d.get("stdoutTruncated", False)),
+            stderr_truncated=bool(d.get("stderrTruncated", False)),
+            stdout_bytes=int(d.get("stdoutBytes", 0) or 0),
+            stderr_bytes=int(d.get("stderrBytes", 0) or 0),
+            stdout_lossy=bool(d.get("stdoutLossy", False)),
+            stderr_lossy=bool(d.get("stderrLossy", False)),
+            stdout_base64=d.get("stdoutBase64", "") or "",
+            stderr_base64=d.get("stderrBase64", "") or "",
+            signal=d.get("signal", "") or "",
+            timed_out=bool(d.get("timedOut", False)),
+            oom_killed=bool(d.get("oomKilled", False)),
+            duration_ms=int(d.get("durationMs", 0) or 0),
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as the server sent it (camelCase keys)."""
+        return dict(self._raw)
+
+    @property
+    def ok(self) -> bool:
+        """The command exited 0."""
+        return self.exit_code == 0
+
+    @property
+    def stdout_data(self) -> bytes:
+        """The exact bytes kept of stdout (decoded from ``stdout_base64``
+        when the output was not UTF-8)."""
+        return _exact(self.stdout, self.stdout_lossy, self.stdout_base64)
+
+    @property
+    def stderr_data(self) -> bytes:
+        """The exact bytes kept of stderr (see ``stdout_data``)."""
+        return _exact(self.stderr, self.stderr_lossy, self.stderr_base64)
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """The error object of an error answer or error event."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of an exec stream: ``"start"`` (with ``pid``), then
+    ``"stdout"`` and ``"stderr"`` chunks (``data``), then one ``"exit"``
+    (with ``result``)."""
+
+    type: Literal["start", "stdout", "stderr", "exit", "error"] | str
+    #: The command's process id (start events), else 0.
+    pid: int = 0
+    #: The chunk as UTF-8 text (stdout and stderr events).
+    data: str = ""
+    #: The chunk held bytes that are not UTF-8: ``data`` has U+FFFD in their
+    #: place and ``data_base64`` the exact bytes (see ``data_bytes``).
+    lossy: bool = False
+    data_base64: str = ""
+    #: How the command ended (exit events).
+    result: ExecResult | None = None
+    #: Why the stream ended without an exit (error events).
+    error: ErrorInfo | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Event:
+        res = d.get("result")
+        err = d.get("error")
+        return cls(
+            type=d.get("type", ""),
+            pid=int(d.get("pid", 0) or 0),
+            data=d.get("data", "") or "",
+            lossy=bool(d.get("lossy", False)),
+            data_base64=d.get("dataBase64", "") or "",
+            result=ExecResult.from_dict(res) if isinstance(res, dict) else None,
+            error=ErrorInfo(code=str(err.get("code", "")), message=str(err.get("message", "")))
+            if isinstance(err, dict)
+            else None,
+        )
+
+    @property
+    def data_bytes(self) -> bytes:
+        """The chunk's exact bytes: ``data_base64`` decoded when ``lossy``,
+        else ``data`` encoded as UTF-8."""
+        return _exact(self.data, self.lossy, self.data_base64)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file or directory in a sandbox."""
+
+    #: The last element of ``path``.
+    name: str
+    #: The absolute, clean path inside the sandbox.
+    path: str
+    #: ``"file"``, ``"dir"``, ``"symlink"`` or ``"other"``.
+    type: Literal["file", "dir", "symlink", "other"] | str
+    #: Size in bytes.
+    size: int
+    #: Permission bits in octal, such as ``"0644"``.
+    mode: str
+    mod_time: datetime | None
+    uid: int
+    gid: int
+    #: Where a symlink points, else ``""``.
+    target: str = ""
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FileInfo:
+        return cls(
+            name=d.get("name", ""),
+            path=d.get("path", ""),
+            type=d.get("type", ""),
+            size=int(d.get("size", 0) or 0),
+            mode=d.get("mode", ""),
+            mod_time=parse_time(d.get("modTime")),
+            uid=int(d.get("uid", 0) or 0),
+            gid=int(d.get("gid", 0) or 0),
+            target=d.get("target", "") or "",
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The description as the server sent it (camelCase keys)."""
+        return dict(self._raw)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
