@@ -82,3 +82,29 @@ type Stats struct {
 type StatsReader interface {
 	Stats(ctx context.Context, id string) (Stats, error)
 }
+
+// Exit says how a sandbox ended on its own, without a Destroy: its
+// processes were killed by the host (out of memory) or crashed.
+type Exit struct {
+	// OutOfMemory says the host killed the sandbox for going over its memory
+	// limit (the whole sandbox dies: there is no OOM killer inside gVisor).
+	OutOfMemory bool
+	// Detail is a short description for logs (may be empty).
+	Detail string
+}
+
+// Watcher is implemented by drivers that can tell when a sandbox ends on its
+// own, so that the manager stops it at once instead of waiting for its lease.
+type Watcher interface {
+	// Wait blocks until the sandbox has ended, then says how. It returns
+	// ctx.Err() when ctx ends first. A sandbox that is already gone has
+	// ended. Wait must be cheap: the manager runs one per sandbox.
+	Wait(ctx context.Context, id string) (Exit, error)
+}
+
+// Closer is implemented by drivers that hold host resources beyond their
+// sandboxes (mounts, files). Close releases them; running sandboxes are not
+// affected and a later driver on the same state directory works as before.
+type Closer interface {
+	Close() error
+}

@@ -25,8 +25,10 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/driver/gvisor"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
 )
 
@@ -95,6 +97,9 @@ type env struct {
 	http    *httptest.Server
 	dataDir string
 	key     string
+	// detached is set by detach: the server is closed, its sandboxes are
+	// left for another server to adopt.
+	detached bool
 }
 
 type option func(*server.Config)
@@ -135,18 +140,56 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	e := &env{t: t, srv: srv, http: httptest.NewServer(srv.Handler), dataDir: cfg.DataDir, key: srv.LocalKey}
 	t.Cleanup(func() {
+		if e.detached {
+			return
+		}
 		e.http.Close()
 		e.srv.Manager.DestroyAll(context.Background())
+		var ids []string
+		if sbs, err := e.srv.Store.ListSandboxes(context.Background(), store.SandboxFilter{}); err == nil {
+			for _, sb := range sbs {
+				ids = append(ids, sb.ID)
+			}
+		}
 		e.srv.Close()
-		e.assertNoLeaks()
+		e.assertNoLeaks(ids...)
 		os.RemoveAll(dir)
 	})
 	return e
 }
 
-// assertNoLeaks checks that no runsc container, sandbox directory or cgroup
-// of this server's sandboxes remains.
-func (e *env) assertNoLeaks() {
+// detach closes the server the way a crash or an upgrade would: sandboxes
+// keep running and nothing is cleaned up, for a later server on the same data
+// directory (withDataDir) to adopt. The test's cleanup then skips this env,
+// except for a last sweep that destroys whatever the data directory still
+// runs (should the test fail before a later server cleaned up).
+func (e *env) detach() {
+	e.t.Helper()
+	e.http.Close()
+	if err := e.srv.Close(); err != nil {
+		e.t.Errorf("closing the server: %v", err)
+	}
+	e.detached = true
+	e.t.Cleanup(func() {
+		d, err := gvisor.New(gvisor.Config{Runsc: runscBin, AgentBinary: agentBin, StateDir: filepath.Join(e.dataDir, "gvisor")})
+		if err != nil {
+			e.t.Errorf("sweeping %s: %v", e.dataDir, err)
+			return
+		}
+		defer d.Close()
+		ids, _ := d.List(context.Background())
+		for _, id := range ids {
+			e.t.Errorf("sandbox %s was left running after the test; destroying it", id)
+			if err := d.Destroy(context.Background(), id); err != nil {
+				e.t.Errorf("destroying %s: %v", id, err)
+			}
+		}
+	})
+}
+
+// assertNoLeaks checks that no runsc container, sandbox directory, cgroup or
+// mount of this server's sandboxes remains; ids are the sandboxes it knew.
+func (e *env) assertNoLeaks(ids ...string) {
 	e.t.Helper()
 	out, _ := exec.Command(runscBin, "--root", filepath.Join(e.dataDir, "gvisor", "runsc"), "list", "--quiet").Output()
 	if ids := strings.Fields(string(out)); len(ids) > 0 {
@@ -156,6 +199,57 @@ func (e *env) assertNoLeaks() {
 	for _, ent := range entries {
 		e.t.Errorf("leaked sandbox directory: %s", ent.Name())
 	}
+	for _, id := range ids {
+		for _, dir := range cgroupsOf(id) {
+			e.t.Errorf("leaked cgroup: %s", dir)
+		}
+	}
+	for _, m := range mountsUnder(e.dataDir) {
+		e.t.Errorf("leaked mount: %s", m)
+	}
+}
+
+// leftovers lists what sandbox id left on the host: its runsc container,
+// its directory, its cgroups and mounts of its directory.
+func (e *env) leftovers(id string) []string {
+	var left []string
+	if exec.Command(runscBin, "--root", filepath.Join(e.dataDir, "gvisor", "runsc"), "state", id).Run() == nil {
+		left = append(left, "runsc container "+id)
+	}
+	dir := filepath.Join(e.dataDir, "gvisor", "sandboxes", id)
+	if _, err := os.Lstat(dir); err == nil {
+		left = append(left, "directory "+dir)
+	}
+	for _, cg := range cgroupsOf(id) {
+		left = append(left, "cgroup "+cg)
+	}
+	for _, m := range mountsUnder(dir) {
+		left = append(left, "mount "+m)
+	}
+	return left
+}
+
+// cgroupsOf lists the host cgroups of sandbox id (v1 controllers, v2).
+func cgroupsOf(id string) []string {
+	a, _ := filepath.Glob("/sys/fs/cgroup/*/withruntime/" + id)
+	b, _ := filepath.Glob("/sys/fs/cgroup/withruntime/" + id)
+	return append(a, b...)
+}
+
+// mountsUnder lists the mount points in this mount namespace at or under dir.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 // do sends a request with the local key and returns status and body.

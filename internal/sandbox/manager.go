@@ -10,11 +10,13 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"withruntime.dev/runtime/internal/driver"
@@ -38,7 +40,7 @@ type Limits struct {
 	DefaultDiskMiB   int64         // 2048
 	MaxDiskMiB       int64         // 65536
 	TmpMiB           int64         // size of /tmp (256)
-	PidsLimit        int64         // processes and threads per sandbox (1024)
+	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
 	MaxSandboxes     int           // running at once on this host (0 = no limit)
 }
 
@@ -72,6 +74,14 @@ type Manager struct {
 	// creates in flight, so capacity holds under a burst.
 	live    map[string]*liveSandbox
 	pending int
+	// stopping holds the stops in progress, so that concurrent stops of one
+	// sandbox (a DELETE racing its lease end) destroy it once.
+	stopping map[string]*stopOp
+	// closed is set by Close: timers and watchers that fire later do nothing.
+	closed bool
+	// bg counts lease ends and sandbox deaths being handled, which Close
+	// waits for before the store closes under them.
+	bg sync.WaitGroup
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -79,6 +89,30 @@ type liveSandbox struct {
 	handle    *driver.Handle
 	transport *http.Transport
 	lease     *time.Timer
+	// stopWatch ends the watcher that notices the sandbox dying on its own.
+	stopWatch context.CancelFunc
+	// gone is closed once the record says stopped (by any path), so a
+	// request whose round trip failed can tell a stopped sandbox from a
+	// hung agent.
+	gone     chan struct{}
+	goneOnce sync.Once
+}
+
+func (ls *liveSandbox) markGone() { ls.goneOnce.Do(func() { close(ls.gone) }) }
+
+// release stops the lease timer and the watcher and drops idle connections.
+func (ls *liveSandbox) release() {
+	ls.lease.Stop()
+	if ls.stopWatch != nil {
+		ls.stopWatch()
+	}
+	ls.transport.CloseIdleConnections()
+}
+
+// stopOp is one stop in progress.
+type stopOp struct {
+	done chan struct{}
+	err  error
 }
 
 // New returns a manager. Call Recover before serving requests.
@@ -87,7 +121,7 @@ func New(d driver.Driver, st *store.Store, t Templates, limits Limits, log *slog
 		log = slog.Default()
 	}
 	return &Manager{driver: d, store: st, templates: t, limits: limits, log: log,
-		now: time.Now, live: map[string]*liveSandbox{}}
+		now: time.Now, live: map[string]*liveSandbox{}, stopping: map[string]*stopOp{}}
 }
 
 // CreateParams is what a caller asks for; zero values take the defaults.
@@ -117,7 +151,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		return store.Sandbox{}, err
 	}
 	defer m.unreserve()
-	now := m.now().UTC()
+	now := m.now().UTC().Truncate(time.Millisecond) // the store keeps milliseconds
 	sb := store.Sandbox{
 		ID: newID(), KeyID: p.KeyID, Template: p.Template, State: store.StateStarting,
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
@@ -130,10 +164,10 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	h, err := m.driver.Create(ctx, driver.Spec{
 		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: m.limits.TmpMiB << 20,
-		PidsLimit: m.limits.PidsLimit, Env: envList(p.Env),
+		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: envList(p.Env),
 	})
 	if err != nil {
-		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, "failed", m.now())
+		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	if err := m.store.MarkRunning(ctx, sb.ID, h.State); err != nil {
@@ -143,6 +177,23 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	m.adopt(sb.ID, h, sb.LeaseEndsAt)
 	sb.State, sb.DriverState = store.StateRunning, h.State
 	return sb, nil
+}
+
+// mibPerProcess is the memory a sandbox needs per process it may run:
+// under gVisor each process or thread inside costs about 1 MiB of host
+// memory (measured: 0.75 MiB each for 256 idle shells, 1.1 MiB for 512),
+// counted against the sandbox's memory limit.
+const mibPerProcess = 2
+
+// pidsLimit is the process cap of a sandbox of memoryMiB: the server's
+// limit, but no more than the sandbox's memory can hold, so that a fork
+// bomb meets EAGAIN before the host kills the whole sandbox for memory.
+// A sandbox could not run more processes than that anyway.
+func pidsLimit(limit, memoryMiB int64) int64 {
+	if byMemory := memoryMiB / mibPerProcess; limit <= 0 || byMemory < limit {
+		return byMemory
+	}
+	return limit
 }
 
 func (m *Manager) applyDefaults(p *CreateParams) error {
@@ -203,7 +254,8 @@ func (m *Manager) unreserve() {
 	m.mu.Unlock()
 }
 
-// adopt starts tracking a running sandbox and arms its lease timer.
+// adopt starts tracking a running sandbox, arms its lease timer and, when
+// the driver can, watches for the sandbox dying on its own.
 func (m *Manager) adopt(id string, h *driver.Handle, leaseEnd time.Time) {
 	tr := &http.Transport{
 		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) },
@@ -211,25 +263,97 @@ func (m *Manager) adopt(id string, h *driver.Handle, leaseEnd time.Time) {
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	ls := &liveSandbox{handle: h, transport: tr}
-	ls.lease = time.AfterFunc(leaseEnd.Sub(m.now()), func() { m.leaseEnded(id) })
+	ls := &liveSandbox{handle: h, transport: tr, gone: make(chan struct{})}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	ls.lease = time.AfterFunc(leaseEnd.Sub(m.now()), func() { m.leaseEnded(id) })
+	if w, ok := m.driver.(driver.Watcher); ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		ls.stopWatch = cancel
+		go m.watch(ctx, w, id, ls)
+	}
 	m.live[id] = ls
+}
+
+// background runs f as tracked background work unless the manager is closed.
+func (m *Manager) background(f func()) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.bg.Add(1)
 	m.mu.Unlock()
+	defer m.bg.Done()
+	f()
 }
 
 func (m *Manager) leaseEnded(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := m.store.GetSandbox(ctx, id)
-	if err == nil && sb.State != store.StateStopped && sb.LeaseEndsAt.After(m.now().Add(50*time.Millisecond)) {
-		return // the lease moved after the timer fired; SetTimeout re-armed it
-	}
-	m.log.Info("lease ended", "sandbox", id)
-	if err := m.stop(ctx, id, "lease_ended"); err != nil {
-		m.log.Error("stop at lease end", "sandbox", id, "err", err)
-	}
+	m.background(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sb, err := m.store.GetSandbox(ctx, id)
+		if err == nil && sb.State != store.StateStopped && sb.LeaseEndsAt.After(m.now().Add(50*time.Millisecond)) {
+			return // the lease moved after the timer fired; SetTimeout re-armed it
+		}
+		m.log.Info("lease ended", "sandbox", id)
+		if err := m.stop(ctx, id, EndLeaseEnded); err != nil {
+			m.log.Error("stop at lease end", "sandbox", id, "err", err)
+		}
+	})
 }
+
+// watch waits for a sandbox to end on its own (killed by the host for
+// memory, crashed) and then stops it: the record says why, and what the
+// sandbox left on the host is removed. It returns when ctx ends (the
+// sandbox was stopped by other means, or the manager closed).
+func (m *Manager) watch(ctx context.Context, w driver.Watcher, id string, ls *liveSandbox) {
+	var ex driver.Exit
+	for {
+		var err error
+		ex, err = w.Wait(ctx, id)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			break
+		}
+		// The driver could not tell (a runsc hiccup): look again shortly.
+		// The lease still ends the sandbox meanwhile.
+		m.log.Warn("watching sandbox", "sandbox", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+	m.background(func() {
+		m.mu.Lock()
+		current := m.live[id] == ls
+		m.mu.Unlock()
+		if !current {
+			return // already being stopped
+		}
+		reason := EndFailed
+		if ex.OutOfMemory {
+			reason = EndOutOfMemory
+		}
+		m.log.Warn("sandbox ended on its own", "sandbox", id, "reason", reason, "detail", ex.Detail)
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.stop(sctx, id, reason); err != nil {
+			m.log.Error("clean up after sandbox ended", "sandbox", id, "err", err)
+		}
+	})
+}
+
+// End reasons recorded on stopped sandboxes.
+const (
+	EndDeleted     = "deleted"
+	EndLeaseEnded  = "lease_ended"
+	EndFailed      = "failed"
+	EndOutOfMemory = "out_of_memory"
+)
 
 // Get returns one sandbox's record; errs.NotFound if there is none.
 func (m *Manager) Get(ctx context.Context, id string) (store.Sandbox, error) {
@@ -246,30 +370,57 @@ func (m *Manager) List(ctx context.Context, f store.SandboxFilter) ([]store.Sand
 }
 
 // Destroy stops a sandbox at a caller's request. Destroying a stopped
-// sandbox is not an error.
+// sandbox is not an error (DELETE is idempotent); it still makes sure that
+// nothing of the sandbox is left on the host.
 func (m *Manager) Destroy(ctx context.Context, id string) error {
 	if _, err := m.Get(ctx, id); err != nil {
 		return err
 	}
-	return m.stop(ctx, id, "deleted")
+	return m.stop(ctx, id, EndDeleted)
 }
 
 // stop destroys the sandbox in the driver and records why. The record is
-// marked stopped first, so a concurrent call sees it gone at once.
+// marked stopped first, so a concurrent call sees it gone at once. Stops of
+// one sandbox are serialised: a second caller waits for the first and gets
+// its result (the first reason recorded wins).
 func (m *Manager) stop(ctx context.Context, id, reason string) error {
 	m.mu.Lock()
+	if op := m.stopping[id]; op != nil {
+		m.mu.Unlock()
+		select {
+		case <-op.done:
+			return op.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	op := &stopOp{done: make(chan struct{})}
+	m.stopping[id] = op
 	ls := m.live[id]
 	delete(m.live, id)
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.stopping, id)
+		m.mu.Unlock()
+		close(op.done)
+	}()
 	if ls != nil {
-		ls.lease.Stop()
-		ls.transport.CloseIdleConnections()
+		ls.release()
 	}
+	// The destroy must finish even if the caller goes away: a half-destroyed
+	// sandbox would leak until the next restart.
+	ctx = context.WithoutCancel(ctx)
 	if err := m.store.MarkStopped(ctx, id, reason, m.now()); err != nil {
+		op.err = err
 		return err
 	}
+	if ls != nil {
+		ls.markGone()
+	}
 	if err := m.driver.Destroy(ctx, id); err != nil {
-		return fmt.Errorf("destroy sandbox %s: %w", id, err)
+		op.err = fmt.Errorf("destroy sandbox %s: %w", id, err)
+		return op.err
 	}
 	return nil
 }
@@ -283,7 +434,7 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 	if _, err := m.Running(ctx, id); err != nil {
 		return store.Sandbox{}, err
 	}
-	end := m.now().Add(time.Duration(seconds) * time.Second).UTC()
+	end := m.now().Add(time.Duration(seconds) * time.Second).UTC().Truncate(time.Millisecond)
 	if err := m.store.SetLeaseEnd(ctx, id, end); err != nil {
 		return store.Sandbox{}, err
 	}
@@ -292,7 +443,9 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		ls.lease.Reset(end.Sub(m.now()))
 	}
 	m.mu.Unlock()
-	return m.Get(ctx, id)
+	// The lease may have ended (or the sandbox died) while the new end was
+	// being written: then say so rather than return a stopped record.
+	return m.Running(ctx, id)
 }
 
 // Running returns the record of a running sandbox, or the error that says
@@ -304,9 +457,14 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 		return sb, err
 	}
 	switch {
-	case sb.State == store.StateStopped && sb.EndReason == "lease_ended":
+	case sb.State == store.StateStopped && sb.EndReason == EndLeaseEnded:
 		return sb, errs.New(errs.LeaseEnded, "sandbox %s's lease ended at %s and it was stopped; create a new sandbox (or extend leases with POST /v1/sandboxes/{id}/timeout before they end)",
 			id, sb.LeaseEndsAt.Format(time.RFC3339))
+	case sb.State == store.StateStopped && sb.EndReason == EndOutOfMemory:
+		return sb, errs.New(errs.Stopped, "sandbox %s ran out of memory at %s: it went over its %d MiB and the host stopped the whole sandbox; create a new sandbox with a larger memoryMiB",
+			id, fmtTime(sb.EndedAt), sb.MemoryMiB)
+	case sb.State == store.StateStopped && sb.EndReason == EndFailed:
+		return sb, errs.New(errs.Stopped, "sandbox %s failed at %s (its processes ended unexpectedly) and was stopped; create a new sandbox", id, fmtTime(sb.EndedAt))
 	case sb.State == store.StateStopped:
 		return sb, errs.New(errs.Stopped, "sandbox %s was stopped (%s) at %s; create a new sandbox", id, sb.EndReason, fmtTime(sb.EndedAt))
 	case sb.State != store.StateRunning:
@@ -316,7 +474,9 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 }
 
 // AgentTransport returns the HTTP transport to a running sandbox's agent,
-// with the same errors as Running.
+// with the same errors as Running. When a round trip fails because the
+// sandbox died or was stopped meanwhile, the transport returns only once the
+// record says so, so that the caller's Running check explains the failure.
 func (m *Manager) AgentTransport(ctx context.Context, id string) (http.RoundTripper, error) {
 	if _, err := m.Running(ctx, id); err != nil {
 		return nil, err
@@ -327,18 +487,56 @@ func (m *Manager) AgentTransport(ctx context.Context, id string) (http.RoundTrip
 	if ls == nil {
 		return nil, errs.New(errs.Conflict, "sandbox %s is not attached to this server", id)
 	}
-	return ls.transport, nil
+	return agentTransport{ls}, nil
 }
 
-// Close stops the lease timers and drops connections. Sandboxes keep
-// running: a restarted server adopts them (Recover).
+// settleWait bounds how long a failed round trip waits for the sandbox's
+// record to catch up with its death. The watcher notices a dead sandbox
+// within milliseconds; a hung agent in a live sandbox costs this delay.
+const settleWait = 2 * time.Second
+
+type agentTransport struct{ ls *liveSandbox }
+
+func (t agentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.ls.transport.RoundTrip(req)
+	if err != nil && req.Context().Err() == nil && isConnError(err) {
+		select {
+		case <-t.ls.gone:
+		case <-time.After(settleWait):
+		}
+	}
+	return resp, err
+}
+
+// isConnError reports whether err is the connection to the agent breaking
+// or being refused (as when the sandbox dies), not a failure of the
+// request itself (an upload over the cap, a client that went away).
+func isConnError(err error) bool {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOENT) || errors.Is(err, net.ErrClosed)
+}
+
+// Close stops the lease timers and watchers, waits for lease ends being
+// handled, and drops connections. Sandboxes keep running: a restarted
+// server adopts them (Recover).
 func (m *Manager) Close() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.closed = true
 	for id, ls := range m.live {
-		ls.lease.Stop()
-		ls.transport.CloseIdleConnections()
+		ls.release()
 		delete(m.live, id)
+	}
+	m.mu.Unlock()
+	m.bg.Wait()
+	if c, ok := m.driver.(driver.Closer); ok {
+		if err := c.Close(); err != nil {
+			m.log.Warn("close driver", "err", err)
+		}
 	}
 }
 
@@ -352,7 +550,7 @@ func (m *Manager) DestroyAll(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, id := range ids {
-		if err := m.stop(ctx, id, "deleted"); err != nil {
+		if err := m.stop(ctx, id, EndDeleted); err != nil {
 			m.log.Error("destroy", "sandbox", id, "err", err)
 		}
 	}

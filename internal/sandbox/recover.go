@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -54,7 +55,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	case store.StateStarting:
 		if now.Sub(sb.CreatedAt) > startingGrace {
 			m.log.Info("destroying sandbox abandoned while starting", "sandbox", sb.ID)
-			_ = m.stop(ctx, sb.ID, "failed")
+			_ = m.stop(ctx, sb.ID, EndFailed)
 		}
 		return
 	}
@@ -66,15 +67,32 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	}
 	if !sb.LeaseEndsAt.After(now) {
 		m.log.Info("lease ended while the server was down", "sandbox", sb.ID)
-		_ = m.stop(ctx, sb.ID, "lease_ended")
+		_ = m.stop(ctx, sb.ID, EndLeaseEnded)
 		return
 	}
 	h, err := m.driver.Recover(ctx, sb.ID, sb.DriverState)
 	if err != nil {
-		m.log.Warn("sandbox lost while the server was down", "sandbox", sb.ID, "err", err)
-		_ = m.stop(ctx, sb.ID, "failed")
+		reason := m.lostReason(ctx, sb.ID)
+		m.log.Warn("sandbox lost while the server was down", "sandbox", sb.ID, "reason", reason, "err", err)
+		_ = m.stop(ctx, sb.ID, reason)
 		return
 	}
 	m.adopt(sb.ID, h, sb.LeaseEndsAt)
 	m.log.Info("adopted running sandbox", "sandbox", sb.ID, "leaseEndsAt", sb.LeaseEndsAt)
+}
+
+// lostReason says why a sandbox that Recover could not re-attach ended:
+// out of memory when the driver can tell, failed otherwise. A sandbox whose
+// processes still run (its agent does not answer) is failed too.
+func (m *Manager) lostReason(ctx context.Context, id string) string {
+	w, ok := m.driver.(driver.Watcher)
+	if !ok {
+		return EndFailed
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if ex, err := w.Wait(ctx, id); err == nil && ex.OutOfMemory {
+		return EndOutOfMemory
+	}
+	return EndFailed
 }

@@ -41,6 +41,9 @@ type Config struct {
 	Agent string
 	// Limits bound what a create may ask for (default sandbox.DefaultLimits).
 	Limits *sandbox.Limits
+	// DiskMedium backs sandboxes' root filesystem writes: gvisor.DiskFile
+	// (default: a file in the sandbox's directory) or gvisor.DiskMemory.
+	DiskMedium string
 	// MaxUploadBytes caps one file upload (default api.DefaultMaxUploadBytes).
 	MaxUploadBytes int64
 	Log            *slog.Logger
@@ -88,7 +91,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	drv, err := gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent, StateDir: filepath.Join(cfg.DataDir, "gvisor")})
+	drv, err := gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent,
+		StateDir: filepath.Join(cfg.DataDir, "gvisor"), DiskMedium: cfg.DiskMedium})
 	if err != nil {
 		st.Close()
 		return nil, err

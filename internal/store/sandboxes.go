@@ -34,7 +34,7 @@ type Sandbox struct {
 	LeaseEndsAt time.Time
 	EndedAt     *time.Time
 	// EndReason says why a stopped sandbox stopped: "deleted",
-	// "lease_ended", "failed", "orphaned".
+	// "lease_ended", "failed", "out_of_memory" (see sandbox.End*).
 	EndReason   string
 	Driver      string
 	DriverState []byte

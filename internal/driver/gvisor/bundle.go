@@ -15,6 +15,12 @@ const (
 	socketDirInSandbox  = "/run/withruntime"
 	socketPathInSandbox = socketDirInSandbox + "/agent.sock"
 	cpuPeriodMicros     = 100_000
+	// pidsPerTask and pidsBase size the host pids cgroup: each process or
+	// thread inside has host tasks of its own under gVisor's systrap
+	// platform (measured: about 2.3 host tasks per sleeping process), plus
+	// the sentry's own threads. See hostPidsLimit.
+	pidsPerTask = 3
+	pidsBase    = 256
 	// memoryHeadroomBytes is what the host limit adds to the sandbox's memory
 	// size for gVisor's own kernel (the sentry), so that the agent can stop a
 	// runaway command before the host limit kills the whole sandbox.
@@ -43,7 +49,7 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 	memLimit := spec.MemoryBytes + memoryHeadroomBytes
 	quota := int64(math.Round(spec.CPU * cpuPeriodMicros))
 	period := uint64(cpuPeriodMicros)
-	pids := spec.PidsLimit
+	pids := hostPidsLimit(spec.PidsLimit)
 	tmpOpts := []string{"nosuid", "nodev", "mode=1777"}
 	if spec.TmpBytes > 0 {
 		tmpOpts = append(tmpOpts, "size="+itoa(spec.TmpBytes))
@@ -54,7 +60,10 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 		Root:     &specs.Root{Path: spec.RootFS, Readonly: false},
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
-			Args: []string{agentPathInSandbox, "--socket", socketPathInSandbox},
+			// The agent is the sandbox's OOM killer: it kills a command
+			// before the sandbox's memory reaches the host limit, which is
+			// memoryHeadroomBytes higher.
+			Args: []string{agentPathInSandbox, "--socket", socketPathInSandbox, "--memory-bytes", itoa(spec.MemoryBytes)},
 			Env:  env,
 			Cwd:  "/",
 			// The agent needs root's usual container capabilities to switch to
@@ -62,9 +71,7 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: agentCaps, Effective: agentCaps, Permitted: agentCaps,
 			},
-			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_NOFILE", Hard: 65536, Soft: 65536},
-			},
+			Rlimits: rlimits(spec),
 		},
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -90,4 +97,35 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 			},
 		},
 	}
+}
+
+// rlimits are the agent's resource limits, inherited by every command.
+//
+// The pids cgroup (linux.resources.pids) caps only the host threads of
+// gVisor's kernel, not the processes inside the sandbox, which gVisor
+// schedules itself. gVisor does enforce RLIMIT_NPROC (per user, counting
+// threads, for tasks without CAP_SYS_ADMIN or CAP_SYS_RESOURCE, which
+// neither the agent nor its commands have), so that is what caps the
+// processes of each user inside at PidsLimit.
+func rlimits(spec driver.Spec) []specs.POSIXRlimit {
+	rl := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 65536, Soft: 65536}}
+	if spec.PidsLimit > 0 {
+		n := uint64(spec.PidsLimit)
+		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
+	}
+	return rl
+}
+
+// hostPidsLimit is the host pids cgroup limit for a sandbox whose users may
+// each run limit processes and threads (RLIMIT_NPROC, see rlimits). It is a
+// backstop that keeps the host's process table safe even if RLIMIT_NPROC is
+// sidestepped (root inside can switch to further uids, each with a count of
+// its own): past it gVisor cannot make the host tasks it needs and the
+// sandbox fails, the host does not. It leaves room for two users (the
+// sandbox user, and root for the agent and root commands) at the limit.
+func hostPidsLimit(limit int64) int64 {
+	if limit <= 0 {
+		return 0
+	}
+	return 2*pidsPerTask*limit + pidsBase
 }

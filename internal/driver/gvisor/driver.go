@@ -36,7 +36,23 @@ type Config struct {
 	StateDir string
 	// ReadyTimeout bounds how long Create waits for the agent to answer.
 	ReadyTimeout time.Duration
+	// DiskMedium backs the copy-on-write layer over each sandbox's root
+	// filesystem: DiskFile (the default) or DiskMemory.
+	DiskMedium string
 }
+
+// Disk media for Config.DiskMedium.
+const (
+	// DiskFile backs a sandbox's writes with a file in its directory on the
+	// host (unlinked, freed when the sandbox ends). The kernel can write
+	// its pages back to disk, so a sandbox may write more than its memory
+	// size; the size cap still holds.
+	DiskFile = "file"
+	// DiskMemory keeps a sandbox's writes in its memory: slightly faster,
+	// but writes count against the memory limit, and a sandbox that writes
+	// more than its memory size is killed whole by the host.
+	DiskMemory = "memory"
+)
 
 // Driver runs sandboxes with runsc.
 type Driver struct {
@@ -55,6 +71,13 @@ type state struct {
 func New(cfg Config) (*Driver, error) {
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 30 * time.Second
+	}
+	switch cfg.DiskMedium {
+	case "":
+		cfg.DiskMedium = DiskFile
+	case DiskFile, DiskMemory:
+	default:
+		return nil, fmt.Errorf("gvisor driver: disk medium %q: want %q or %q", cfg.DiskMedium, DiskFile, DiskMemory)
 	}
 	if _, err := os.Stat(cfg.Runsc); err != nil {
 		return nil, fmt.Errorf("gvisor driver: runsc not found at %q (build it with scripts/install.sh): %w", cfg.Runsc, err)
@@ -113,10 +136,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
+	medium := "memory"
+	if d.cfg.DiskMedium == DiskFile {
+		// The filestore is created (and unlinked at once) in the sandbox
+		// directory, so Destroy's RemoveAll catches anything left.
+		medium = "dir=" + dir
+	}
 	flags := []string{
 		"--network=none",
 		"--host-uds=create",
-		"--overlay2=root:memory,size=" + itoa(spec.DiskBytes),
+		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
 	if err := d.start(ctx, dir, flags, bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
@@ -167,6 +196,9 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 	}
 	out, err := d.runsc(ctx, nil, "state", id)
 	if err != nil {
+		if !isNotExist(err) {
+			return nil, fmt.Errorf("gvisor recover %s: %w", id, err)
+		}
 		return nil, fmt.Errorf("gvisor recover %s: %w", id, driver.ErrNotFound)
 	}
 	var cs struct {
@@ -192,6 +224,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if delErr != nil && d.containerExists(ctx, id) {
 		return fmt.Errorf("gvisor destroy %s: %w", id, delErr)
 	}
+	if err := removeCgroups(id); err != nil {
+		return fmt.Errorf("gvisor destroy %s: %w", id, err)
+	}
 	if err := os.RemoveAll(d.sandboxDir(id)); err != nil {
 		return fmt.Errorf("gvisor destroy %s: %w", id, err)
 	}
@@ -200,7 +235,13 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 
 func (d *Driver) containerExists(ctx context.Context, id string) bool {
 	_, err := d.runsc(ctx, nil, "state", id)
-	return err == nil
+	return err == nil || !isNotExist(err)
+}
+
+// isNotExist reports whether a runsc command failed because the container
+// does not exist (as opposed to failing to answer).
+func isNotExist(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "does not exist")
 }
 
 // List implements driver.Driver: every container runsc knows plus every
