@@ -20,3 +20,5 @@ go test -count=1 -timeout 40m "$@" ./...
 (cd adapters/go/eino && go vet ./... && go test -count=1 ./...)
 (cd sdk/typescript && npm ci --no-audit --no-fund && npm test)
 (python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests)
+(cd adapters/typescript && npm ci --no-audit --no-fund && npm test)
+adapters/python/run-tests.sh
