@@ -26,6 +26,8 @@ func main() {
 	socket := flag.String("socket", "/run/withruntime/agent.sock", "unix socket to serve the agent API on")
 	user := flag.String("user", "user", "user that commands run as and that owns created files")
 	workspace := flag.String("workspace", agentapi.Workspace, "directory that relative paths and commands start in")
+	memoryBytes := flag.Int64("memory-bytes", 0, "the sandbox's memory size; commands that would take it past this are killed as out of memory (0: not watched)")
+	pidsLimit := flag.Int("pids-limit", 0, "processes and threads per user; a command that keeps the sandbox at this is killed (0: RLIMIT_NPROC)")
 	flag.Parse()
 
 	if agent.IsPID1() {
@@ -33,7 +35,8 @@ func main() {
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "agent")
-	srv, err := agent.New(agent.Config{Workspace: *workspace, User: *user, Version: version, Logger: log})
+	srv, err := agent.New(agent.Config{Workspace: *workspace, User: *user, Version: version, Logger: log,
+		MemoryBytes: *memoryBytes, PidsLimit: *pidsLimit})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "withruntime-agent: %v\n", err)
 		os.Exit(2)
@@ -48,7 +51,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("serving", "socket", *socket, "user", *user, "workspace", *workspace, "version", version)
+	log.Info("serving", "socket", *socket, "user", *user, "workspace", *workspace, "version", version,
+		"memoryBytes", *memoryBytes)
 	if err := srv.Serve(ctx, ln); err != nil {
 		log.Error("serve", "err", err)
 		os.Exit(1)

@@ -61,6 +61,7 @@ func newTemplateCmd() *cobra.Command {
 
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage API keys"}
+	var dailyLimitUSD float64
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an API key and print its secret (shown once)",
@@ -71,7 +72,11 @@ func newKeysCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			k, err := s.CreateKey(cmd.Context(), args[0])
+			limit, err := usdToMicros(dailyLimitUSD)
+			if err != nil {
+				return err
+			}
+			k, err := s.CreateKeyWithLimit(cmd.Context(), args[0], limit)
 			if err != nil {
 				return err
 			}
@@ -80,6 +85,7 @@ func newKeysCmd() *cobra.Command {
 			return nil
 		},
 	}
+	create.Flags().Float64Var(&dailyLimitUSD, "daily-limit-usd", 0, "cap on what the key's sandboxes may cost per UTC day, in USD (e.g. 5 or 0.25; default none)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List API keys",
@@ -95,13 +101,17 @@ func newKeysCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tREVOKED\tDAILY LIMIT")
 			for _, k := range keys {
 				revoked := "-"
 				if k.RevokedAt != nil {
 					revoked = k.RevokedAt.Local().Format(time.DateTime)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.CreatedAt.Local().Format(time.DateTime), revoked)
+				limit := "-"
+				if k.DailyLimitMicros > 0 {
+					limit = usd(k.DailyLimitMicros)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.CreatedAt.Local().Format(time.DateTime), revoked, limit)
 			}
 			return tw.Flush()
 		},

@@ -51,6 +51,6 @@ directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime), which needs root
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newMCPCmd())
+	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd())
 	return root
 }

@@ -30,6 +30,7 @@ type createFlags struct {
 	disk     int64
 	env      []string
 	metadata []string
+	net      networkFlags
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -40,6 +41,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.disk, "disk", 0, "disk in MiB (default 2048)")
 	cmd.Flags().StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&f.metadata, "metadata", nil, "label KEY=VALUE (repeatable)")
+	f.net.add(cmd)
 }
 
 func (f *createFlags) request() (api.CreateSandboxRequest, error) {
@@ -55,8 +57,9 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 	if secs < 1 {
 		return api.CreateSandboxRequest{}, fmt.Errorf("--timeout must be at least 1s; got %s", f.timeout)
 	}
-	return api.CreateSandboxRequest{Template: f.template, TimeoutSeconds: secs, CPU: f.cpu,
-		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta}, nil
+	req := api.CreateSandboxRequest{Template: f.template, TimeoutSeconds: secs, CPU: f.cpu,
+		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta}
+	return req, f.net.apply(&req)
 }
 
 func pairs(flag string, kvs []string) (map[string]string, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 )
 
@@ -16,6 +17,7 @@ func newServeCmd() *cobra.Command {
 	var listen, data, templates string
 	var maxUpload int64
 	var noBuild bool
+	var meter func() sandbox.MeterConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -23,7 +25,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log})
+			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter()})
 			if err != nil {
 				return err
 			}
@@ -47,5 +49,6 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
+	meter = addMeterFlags(cmd)
 	return cmd
 }

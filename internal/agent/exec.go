@@ -110,7 +110,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) error {
 		return s.execStream(w, r, spec)
 	}
 	sk := newCollectSink(maxOut)
-	p, err := startProc(spec, sk)
+	p, err := s.start(spec, sk)
 	if err != nil {
 		return err
 	}
@@ -130,8 +130,8 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) error {
 func fillOutput(res *agentapi.ExecResult, sk *collectSink, limit int) {
 	res.StdoutTruncated = res.StdoutBytes > int64(limit)
 	res.StderrTruncated = res.StderrBytes > int64(limit)
-	res.Stdout, res.StdoutLossy, res.StdoutBase64 = sk.bufs[stdout].text(res.StdoutTruncated)
-	res.Stderr, res.StderrLossy, res.StderrBase64 = sk.bufs[stderr].text(res.StderrTruncated)
+	res.Stdout, res.StdoutLossy, res.StdoutBase64 = sk.bufs[stdout].text()
+	res.Stderr, res.StderrLossy, res.StderrBase64 = sk.bufs[stderr].text()
 }
 
 // eventSink turns output into NDJSON events for one streaming client,
@@ -191,7 +191,7 @@ func (n *ndjsonWriter) emit(ev agentapi.Event) error {
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, spec procSpec) error {
 	sk := newEventSink()
 	defer close(sk.quit)
-	p, err := startProc(spec, sk)
+	p, err := s.start(spec, sk)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -198,38 +199,94 @@ func decodeText(b []byte) (text string, lossy bool, b64 string) {
 	return string(out), true, base64.StdEncoding.EncodeToString(b)
 }
 
-// capBuffer keeps the first limit bytes of a stream (collected results).
+// capBuffer keeps what a collected result shows of one stream: all of it
+// while it fits in limit bytes; past that its head and its tail, joined by
+// a marker that says how much was cut (see text). It holds at most 2*limit
+// bytes however much the command writes.
 type capBuffer struct {
 	mu    sync.Mutex
 	limit int
-	buf   []byte
+	head  []byte // the first limit bytes
+	tail  ring   // the last limit bytes, once head is full
+}
+
+func newCapBuffer(limit int) *capBuffer {
+	return &capBuffer{limit: limit, tail: ring{cap: max(limit, 1)}}
 }
 
 func (c *capBuffer) write(p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if room := c.limit - len(c.buf); room > 0 {
-		c.buf = append(c.buf, p[:min(room, len(p))]...)
+	if room := c.limit - len(c.head); room > 0 {
+		n := min(room, len(p))
+		c.head = append(c.head, p[:n]...)
+		p = p[n:]
+	}
+	if len(p) > 0 {
+		c.tail.write(p)
 	}
 }
 
-// text returns the kept bytes decoded; when truncated the end is cut back to
-// a UTF-8 boundary so the cap never splits a character.
-func (c *capBuffer) text(truncated bool) (string, bool, string) {
+// minMarkedCap is the smallest cap that shows a head, a marker and a tail;
+// below it a truncated stream keeps only its head.
+const minMarkedCap = 128
+
+// omittedMarker is the line put where output was cut out.
+func omittedMarker(n int64) string {
+	return fmt.Sprintf("\n[... %d bytes omitted ...]\n", n)
+}
+
+// text returns what the result shows, decoded (see decodeText). Untruncated
+// output is returned whole. Truncated output (of total bytes) is the first
+// bytes, omittedMarker, and the last bytes, together at most limit bytes;
+// the cuts fall on UTF-8 character boundaries, and the marker counts the
+// bytes left out exactly.
+func (c *capBuffer) text() (string, bool, string) {
 	c.mu.Lock()
-	b := c.buf
+	head := c.head
+	tail, _, _ := c.tail.from(0)
+	total := int64(len(head)) + c.tail.total
 	c.mu.Unlock()
-	if truncated {
-		b = b[:completePrefix(b)]
+	if total <= int64(c.limit) {
+		return decodeText(head)
 	}
-	return decodeText(b)
+	if c.limit < minMarkedCap {
+		return decodeText(head[:completePrefix(head)])
+	}
+	// last is the last n <= limit bytes of the stream. The tail ring has
+	// dropped nothing while it holds fewer than limit bytes, so what it
+	// lacks is the end of head.
+	last := func(n int) []byte {
+		if n <= len(tail) {
+			return tail[len(tail)-n:]
+		}
+		return append(append([]byte(nil), head[len(head)-(n-len(tail)):]...), tail...)
+	}
+	marker := omittedMarker(total)
+	var h, t []byte
+	for range 4 { // the marker's length depends on the count; settle it
+		room := c.limit - len(marker)
+		h = head[:room/2]
+		h = h[:completePrefix(h)]
+		t = trimPartialRune(last(room - room/2))
+		next := omittedMarker(total - int64(len(h)) - int64(len(t)))
+		if len(next) == len(marker) {
+			marker = next
+			break
+		}
+		marker = next
+	}
+	marker = omittedMarker(total - int64(len(h)) - int64(len(t)))
+	out := make([]byte, 0, len(h)+len(marker)+len(t))
+	out = append(append(append(out, h...), marker...), t...)
+	return decodeText(out)
 }
 
 // collectSink captures both streams up to a cap each.
 type collectSink struct{ bufs [2]*capBuffer }
 
 func newCollectSink(limit int) *collectSink {
-	return &collectSink{bufs: [2]*capBuffer{{limit: limit}, {limit: limit}}}
+	return &collectSink{bufs: [2]*capBuffer{newCapBuffer(limit), newCapBuffer(limit)}}
 }
 
 func (c *collectSink) write(stream int, p []byte) { c.bufs[stream].write(p) }

@@ -36,12 +36,13 @@ type proc struct {
 	exited  chan struct{} // the main process has exited and been reaped
 	done    chan struct{} // exited, and both streams at EOF or given up on
 
-	mu       sync.Mutex
-	reaped   bool // once true, pid may be reused: never signal -pid again
-	killed   bool // the agent sent SIGKILL while the main process ran
-	timedOut bool
-	timer    *time.Timer
-	ended    time.Time
+	mu        sync.Mutex
+	reaped    bool // once true, pid may be reused: never signal -pid again
+	killed    bool // the agent sent SIGKILL while the main process ran
+	timedOut  bool
+	oomKilled bool // the guard killed it for the sandbox's memory
+	timer     *time.Timer
+	ended     time.Time
 }
 
 // startProc starts spec with output going to sk. The caller owns the result
@@ -181,7 +182,20 @@ func (p *proc) onTimeout() {
 	if p.reaped {
 		return
 	}
-	p.timedOut = true
+	if !p.oomKilled {
+		p.timedOut = true
+	}
+	p.signalLocked(syscall.SIGKILL)
+}
+
+// kill kills the command's whole tree for the guard. A kill for memory
+// that reaches the main process makes the result an out-of-memory kill.
+func (p *proc) kill(why killReason) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if why == byMemory && !p.reaped && !p.timedOut {
+		p.oomKilled = true
+	}
 	p.signalLocked(syscall.SIGKILL)
 }
 
@@ -233,9 +247,14 @@ func (p *proc) result() agentapi.ExecResult {
 	default:
 		r.ExitCode = ws.ExitStatus()
 	}
-	if p.timedOut {
+	switch {
+	case p.timedOut:
 		r.TimedOut = true
 		r.ExitCode = agentapi.TimeoutExitCode
+	case p.oomKilled:
+		r.OOMKilled = true
+		r.ExitCode = 128 + int(syscall.SIGKILL)
+		r.Signal = signalName(syscall.SIGKILL)
 	}
 	return r
 }

@@ -126,7 +126,7 @@ func (s *Server) handleStartProcess(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	out := newReplaySink(agentapi.ReplayBufferBytes)
-	p, err := startProc(spec, out)
+	p, err := s.start(spec, out)
 	if err != nil {
 		return err
 	}

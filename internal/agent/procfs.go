@@ -13,10 +13,14 @@ import (
 // procEntry is one process as seen in /proc/PID/stat.
 type procEntry struct {
 	pid, ppid, pgid, sid int
+	state                byte // 'R', 'S', ... 'Z' for a zombie
+	threads              int
+	rssPages             int64
 }
 
-// scanProcs reads the parent, group and session of every process in /proc.
-// Processes that vanish while scanning are skipped.
+// scanProcs reads the state, parent, group, session, thread count and
+// resident size of every process in /proc. Processes that vanish while scanning are
+// skipped.
 func scanProcs() []procEntry {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -42,10 +46,15 @@ func scanProcs() []procEntry {
 		if len(f) < 4 {
 			continue
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		pgid, _ := strconv.Atoi(f[2])
-		sid, _ := strconv.Atoi(f[3])
-		out = append(out, procEntry{pid: pid, ppid: ppid, pgid: pgid, sid: sid})
+		e := procEntry{pid: pid, state: f[0][0]}
+		e.ppid, _ = strconv.Atoi(f[1])
+		e.pgid, _ = strconv.Atoi(f[2])
+		e.sid, _ = strconv.Atoi(f[3])
+		if len(f) > 21 { // num_threads is field 20 of stat(5), rss field 24
+			e.threads, _ = strconv.Atoi(f[17])
+			e.rssPages, _ = strconv.ParseInt(f[21], 10, 64)
+		}
+		out = append(out, e)
 	}
 	return out
 }

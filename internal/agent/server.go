@@ -35,6 +35,16 @@ type Config struct {
 	Version string
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+	// MemoryBytes is the sandbox's memory size. When set, and the agent
+	// runs under its own PID 1 (in a sandbox, never on a host), the agent is
+	// the sandbox's OOM killer and keeps its process table (see guard): a
+	// command that would take the sandbox past its memory is killed and
+	// reported as oomKilled, and a fork bomb is killed. 0: no guard.
+	MemoryBytes int64
+	// PidsLimit is how many processes and threads each user may have; the
+	// guard kills a command that keeps the sandbox at the limit. 0: the
+	// agent's RLIMIT_NPROC.
+	PidsLimit int
 }
 
 // Server serves the agent protocol. Create it with New; it is safe for
@@ -46,6 +56,8 @@ type Server struct {
 	passwdPath string
 	groupPath  string
 	procs      *registry
+	live       *liveSet
+	guard      *guard
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -67,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	live := newLiveSet()
 	return &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -74,7 +87,20 @@ func New(cfg Config) (*Server, error) {
 		passwdPath: "/etc/passwd",
 		groupPath:  "/etc/group",
 		procs:      newRegistry(),
+		live:       live,
+		guard:      newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
 	}, nil
+}
+
+// start starts a command (exec or background) and puts it in the guard's
+// view.
+func (s *Server) start(spec procSpec, sk sink) (*proc, error) {
+	p, err := startProc(spec, sk)
+	if err != nil {
+		return nil, err
+	}
+	s.live.add(p)
+	return p, nil
 }
 
 // Handler returns the HTTP handler for every agent route. Unknown routes and
@@ -140,7 +166,11 @@ func Listen(path string) (net.Listener, error) {
 
 // Serve serves HTTP/1.1 on ln until ctx is done, then stops accepting,
 // kills every running command and returns. It returns nil after a shutdown.
+// The guard watches the sandbox's memory and processes meanwhile.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	gctx, stopGuard := context.WithCancel(ctx)
+	defer stopGuard()
+	go s.guard.run(gctx)
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,

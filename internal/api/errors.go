@@ -45,6 +45,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusGone, "sandbox_stopped"
 	case errors.Is(err, errs.TooLarge):
 		return http.StatusRequestEntityTooLarge, agentapi.CodeTooLarge
+	case errors.Is(err, errs.CostCap):
+		return http.StatusBadRequest, "cost_cap"
+	case errors.Is(err, errs.SpendingLimit):
+		return http.StatusTooManyRequests, "spending_limit"
 	case errors.Is(err, errs.Capacity):
 		return http.StatusServiceUnavailable, agentapi.CodeUnavailable
 	}

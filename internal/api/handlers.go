@@ -28,6 +28,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	sb, err := s.cfg.Manager.Create(r.Context(), sandbox.CreateParams{
 		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
+		Network: req.Network.policy(), Secrets: req.Secrets, MaxCostMicros: req.MaxCostMicros,
 	})
 	if err != nil {
 		return err
@@ -62,6 +63,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	for _, sb := range sbs {
 		out.Sandboxes = append(out.Sandboxes, toSandbox(sb))
 	}
+	if err := s.addCosts(r.Context(), out.Sandboxes); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -71,7 +75,11 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toSandbox(sb))
+	out := []Sandbox{toSandbox(sb)}
+	if err := s.addCosts(r.Context(), out); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out[0])
 	return nil
 }
 
@@ -101,12 +109,18 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
+	if req.DailyLimitMicros < 0 {
+		return badRequest("dailyLimitMicros must be positive (micro-dollars per UTC day; 1 USD = 1,000,000) or absent; got %d", req.DailyLimitMicros)
+	}
 	k, secret, err := auth.NewKey(r.Context(), s.cfg.Store, req.Name)
 	if err != nil {
 		return err
 	}
+	if err := s.cfg.Store.SetKeyDailyLimit(r.Context(), k.ID, req.DailyLimitMicros); err != nil {
+		return err
+	}
 	out := toKey(k)
-	out.Secret = secret
+	out.Secret, out.DailyLimitMicros = secret, req.DailyLimitMicros
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
@@ -116,9 +130,14 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	limits, err := s.cfg.Store.KeyDailyLimits(r.Context())
+	if err != nil {
+		return err
+	}
 	out := KeyList{Keys: make([]Key, 0, len(keys))}
 	for _, k := range keys {
 		out.Keys = append(out.Keys, toKey(k))
+		out.Keys[len(out.Keys)-1].DailyLimitMicros = limits[k.ID]
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

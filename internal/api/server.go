@@ -75,6 +75,8 @@ func (s *Server) routes() {
 	s.handle("GET", "/v1/keys", s.listKeys)
 	s.handle("DELETE", "/v1/keys/{id}", s.revokeKey)
 	s.handle("GET", "/v1/templates", s.listTemplates)
+	s.handle("GET", "/v1/usage", s.usage)
+	s.networkRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.
 	for _, path := range s.paths {
 		allow := s.allowed[path]

@@ -24,6 +24,17 @@ type CreateSandboxRequest struct {
 	Env map[string]string `json:"env"`
 	// Metadata is free-form labels, returned as given and usable as list filters.
 	Metadata map[string]string `json:"metadata"`
+	// Network is the network policy (default {"internet": false}); it can
+	// change while the sandbox runs (PUT /v1/sandboxes/{id}/network).
+	Network *NetworkPolicy `json:"network,omitempty"`
+	// Secrets names stored secrets (POST /v1/secrets) the sandbox may use:
+	// each is an environment variable holding a placeholder that the egress
+	// proxy replaces with the value in requests to the secret's hosts.
+	Secrets []string `json:"secrets,omitempty"`
+	// MaxCostMicros refuses the create (400 cost_cap) if the first lease,
+	// with every vCPU busy throughout plus the memory size, could cost more
+	// (micro-dollars; 0 or absent: no cap).
+	MaxCostMicros int64 `json:"maxCostMicros,omitempty"`
 }
 
 // Sandbox is a sandbox as the API returns it.
@@ -42,6 +53,9 @@ type Sandbox struct {
 	MemoryMiB int64             `json:"memoryMiB"`
 	DiskMiB   int64             `json:"diskMiB"`
 	Metadata  map[string]string `json:"metadata"`
+	// CostMicros is what the sandbox has cost so far, in micro-dollars, as of
+	// its last metering sample (a few seconds ago at most while it runs).
+	CostMicros int64 `json:"costMicros"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -58,6 +72,9 @@ type SetTimeoutRequest struct {
 // CreateKeyRequest is the body of POST /v1/keys.
 type CreateKeyRequest struct {
 	Name string `json:"name"`
+	// DailyLimitMicros caps what the key's sandboxes may cost per UTC day,
+	// in micro-dollars (0 or absent: no limit).
+	DailyLimitMicros int64 `json:"dailyLimitMicros,omitempty"`
 }
 
 // Key is an API key as listed; Secret is set only in the answer to its creation.
@@ -68,6 +85,8 @@ type Key struct {
 	CreatedAt time.Time  `json:"createdAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 	Secret    string     `json:"secret,omitempty"`
+	// DailyLimitMicros is the key's spending limit per UTC day (absent: none).
+	DailyLimitMicros int64 `json:"dailyLimitMicros,omitempty"`
 }
 
 // KeyList is the body of GET /v1/keys.

@@ -37,6 +37,20 @@ type Spec struct {
 	PidsLimit int64
 	// Env is the sandbox environment ("KEY=value") that every command inherits.
 	Env []string
+	// Network, when set, boots the sandbox in an existing network namespace
+	// (made by the egress manager); without it the sandbox has no network.
+	Network *Network
+}
+
+// Network is the network a sandbox boots in.
+type Network struct {
+	// NetnsPath is the network namespace (a bind-mounted namespace file).
+	NetnsPath string
+	// ResolvConf is the content of the sandbox's /etc/resolv.conf.
+	ResolvConf string
+	// CABundle, when set, replaces the sandbox's system CA bundle
+	// (/etc/ssl/certs/ca-certificates.crt).
+	CABundle []byte
 }
 
 // Handle is a running sandbox as the driver knows it.

@@ -11,15 +11,17 @@ import (
 
 // Categories. Each maps to one HTTP status.
 var (
-	Invalid      = errors.New("bad_request")     // 400
-	Unauthorized = errors.New("unauthorized")    // 401
-	Forbidden    = errors.New("forbidden")       // 403
-	NotFound     = errors.New("not_found")       // 404
-	Conflict     = errors.New("conflict")        // 409: wrong state
-	LeaseEnded   = errors.New("lease_ended")     // 410: the sandbox's lease ended
-	Stopped      = errors.New("sandbox_stopped") // 410: the sandbox was deleted or failed
-	TooLarge     = errors.New("too_large")       // 413
-	Capacity     = errors.New("capacity")        // 503: no room for another sandbox now
+	Invalid       = errors.New("bad_request")     // 400
+	Unauthorized  = errors.New("unauthorized")    // 401
+	Forbidden     = errors.New("forbidden")       // 403
+	NotFound      = errors.New("not_found")       // 404
+	Conflict      = errors.New("conflict")        // 409: wrong state
+	LeaseEnded    = errors.New("lease_ended")     // 410: the sandbox's lease ended
+	Stopped       = errors.New("sandbox_stopped") // 410: the sandbox was deleted or failed
+	TooLarge      = errors.New("too_large")       // 413
+	Capacity      = errors.New("capacity")        // 503: no room for another sandbox now
+	CostCap       = errors.New("cost_cap")        // 400: the lease could cost more than maxCostMicros
+	SpendingLimit = errors.New("spending_limit")  // 429: the key reached its daily spending limit
 )
 
 // Error is a categorised error with a user-facing message.

@@ -298,6 +298,10 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "x", "scope": "all"}, invalid: true, want: 400})
 	var keys api.KeyList
 	mustDecode(t, c.do(apiCall{method: "GET", path: "/v1/keys", want: 200}), &keys)
+	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=sandbox&from=2026-01-01", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=week", invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "capped", "dailyLimitMicros": 1_000_000}, want: 201})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 3600, "cpu": 2, "maxCostMicros": 1}, want: 400})
 	own := ""
 	for _, k := range keys.Keys {
 		if strings.HasPrefix(e.key, k.Prefix) && k.Name == "local" {
@@ -330,6 +334,20 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 900}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 0}, invalid: true, want: 400})
 	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 404})
+
+	// Network policy and secrets.
+	c.do(apiCall{method: "GET", path: sbx + "/network", want: 200})
+	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"allow": []string{"api.example.com", "*.example.org"}}, want: 200})
+	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"allow": []string{"not a host!"}}, want: 400})
+	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"internet": "yes"}, invalid: true, want: 400})
+	c.do(apiCall{method: "PUT", path: "/v1/sandboxes/sbx_nosuchsandbox/network", body: map[string]any{}, want: 404})
+	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{}, want: 200})
+	c.do(apiCall{method: "POST", path: "/v1/secrets", body: map[string]any{"name": "CONTRACT_KEY", "value": "v-contract", "hosts": []string{"api.example.com"}}, want: 201})
+	c.do(apiCall{method: "POST", path: "/v1/secrets", body: map[string]any{"name": "CONTRACT_KEY", "value": "v", "hosts": []string{"10.0.0.1"}}, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/secrets", body: map[string]any{"name": "X", "value": "v"}, invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/secrets", want: 200})
+	c.do(apiCall{method: "DELETE", path: "/v1/secrets/CONTRACT_KEY", want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/secrets/CONTRACT_KEY", want: 404})
 
 	// Exec, collected and streamed, with lossy output, a timeout and errors.
 	var res agentapi.ExecResult
@@ -461,6 +479,7 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: sbx + "/files?path=x", want: 410})
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 410})
 	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=stopped", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=day", want: 200})
 
 	// Every operation was called with a success.
 	var missing []string
@@ -500,6 +519,9 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"KeyList", api.KeyList{}, true},
 		{"Template", api.Template{}, true},
 		{"TemplateList", api.TemplateList{}, true},
+		{"UsageReport", api.UsageReport{}, true},
+		{"UsageRow", api.UsageRow{}, true},
+		{"UsagePrices", api.UsagePrices{}, true},
 		{"ExecRequest", agentapi.ExecRequest{}, false},
 		{"ExecResult", agentapi.ExecResult{}, true},
 		{"Event", agentapi.Event{}, true},
@@ -510,6 +532,10 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"FileList", agentapi.FileList{}, true},
 		{"MkdirRequest", agentapi.MkdirRequest{}, false},
 		{"RenameRequest", agentapi.RenameRequest{}, false},
+		{"NetworkPolicy", api.NetworkPolicy{}, false},
+		{"CreateSecretRequest", api.CreateSecretRequest{}, false},
+		{"Secret", api.Secret{}, true},
+		{"SecretList", api.SecretList{}, true},
 	} {
 		ref := doc.Components.Schemas[c.schema]
 		if ref == nil {

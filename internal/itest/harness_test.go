@@ -97,6 +97,8 @@ type env struct {
 	http    *httptest.Server
 	dataDir string
 	key     string
+	// egress names this server's nftables table, namespaces and veths.
+	egress server.EgressConfig
 	// detached is set by detach: the server is closed, its sandboxes are
 	// left for another server to adopt.
 	detached bool
@@ -134,11 +136,12 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	testEgressNames(&cfg)
 	srv, err := server.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, srv: srv, http: httptest.NewServer(srv.Handler), dataDir: cfg.DataDir, key: srv.LocalKey}
+	e := &env{t: t, srv: srv, http: httptest.NewServer(srv.Handler), dataDir: cfg.DataDir, key: srv.LocalKey, egress: cfg.Egress}
 	t.Cleanup(func() {
 		if e.detached {
 			return
@@ -153,6 +156,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		}
 		e.srv.Close()
 		e.assertNoLeaks(ids...)
+		destroyEgressTable(t, cfg.Egress)
 		os.RemoveAll(dir)
 	})
 	return e
@@ -206,6 +210,9 @@ func (e *env) assertNoLeaks(ids ...string) {
 	}
 	for _, m := range mountsUnder(e.dataDir) {
 		e.t.Errorf("leaked mount: %s", m)
+	}
+	for _, l := range networkLeftovers(e.egress) {
+		e.t.Errorf("leaked sandbox network: %s", l)
 	}
 }
 

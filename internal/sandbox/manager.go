@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/egress"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/store"
 )
@@ -68,6 +69,8 @@ type Manager struct {
 	limits    Limits
 	log       *slog.Logger
 	now       func() time.Time
+	// network gives sandboxes their network (nil: none; see EnableNetwork).
+	network *network
 
 	mu sync.Mutex
 	// live holds the running sandboxes this server tracks; pending counts
@@ -82,6 +85,8 @@ type Manager struct {
 	// bg counts lease ends and sandbox deaths being handled, which Close
 	// waits for before the store closes under them.
 	bg sync.WaitGroup
+	// meter is the usage sampler and ledger (meter.go).
+	meter meterState
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -134,6 +139,13 @@ type CreateParams struct {
 	DiskMiB        int64
 	Env            map[string]string
 	Metadata       map[string]string
+	// Network is the network policy (nil: {internet: false}); see EnableNetwork.
+	Network *egress.Policy
+	// Secrets names stored secrets the sandbox may use through its network.
+	Secrets []string
+	// MaxCostMicros refuses the create (errs.CostCap) if the first lease
+	// could cost more (0: no cap).
+	MaxCostMicros int64
 }
 
 // Create boots a sandbox and returns its record once its agent answers.
@@ -143,9 +155,16 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	if err := m.applyDefaults(&p); err != nil {
 		return store.Sandbox{}, err
 	}
+	if err := m.checkCaps(ctx, p); err != nil {
+		return store.Sandbox{}, err
+	}
 	rootfs, err := m.templates.RootFS(p.Template)
 	if err != nil {
 		return store.Sandbox{}, errs.New(errs.Invalid, "template %q: %v", p.Template, err)
+	}
+	plan, err := m.planNetwork(ctx, p)
+	if err != nil {
+		return store.Sandbox{}, err
 	}
 	if err := m.reserve(); err != nil {
 		return store.Sandbox{}, err
@@ -161,19 +180,28 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
 		return store.Sandbox{}, err
 	}
-	h, err := m.driver.Create(ctx, driver.Spec{
-		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
-		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: m.limits.TmpMiB << 20,
-		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: envList(p.Env),
-	})
+	netSpec, netEnv, err := m.attachNetwork(ctx, sb.ID, rootfs, plan)
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
+	h, err := m.driver.Create(ctx, driver.Spec{
+		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
+		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: m.limits.TmpMiB << 20,
+		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
+		Network: netSpec,
+	})
+	if err != nil {
+		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
+		m.detachNetwork(context.WithoutCancel(ctx), sb.ID)
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
 	if err := m.store.MarkRunning(ctx, sb.ID, h.State); err != nil {
 		_ = m.driver.Destroy(context.WithoutCancel(ctx), sb.ID)
+		m.detachNetwork(context.WithoutCancel(ctx), sb.ID)
 		return store.Sandbox{}, err
 	}
+	m.meterStart(ctx, sb)
 	m.adopt(sb.ID, h, sb.LeaseEndsAt)
 	sb.State, sb.DriverState = store.StateRunning, h.State
 	return sb, nil
@@ -182,8 +210,13 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 // mibPerProcess is the memory a sandbox needs per process it may run:
 // under gVisor each process or thread inside costs about 1 MiB of host
 // memory (measured: 0.75 MiB each for 256 idle shells, 1.1 MiB for 512),
-// counted against the sandbox's memory limit.
-const mibPerProcess = 2
+// counted against the sandbox's memory limit. A bomb of forked python3
+// interpreters costs about 3.5 MiB a process (their pages are copied on
+// write as they run), and it grows too fast for anything inside the
+// sandbox to stop it before the limit: at 2 MiB a process it took the
+// whole 512 MiB sandbox down; at 4 the sandbox survived (peak 430-460 of
+// 576 MiB on the host) and the agent killed the bomb.
+const mibPerProcess = 4
 
 // pidsLimit is the process cap of a sandbox of memoryMiB: the server's
 // limit, but no more than the sandbox's memory can hold, so that a fork
@@ -418,10 +451,12 @@ func (m *Manager) stop(ctx context.Context, id, reason string) error {
 	if ls != nil {
 		ls.markGone()
 	}
+	m.meterFinal(ctx, id)
 	if err := m.driver.Destroy(ctx, id); err != nil {
 		op.err = fmt.Errorf("destroy sandbox %s: %w", id, err)
 		return op.err
 	}
+	m.detachNetwork(ctx, id)
 	return nil
 }
 
@@ -525,6 +560,7 @@ func isConnError(err error) bool {
 // handled, and drops connections. Sandboxes keep running: a restarted
 // server adopts them (Recover).
 func (m *Manager) Close() {
+	m.stopMetering()
 	m.mu.Lock()
 	m.closed = true
 	for id, ls := range m.live {

@@ -44,6 +44,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.log.Error("destroy orphan", "sandbox", id, "err", err)
 		}
 	}
+	m.cleanupNetworks(ctx)
 	return nil
 }
 
@@ -77,6 +78,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		_ = m.stop(ctx, sb.ID, reason)
 		return
 	}
+	m.reattachNetwork(ctx, sb.ID)
 	m.adopt(sb.ID, h, sb.LeaseEndsAt)
 	m.log.Info("adopted running sandbox", "sandbox", sb.ID, "leaseEndsAt", sb.LeaseEndsAt)
 }

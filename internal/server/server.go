@@ -47,6 +47,11 @@ type Config struct {
 	// MaxUploadBytes caps one file upload (default api.DefaultMaxUploadBytes).
 	MaxUploadBytes int64
 	Log            *slog.Logger
+	// Egress configures sandbox networks (see EgressConfig).
+	Egress EgressConfig
+	// Metering configures the usage sampler and prices (zero value: every
+	// 5 s at the reference prices; a negative Interval turns it off).
+	Metering sandbox.MeterConfig
 }
 
 // Server is a running Runtime server.
@@ -58,6 +63,7 @@ type Server struct {
 	// LocalKey is the secret of the key in DataDir/local.key.
 	LocalKey string
 	log      *slog.Logger
+	egress   egressCloser
 }
 
 // ErrNotRoot says the server was started without root, which runsc needs.
@@ -103,18 +109,33 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	tpl := &template.Store{Dir: cfg.TemplatesDir}
 	mgr := sandbox.New(drv, st, tpl, limits, cfg.Log)
+	eg, err := openEgress(cfg, mgr)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if cfg.Metering.Prices != nil {
+		if err := cfg.Metering.Prices.Validate(); err != nil {
+			_ = eg.Close()
+			st.Close()
+			return nil, err
+		}
+	}
+	mgr.StartMetering(cfg.Metering)
 	if err := mgr.Recover(ctx); err != nil {
+		eg.Close()
 		st.Close()
 		return nil, err
 	}
 	key, err := localKey(ctx, st, cfg.DataDir)
 	if err != nil {
 		mgr.Close()
+		eg.Close()
 		st.Close()
 		return nil, err
 	}
 	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes})
-	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log}, nil
+	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log, egress: eg}, nil
 }
 
 // Serve serves the API on l until ctx ends, then shuts down gracefully.
@@ -137,6 +158,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // Close stops lease timers and closes the store.
 func (s *Server) Close() error {
 	s.Manager.Close()
+	// Running sandboxes keep their namespaces for the next server to adopt.
+	s.egress.Close()
 	return s.Store.Close()
 }
 

@@ -44,6 +44,12 @@ var (
 	ErrUnavailable = errors.New("withruntime: unavailable")
 	// ErrNoSpace (507 no_space): the sandbox's disk is full.
 	ErrNoSpace = errors.New("withruntime: no space left in sandbox")
+	// ErrCostCap (400 cost_cap): the sandbox's first lease could cost more
+	// than Options.MaxCostMicros; the message gives the worst case.
+	ErrCostCap = errors.New("withruntime: over the cost cap")
+	// ErrSpendingLimit (429 spending_limit): the key reached its daily
+	// spending limit; creates resume at midnight UTC.
+	ErrSpendingLimit = errors.New("withruntime: daily spending limit reached")
 
 	// ErrNotConfigured is returned by NewClient (and so by Create, Connect
 	// and List) when no server is configured; its message says how to
@@ -69,6 +75,8 @@ var codes = map[string]struct {
 	"internal":        {ErrInternal, 500},
 	"unavailable":     {ErrUnavailable, 503},
 	"no_space":        {ErrNoSpace, 507},
+	"cost_cap":        {ErrCostCap, 400},
+	"spending_limit":  {ErrSpendingLimit, 429},
 }
 
 // byStatus is the sentinel for an answer whose code is unknown to this

@@ -30,6 +30,19 @@ type Options struct {
 	// Metadata is free-form labels, returned as given and usable as List
 	// filters. Keys are at most 256 bytes, values at most 4096.
 	Metadata map[string]string
+	// Network is the network policy, enforced on the host (nil: the
+	// server's default, {Internet: false}: loopback only). It can change
+	// while the sandbox runs (Sandbox.SetNetwork).
+	Network *NetworkPolicy
+	// Secrets names stored secrets (Client.SetSecret) the sandbox may use:
+	// each is an environment variable holding a placeholder that the
+	// egress proxy replaces with the value for the secret's hosts. The
+	// Network policy must allow those hosts.
+	Secrets []string
+	// MaxCostMicros makes the server refuse the sandbox (ErrBadRequest, code
+	// "cost_cap") if its first lease, every vCPU busy throughout plus its
+	// memory, could cost more, in micro-dollars (0: no cap).
+	MaxCostMicros int64
 }
 
 // ListFilter selects sandboxes for List. Zero values match everything.
@@ -89,6 +102,7 @@ func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	req := CreateSandboxRequest{
 		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
 		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
+		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
 	}
 	var info SandboxInfo
 	if err := c.doJSON(ctx, "POST", "/v1/sandboxes", req, &info); err != nil {

@@ -34,6 +34,9 @@ type CreateSandboxRequest struct {
 	DiskMiB        int64             `json:"diskMiB"`
 	Env            map[string]string `json:"env"`
 	Metadata       map[string]string `json:"metadata"`
+	Network        *NetworkPolicy    `json:"network,omitempty"`
+	Secrets        []string          `json:"secrets,omitempty"`
+	MaxCostMicros  int64             `json:"maxCostMicros,omitempty"`
 }
 
 // SandboxInfo is a sandbox's record as the server returns it.
@@ -55,6 +58,9 @@ type SandboxInfo struct {
 	MemoryMiB int64             `json:"memoryMiB"`
 	DiskMiB   int64             `json:"diskMiB"`
 	Metadata  map[string]string `json:"metadata"`
+	// CostMicros is what the sandbox has cost so far, in micro-dollars
+	// (1 USD = 1,000,000), as of its last metering sample.
+	CostMicros int64 `json:"costMicros"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

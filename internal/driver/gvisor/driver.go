@@ -129,7 +129,11 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	cfg, err := json.Marshal(ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir))
+	oci := ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir)
+	if err := addNetwork(oci, spec.Network, dir); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
@@ -143,7 +147,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		medium = "dir=" + dir
 	}
 	flags := []string{
-		"--network=none",
+		networkFlag(spec.Network),
 		"--host-uds=create",
 		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
@@ -270,6 +274,9 @@ func (d *Driver) List(ctx context.Context) ([]string, error) {
 
 // Stats implements driver.StatsReader from runsc's own accounting.
 func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
+	if st, ok := cgroupStats(id); ok {
+		return st, nil
+	}
 	out, err := d.runsc(ctx, nil, "events", "--stats", id)
 	if err != nil {
 		return driver.Stats{}, fmt.Errorf("gvisor stats %s: %w", id, err)

@@ -57,6 +57,8 @@ export interface SandboxInfo {
   memoryMiB: number;
   diskMiB: number;
   metadata: Record<string, string>;
+  /** What the sandbox has cost so far, in micro-dollars (1 USD = 1,000,000), as of its last metering sample. */
+  costMicros?: number;
 }
 
 /** One command to run. Set exactly one of `command` and `argv`. */

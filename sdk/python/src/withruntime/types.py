@@ -80,6 +80,9 @@ class SandboxInfo:
     memory_mib: int
     disk_mib: int
     metadata: dict[str, str]
+    #: What the sandbox has cost so far, in micro-dollars (1 USD = 1,000,000),
+    #: as of its last metering sample.
+    cost_micros: int = 0
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -96,6 +99,7 @@ class SandboxInfo:
             memory_mib=int(d.get("memoryMiB", 0) or 0),
             disk_mib=int(d.get("diskMiB", 0) or 0),
             metadata=dict(d.get("metadata") or {}),
+            cost_micros=int(d.get("costMicros", 0) or 0),
             _raw=dict(d),
         )
 

@@ -1,0 +1,457 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The guard is the sandbox's OOM killer and the keeper of its process table.
+//
+// gVisor's kernel has no OOM killer: a sandbox that goes over its host
+// memory limit is killed whole, agent included. And a sandbox full of
+// processes is a sandbox in which the agent (one process among them, with
+// an equal share of the CPU) can no longer answer. So the agent watches
+// both from inside and kills the command whose tree uses the most — its
+// process group, session and descendants — before that happens:
+//
+//   - memory: when the sandbox's memory in use (MemTotal - MemFree, what the
+//     host limit is charged for, less gVisor's own) reaches the sandbox's
+//     memory size, the command with the largest resident memory is killed.
+//     Its result says oomKilled, exit code 137. The host limit sits higher
+//     by a headroom (the driver's) that covers gVisor's own memory and the
+//     guard's reaction time; memory is sampled more often the closer it is
+//     to the limit.
+//   - fork bombs: a command whose tree holds bombProcs processes at once is
+//     killed (64 in a sandbox of 512 MiB, see bytesPerBombProc). A fork bomb
+//     reaches that within a second; ordinary work (a build, a process pool,
+//     a browser) stays below it, as threads do not count.
+//   - the process limit: when the sandbox stays at 90% or more of its limit
+//     (RLIMIT_NPROC, per user, which the driver sets) for pidsSustain, the
+//     command with the most processes and threads is killed. A burst that
+//     forks up to the limit and cleans up is left alone.
+//
+// While it picks and kills, the guard stops every other process in the
+// sandbox (kill(-1) spares only PID 1 and the agent): growth stops at once
+// and the scan of /proc does not compete for the CPU. They are continued
+// afterwards.
+//
+// A "command" is a running exec or background process with everything it
+// started, or, once its main process has exited, what is left of its
+// session (a background child such as `server &`).
+type guard struct {
+	log  *slog.Logger
+	live *liveSet
+
+	// memLimit is the memory in use at which a command is killed (0: memory
+	// is not watched); memEmergency is the level at which the guard kills
+	// again without waiting for the last kill's memory to be freed.
+	memLimit, memEmergency int64
+	// pidsTrigger is the process count that, sustained, gets a command
+	// killed (0: not watched).
+	pidsTrigger int
+	// bombProcs is how many processes make a command a fork bomb.
+	bombProcs int
+	// on is false outside a sandbox: the guard never acts on a host.
+	on bool
+	// bombChecked is the process count at the last look for a fork bomb
+	// that found none; bombRecheckAt is when to look again regardless.
+	bombChecked   int
+	bombRecheckAt time.Time
+
+	// Sources and actions, replaceable in tests.
+	readMem    func() (total, free int64, err error)
+	countProcs func() int
+	scan       func() []procEntry
+	stopOthers func(stop bool)
+}
+
+const (
+	guardMaxInterval = 100 * time.Millisecond
+	guardMinInterval = 5 * time.Millisecond
+	// guardMaxGrowth is the fastest memory growth (bytes per second) the
+	// sampling interval plans for.
+	guardMaxGrowth = 4 << 30
+	// memSettle is how long after a kill the guard waits for the memory to
+	// be freed before it kills another command (unless memEmergency).
+	memSettle = 300 * time.Millisecond
+	// minVictimBytes: a command smaller than this is not worth killing; the
+	// memory is held by something else (files in /tmp, the agent).
+	minVictimBytes = 16 << 20
+	// reservedForKernel is kept free below the host limit when the memory
+	// size passed to the agent leaves no headroom.
+	reservedForKernel = 32 << 20
+	pidsInterval      = 100 * time.Millisecond
+	pidsSustain       = time.Second
+	// A command whose tree holds bombProcs processes at once is killed as a
+	// fork bomb: one process per bytesPerBombProc of the sandbox's memory,
+	// within [minBombProcs, maxBombProcs] (64 for 512 MiB). A bomb of forked
+	// Python interpreters costs about 3.5 MiB a process, so a bomb stopped
+	// there still fits in memory; and the sooner it is stopped the sooner
+	// the agent, whose system calls queue behind the bomb's forks, answers.
+	bytesPerBombProc = 8 << 20
+	minBombProcs     = 32
+	maxBombProcs     = 256
+	// bombRecheckProcs and bombRecheck space out the looks at a sandbox
+	// that holds many processes but no fork bomb.
+	bombRecheckProcs = 32
+	bombRecheck      = 5 * time.Second
+	// minVictimProcs: a command with fewer processes and threads is not
+	// what fills the process table.
+	minVictimProcs = 16
+)
+
+// newGuard configures the guard of a sandbox of memoryBytes. The guard is
+// off when memoryBytes is 0 (the agent is not in a sandbox the driver
+// sized). pidsLimit is how many processes and threads each user may have
+// (0: the agent's RLIMIT_NPROC, which its commands inherit).
+func newGuard(log *slog.Logger, live *liveSet, memoryBytes int64, pidsLimit int) *guard {
+	g := &guard{log: log, live: live, readMem: readMeminfo, countProcs: countProcs,
+		scan: scanProcs, stopOthers: stopOthers}
+	if memoryBytes <= 0 || !inSandbox() {
+		return g
+	}
+	g.on = true
+	g.setMemory(memoryBytes)
+	g.bombProcs = int(min(max(memoryBytes/bytesPerBombProc, minBombProcs), maxBombProcs))
+	if pidsLimit <= 0 {
+		var rl syscall.Rlimit
+		if err := syscall.Getrlimit(rlimitNproc, &rl); err == nil && rl.Cur < 1<<22 {
+			pidsLimit = int(rl.Cur)
+		}
+	}
+	if pidsLimit > 0 {
+		g.pidsTrigger = max(pidsLimit*9/10, 1)
+	}
+	return g
+}
+
+// inSandbox reports whether the agent runs under its own PID 1 (ForkReap),
+// as in every sandbox. The guard stops every other process while it picks
+// a victim, which must never happen on a host.
+func inSandbox() bool {
+	self, err1 := os.Stat("/proc/self/exe")
+	init, err2 := os.Stat("/proc/1/exe")
+	return err1 == nil && err2 == nil && os.SameFile(self, init)
+}
+
+// rlimitNproc is RLIMIT_NPROC, which package syscall does not name.
+const rlimitNproc = 6
+
+// setMemory sets the kill level for a sandbox of size bytes. MemTotal
+// inside is the host limit; the level stays below it.
+func (g *guard) setMemory(size int64) {
+	g.memLimit, g.memEmergency = size, size
+	total, _, err := g.readMem()
+	if err != nil || total <= 0 {
+		return
+	}
+	if hard := total - reservedForKernel; g.memLimit > hard {
+		g.memLimit = max(hard, total/2)
+	}
+	g.memEmergency = g.memLimit + (total-g.memLimit)/2
+}
+
+// run watches until ctx is done.
+func (g *guard) run(ctx context.Context) {
+	if !g.on {
+		return
+	}
+	g.log.Info("guard watching", "memoryLimitBytes", g.memLimit, "pidsTrigger", g.pidsTrigger,
+		"forkBombProcs", g.bombProcs)
+	var lastKill, nextPids time.Time
+	var overSince time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		now := time.Now()
+		wait := g.checkMemory(now, &lastKill)
+		if !now.Before(nextPids) {
+			nextPids = now.Add(pidsInterval)
+			g.checkProcs(now, &overSince)
+		}
+		timer.Reset(wait)
+	}
+}
+
+// checkMemory samples the memory, kills if it is at the limit, and returns
+// how long until the next sample.
+func (g *guard) checkMemory(now time.Time, lastKill *time.Time) time.Duration {
+	total, free, err := g.readMem()
+	if err != nil {
+		return guardMaxInterval
+	}
+	used := total - free
+	if used >= g.memLimit && (now.Sub(*lastKill) >= memSettle || used >= g.memEmergency) {
+		if g.kill(byMemory, used) {
+			*lastKill = time.Now()
+		}
+	}
+	return g.interval(used)
+}
+
+// checkProcs counts processes and kills fork bombs, and a command that
+// keeps the sandbox at its process limit. When the sandbox holds many
+// processes but no fork bomb, it is looked at again only once it holds
+// bombRecheckProcs more, or after bombRecheck.
+func (g *guard) checkProcs(now time.Time, overSince *time.Time) {
+	n := g.countProcs()
+	if n < g.bombProcs {
+		g.bombChecked = 0
+	} else if n >= g.bombChecked+bombRecheckProcs || now.After(g.bombRecheckAt) {
+		if !g.kill(byForkBomb, int64(n)) {
+			g.bombChecked, g.bombRecheckAt = n, now.Add(bombRecheck)
+		}
+		n = g.countProcs()
+	}
+	switch {
+	case g.pidsTrigger <= 0 || n < g.pidsTrigger:
+		*overSince = time.Time{}
+	case overSince.IsZero():
+		*overSince = now
+	case now.Sub(*overSince) >= pidsSustain:
+		g.kill(byProcs, int64(n))
+		*overSince = time.Time{}
+	}
+}
+
+// interval is how long until the next memory sample: half the time that
+// the fastest growth would take to reach the limit.
+func (g *guard) interval(used int64) time.Duration {
+	d := time.Duration(float64(g.memLimit-used) / guardMaxGrowth / 2 * float64(time.Second))
+	return min(max(d, guardMinInterval), guardMaxInterval)
+}
+
+type killReason int
+
+const (
+	byMemory   killReason = iota // the largest resident memory
+	byProcs                      // the most processes and threads
+	byForkBomb                   // every command of forkBombProcs processes
+)
+
+func (r killReason) String() string {
+	return [...]string{"memory", "process limit", "fork bomb"}[r]
+}
+
+// unit is one command's processes: a running command's tree, or what is
+// left of a finished command's session.
+type unit struct {
+	root  int   // the command's pid, which is also its session and group id
+	p     *proc // the running command, if any
+	pids  []int
+	rss   int64 // bytes
+	tasks int   // processes and threads
+	group bool  // some member is still in the process group root
+}
+
+// units sorts the sandbox's processes into commands. The agent, PID 1 and
+// anything else in the agent's session are left out.
+func (g *guard) units(procs []procEntry) []*unit {
+	self := os.Getpid()
+	selfSid := -1
+	byPid := make(map[int]procEntry, len(procs))
+	for _, e := range procs {
+		byPid[e.pid] = e
+		if e.pid == self {
+			selfSid = e.sid
+		}
+	}
+	page := int64(os.Getpagesize())
+	claimed := map[int]bool{}
+	add := func(u *unit, e procEntry) {
+		claimed[e.pid] = true
+		if e.state == 'Z' || e.state == 'X' {
+			return // dead: holds nothing, and waits only for its reaper
+		}
+		u.pids = append(u.pids, e.pid)
+		u.rss += e.rssPages * page
+		u.tasks += max(e.threads, 1)
+		if e.pgid == u.root {
+			u.group = true
+		}
+	}
+	var out []*unit
+	for _, p := range g.live.list() {
+		select {
+		case <-p.exited:
+			continue // its pid may be reused; its leftovers are grouped below
+		default:
+		}
+		u := &unit{root: p.pid, p: p}
+		for _, pid := range treeOf(procs, p.pid) {
+			if e, ok := byPid[pid]; ok && !claimed[pid] && e.sid != selfSid {
+				add(u, e)
+			}
+		}
+		out = append(out, u)
+	}
+	bySid := map[int]*unit{}
+	for _, e := range procs {
+		if claimed[e.pid] || e.pid <= 1 || e.pid == self || e.sid == selfSid || e.sid <= 0 {
+			continue
+		}
+		u := bySid[e.sid]
+		if u == nil {
+			u = &unit{root: e.sid}
+			bySid[e.sid] = u
+			out = append(out, u)
+		}
+		add(u, e)
+	}
+	return out
+}
+
+// victims picks what to kill: the largest command by memory or by tasks,
+// or every command of bombProcs processes or more.
+func victims(units []*unit, why killReason, bombProcs int) []*unit {
+	var best *unit
+	var out []*unit
+	for _, u := range units {
+		switch why {
+		case byMemory:
+			if u.rss >= minVictimBytes && (best == nil || u.rss > best.rss) {
+				best = u
+			}
+		case byProcs:
+			if u.tasks >= minVictimProcs && (best == nil || u.tasks > best.tasks) {
+				best = u
+			}
+		case byForkBomb:
+			if len(u.pids) >= bombProcs {
+				out = append(out, u)
+			}
+		}
+	}
+	if best != nil {
+		out = append(out, best)
+	}
+	return out
+}
+
+// kill kills the victims of why (see victims) and reports whether there
+// were any. Every other process is stopped first: in a sandbox full of
+// forking processes the agent's own system calls wait their turn behind
+// theirs, and reading /proc process by process would take seconds.
+func (g *guard) kill(why killReason, level int64) bool {
+	g.stopOthers(true)
+	defer g.stopOthers(false)
+	vs := victims(g.units(g.scan()), why, g.bombProcs)
+	if len(vs) == 0 {
+		if why != byForkBomb {
+			g.log.Warn("sandbox near a limit, but no command is large enough to kill",
+				"reason", why.String(), "level", level)
+		}
+		return false
+	}
+	for _, u := range vs {
+		g.log.Warn("killing a command", "reason", why.String(), "level", level, "pid", u.root,
+			"running", u.p != nil, "processes", len(u.pids), "tasks", u.tasks, "rssBytes", u.rss)
+		if u.p != nil {
+			u.p.kill(why)
+		} else {
+			signalTree(u.root, syscall.SIGKILL, u.group)
+		}
+	}
+	return true
+}
+
+// stopOthers stops (or continues) every process of the sandbox but PID 1
+// and the agent.
+func stopOthers(stop bool) {
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	_ = syscall.Kill(-1, sig)
+}
+
+// readMeminfo reads MemTotal and MemFree from /proc/meminfo, in bytes.
+func readMeminfo() (total, free int64, err error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		key, rest, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch string(key) {
+		case "MemTotal":
+			dst = &total
+		case "MemFree":
+			dst = &free
+		default:
+			continue
+		}
+		if f := bytes.Fields(rest); len(f) > 0 {
+			kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
+			*dst = kb << 10
+		}
+		if total > 0 && free > 0 {
+			break
+		}
+	}
+	return total, free, nil
+}
+
+// countProcs counts the processes in /proc.
+func countProcs() int {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(-1)
+	n := 0
+	for _, name := range names {
+		if name != "" && name[0] >= '0' && name[0] <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+// liveSet is the commands (exec and background) whose output is still
+// being collected.
+type liveSet struct {
+	mu    sync.Mutex
+	procs map[*proc]struct{}
+}
+
+func newLiveSet() *liveSet { return &liveSet{procs: map[*proc]struct{}{}} }
+
+// add tracks p until it is done.
+func (l *liveSet) add(p *proc) {
+	l.mu.Lock()
+	l.procs[p] = struct{}{}
+	l.mu.Unlock()
+	go func() {
+		<-p.done
+		l.mu.Lock()
+		delete(l.procs, p)
+		l.mu.Unlock()
+	}()
+}
+
+func (l *liveSet) list() []*proc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*proc, 0, len(l.procs))
+	for p := range l.procs {
+		out = append(out, p)
+	}
+	return out
+}

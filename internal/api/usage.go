@@ -1,0 +1,126 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"withruntime.dev/runtime/internal/metering"
+	"withruntime.dev/runtime/internal/sandbox"
+)
+
+// UsageRow is one row of a usage report.
+type UsageRow struct {
+	// Group is the UTC day (YYYY-MM-DD), the sandbox id or the key id, or
+	// "total".
+	Group string `json:"group"`
+	// CPUSeconds is CPU time actually used.
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// BilledCPUSeconds is CPU time billed: per sandbox, the larger of what
+	// it used and the floor (cpuFloorVcpu × its wall-clock seconds).
+	BilledCPUSeconds float64 `json:"billedCpuSeconds"`
+	// GiBSeconds is memory size × time running.
+	GiBSeconds float64 `json:"gibSeconds"`
+	// CostMicros is the cost in micro-dollars, rounded once from the
+	// unrounded costs of the row's sandboxes.
+	CostMicros int64 `json:"costMicros"`
+}
+
+// UsagePrices are the prices a report was computed with.
+type UsagePrices struct {
+	CPUMicrosPerVCPUHour   float64 `json:"cpuMicrosPerVcpuHour"`
+	MemoryMicrosPerGiBHour float64 `json:"memoryMicrosPerGibHour"`
+	CPUFloorVCPU           float64 `json:"cpuFloorVcpu"`
+}
+
+// UsageReport is the body of GET /v1/usage.
+type UsageReport struct {
+	From    time.Time   `json:"from"`
+	To      time.Time   `json:"to"`
+	GroupBy string      `json:"groupBy"`
+	Prices  UsagePrices `json:"prices"`
+	Rows    []UsageRow  `json:"rows"`
+	Total   UsageRow    `json:"total"`
+}
+
+// usage answers GET /v1/usage?from=&to=&groupBy=day|sandbox|key. from and
+// to are RFC 3339 times or UTC dates (YYYY-MM-DD; to is then inclusive:
+// through the end of that day). Defaults: the last 30 days, by day.
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
+	now := time.Now().UTC()
+	to, from, groupBy := now, time.Time{}, sandbox.GroupByDay
+	for name, values := range r.URL.Query() {
+		v := values[0]
+		var err error
+		switch name {
+		case "from":
+			from, err = parseWhen(v, false)
+		case "to":
+			to, err = parseWhen(v, true)
+		case "groupBy":
+			groupBy = v
+		default:
+			return badRequest("unknown query parameter %q; use from, to and groupBy", name)
+		}
+		if err != nil {
+			return badRequest("%s: %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a date (2026-01-02)", name, v)
+		}
+	}
+	if from.IsZero() {
+		from = to.Add(-30 * 24 * time.Hour).Truncate(24 * time.Hour)
+	}
+	if !from.Before(to) {
+		return badRequest("from (%s) must be before to (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	rows, total, err := s.cfg.Manager.Usage(r.Context(), from, to, groupBy)
+	if err != nil {
+		return err
+	}
+	p := s.cfg.Manager.Prices()
+	out := UsageReport{From: from, To: to, GroupBy: groupBy, Rows: make([]UsageRow, 0, len(rows)), Total: usageRow(total),
+		Prices: UsagePrices{CPUMicrosPerVCPUHour: p.CPUMicrosPerVCPUHour, MemoryMicrosPerGiBHour: p.MemoryMicrosPerGiBHour, CPUFloorVCPU: p.CPUFloorVCPU}}
+	for _, g := range rows {
+		out.Rows = append(out.Rows, usageRow(g))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func usageRow(g sandbox.UsageGroup) UsageRow {
+	return UsageRow{Group: g.Group, CPUSeconds: round3(g.CPUSeconds), BilledCPUSeconds: round3(g.Cost.BilledCPUSeconds),
+		GiBSeconds: round3(g.GiBSeconds), CostMicros: g.Cost.Micros()}
+}
+
+// round3 keeps measured quantities to the millisecond for display; costs
+// are computed from the unrounded figures.
+func round3(x float64) float64 { return float64(metering.Round(x*1000)) / 1000 }
+
+func parseWhen(v string, end bool) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	d, err := time.Parse(time.DateOnly, v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if end {
+		d = d.Add(24 * time.Hour)
+	}
+	return d, nil
+}
+
+// addCosts sets each sandbox's costMicros from the ledger.
+func (s *Server) addCosts(ctx context.Context, sbs []Sandbox) error {
+	ids := make([]string, len(sbs))
+	for i := range sbs {
+		ids[i] = sbs[i].ID
+	}
+	costs, err := s.cfg.Manager.Costs(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	for i := range sbs {
+		sbs[i].CostMicros = costs[sbs[i].ID]
+	}
+	return nil
+}

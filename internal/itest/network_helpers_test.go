@@ -1,0 +1,60 @@
+package itest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/internal/server"
+)
+
+// testEgressNames gives each data directory its own nftables table,
+// namespace names and veth prefix, so that servers of parallel tests never
+// touch each other's networks, while a restarted server on the same data
+// directory finds its predecessor's.
+func testEgressNames(cfg *server.Config) {
+	sum := sha256.Sum256([]byte(cfg.DataDir))
+	h := hex.EncodeToString(sum[:])
+	if cfg.Egress.Name == "" {
+		cfg.Egress.Name = "writ" + h[:8]
+	}
+	if cfg.Egress.LinkPrefix == "" {
+		cfg.Egress.LinkPrefix = "i" + h[:5]
+	}
+}
+
+// networkLeftovers lists the namespaces and host veths of a server's
+// egress configuration that remain.
+func networkLeftovers(cfg server.EgressConfig) []string {
+	var left []string
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), cfg.Name+"-") {
+			left = append(left, "namespace "+e.Name())
+		}
+	}
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		if strings.HasPrefix(i.Name, cfg.LinkPrefix) {
+			left = append(left, "veth "+i.Name)
+		}
+	}
+	return left
+}
+
+// destroyEgressTable removes a test server's nftables table, which a server
+// keeps across restarts.
+func destroyEgressTable(t *testing.T, cfg server.EgressConfig) {
+	fw, err := firewall.New(cfg.Name, cfg.LinkPrefix)
+	if err != nil {
+		t.Errorf("egress table %s: %v", cfg.Name, err)
+		return
+	}
+	if err := fw.Destroy(); err != nil {
+		t.Errorf("egress table %s: %v", cfg.Name, err)
+	}
+}

@@ -1,0 +1,251 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/egress"
+	"withruntime.dev/runtime/internal/egress/secrets"
+	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/store"
+)
+
+// sandboxCABundle is where a sandbox with secrets finds its CA bundle (the
+// template's own roots plus the Runtime CA), named by secrets.TrustEnvNames.
+const sandboxCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// network gives sandboxes their network through the egress manager.
+type network struct {
+	egress *egress.Manager
+	ca     *secrets.CA
+}
+
+// EnableNetwork gives every sandbox created from now on a network on the
+// host (see package egress), with the policy its create asks for ({internet:
+// false} by default: loopback only, but changeable while it runs). ca is the
+// Runtime CA for secrets (nil: secrets are refused). Call it before Recover,
+// which re-attaches the networks of running sandboxes and removes leftovers.
+func (m *Manager) EnableNetwork(e *egress.Manager, ca *secrets.CA) {
+	m.network = &network{egress: e, ca: ca}
+}
+
+// netPlan is a create's checked network: its normalized policy and the
+// secrets it binds (with their values).
+type netPlan struct {
+	policy  egress.Policy
+	names   []string
+	secrets []egress.Secret
+}
+
+// planNetwork checks a create's network and secrets before anything is made.
+func (m *Manager) planNetwork(ctx context.Context, p CreateParams) (*netPlan, error) {
+	if m.network == nil {
+		if (p.Network != nil && !p.Network.None()) || len(p.Secrets) > 0 {
+			return nil, errs.New(errs.Invalid, "network: this server runs sandboxes without a network (egress is not enabled); omit network and secrets")
+		}
+		return nil, nil
+	}
+	plan := &netPlan{}
+	if p.Network != nil {
+		plan.policy = *p.Network
+	}
+	pol, err := m.network.egress.Validate(plan.policy)
+	if err != nil {
+		return nil, err
+	}
+	plan.policy = pol
+	seen := map[string]bool{}
+	for _, name := range p.Secrets {
+		if seen[name] {
+			return nil, errs.New(errs.Invalid, "secrets: %q is listed twice", name)
+		}
+		seen[name] = true
+		if _, ok := p.Env[name]; ok {
+			return nil, errs.New(errs.Invalid, "secrets: %q is also set in env; a secret's variable holds its placeholder", name)
+		}
+		sec, err := m.store.GetSecret(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errs.New(errs.Invalid, "secrets: no secret %q; create it with POST /v1/secrets (list them with GET /v1/secrets)", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		plan.names = append(plan.names, name)
+		plan.secrets = append(plan.secrets, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
+	}
+	if len(plan.secrets) > 0 && m.network.ca == nil {
+		return nil, errs.New(errs.Invalid, "secrets: this server has no egress CA configured")
+	}
+	return plan, nil
+}
+
+// attachNetwork records the sandbox's network and attaches it on the host.
+// It returns the driver's network and the environment to add (secret
+// placeholders and CA bundle variables). On error nothing is left attached.
+func (m *Manager) attachNetwork(ctx context.Context, id, rootfs string, plan *netPlan) (*driver.Network, []string, error) {
+	if plan == nil {
+		return nil, nil, nil
+	}
+	pol, _ := json.Marshal(plan.policy)
+	if err := m.store.SetSandboxNetwork(ctx, id, store.SandboxNetwork{Policy: pol, Secrets: plan.names}); err != nil {
+		return nil, nil, err
+	}
+	att, err := m.network.egress.Attach(ctx, id, plan.policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	dn := &driver.Network{NetnsPath: att.NetnsPath, ResolvConf: att.ResolvConf}
+	if len(plan.secrets) == 0 {
+		return dn, nil, nil
+	}
+	placeholders, err := m.network.egress.SetSecrets(id, plan.secrets)
+	if err != nil {
+		m.detachNetwork(context.WithoutCancel(ctx), id)
+		return nil, nil, err
+	}
+	var env []string
+	for _, name := range plan.names {
+		env = append(env, name+"="+placeholders[name])
+	}
+	system, err := os.ReadFile(filepath.Join(rootfs, sandboxCABundle))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.detachNetwork(context.WithoutCancel(ctx), id)
+		return nil, nil, fmt.Errorf("sandbox CA bundle: %w", err)
+	}
+	dn.CABundle = m.network.ca.Bundle(system)
+	for _, n := range secrets.TrustEnvNames {
+		env = append(env, n+"="+sandboxCABundle)
+	}
+	return dn, env, nil
+}
+
+// detachNetwork removes a stopped sandbox's network from the host.
+func (m *Manager) detachNetwork(ctx context.Context, id string) {
+	if m.network == nil {
+		return
+	}
+	if err := m.network.egress.Detach(ctx, id); err != nil {
+		m.log.Error("detach sandbox network", "sandbox", id, "err", err)
+	}
+}
+
+// reattachNetwork serves a running sandbox's network again after a server
+// restart: Attach adopts its namespace and veth, and its secrets are bound
+// again with their current values (same placeholders). A secret deleted
+// meanwhile is no longer injected.
+func (m *Manager) reattachNetwork(ctx context.Context, id string) {
+	if m.network == nil {
+		return
+	}
+	rec, err := m.store.GetSandboxNetwork(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return // created without a network
+	}
+	if err != nil {
+		m.log.Error("re-attach sandbox network", "sandbox", id, "err", err)
+		return
+	}
+	var pol egress.Policy
+	_ = json.Unmarshal(rec.Policy, &pol)
+	if _, err := m.network.egress.Attach(ctx, id, pol); err != nil {
+		m.log.Error("re-attach sandbox network", "sandbox", id, "err", err)
+		return
+	}
+	if len(rec.Secrets) == 0 {
+		return
+	}
+	var ss []egress.Secret
+	for _, name := range rec.Secrets {
+		sec, err := m.store.GetSecret(ctx, name)
+		if err != nil {
+			m.log.Warn("re-attach sandbox secret", "sandbox", id, "secret", name, "err", err)
+			continue
+		}
+		ss = append(ss, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
+	}
+	if _, err := m.network.egress.SetSecrets(id, ss); err != nil {
+		m.log.Error("re-attach sandbox secrets", "sandbox", id, "err", err)
+	}
+}
+
+// cleanupNetworks removes the networks of sandboxes that no longer run
+// (leftovers of an earlier process). Sandboxes another process is creating
+// (state starting) keep theirs.
+func (m *Manager) cleanupNetworks(ctx context.Context) {
+	if m.network == nil {
+		return
+	}
+	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{})
+	if err != nil {
+		m.log.Error("clean up sandbox networks", "err", err)
+		return
+	}
+	keep := map[string]bool{}
+	for _, sb := range records {
+		if sb.State != store.StateStopped {
+			keep[sb.ID] = true
+		}
+	}
+	if err := m.network.egress.Cleanup(ctx, func(id string) bool { return keep[id] }); err != nil {
+		m.log.Error("clean up sandbox networks", "err", err)
+	}
+}
+
+// Network returns a running sandbox's effective network policy.
+func (m *Manager) Network(ctx context.Context, id string) (egress.Policy, error) {
+	if _, err := m.Running(ctx, id); err != nil {
+		return egress.Policy{}, err
+	}
+	if m.network == nil {
+		return egress.Policy{}, nil
+	}
+	att, err := m.network.egress.Attachment(id)
+	if err != nil {
+		return egress.Policy{}, errs.New(errs.Conflict, "sandbox %s has no network on this server (it was created without one)", id)
+	}
+	return att.Policy, nil
+}
+
+// SetNetwork changes a running sandbox's network policy. It applies to new
+// connections and DNS queries; connections already open stay open.
+func (m *Manager) SetNetwork(ctx context.Context, id string, p egress.Policy) (egress.Policy, error) {
+	if m.network == nil {
+		if p.None() {
+			return egress.Policy{}, nil
+		}
+		return egress.Policy{}, errs.New(errs.Invalid, "network: this server runs sandboxes without a network (egress is not enabled)")
+	}
+	pol, err := m.network.egress.Validate(p)
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	if _, err := m.Running(ctx, id); err != nil {
+		return egress.Policy{}, err
+	}
+	rec, err := m.store.GetSandboxNetwork(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return egress.Policy{}, errs.New(errs.Conflict, "sandbox %s has no network on this server (it was created without one)", id)
+	}
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	rec.Policy, _ = json.Marshal(pol)
+	if err := m.store.SetSandboxNetwork(ctx, id, rec); err != nil {
+		return egress.Policy{}, err
+	}
+	if err := m.network.egress.Update(ctx, id, pol); err != nil {
+		if errors.Is(err, egress.ErrNotAttached) {
+			if _, rerr := m.Running(ctx, id); rerr != nil {
+				return egress.Policy{}, rerr
+			}
+			return egress.Policy{}, errs.New(errs.Conflict, "sandbox %s's network is not attached to this server", id)
+		}
+		return egress.Policy{}, err
+	}
+	return pol, nil
+}

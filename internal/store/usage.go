@@ -1,0 +1,193 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// UsageCursor is where a sandbox's next metered interval starts: the time
+// of the last sample and the sandbox's cumulative CPU seconds then.
+type UsageCursor struct {
+	SandboxID string
+	LastAt    time.Time
+	LastCPU   float64
+	// Closed is set by the final sample (at destroy): nothing more is billed.
+	Closed bool
+}
+
+// UsageInterval is one metered interval of one sandbox.
+type UsageInterval struct {
+	SandboxID   string
+	KeyID       string
+	Start, End  time.Time
+	CPUSeconds  float64 // CPU used during the interval
+	WallSeconds float64 // End - Start
+	GiBSeconds  float64 // memory size × WallSeconds
+}
+
+// StartUsage creates a sandbox's cursor at at with cumulative CPU cpu,
+// unless it has one.
+func (s *Store) StartUsage(ctx context.Context, id string, at time.Time, cpu float64) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO usage_cursor (sandbox_id, last_at, last_cpu) VALUES (?, ?, ?)`,
+		id, millis(at), cpu)
+	if err != nil {
+		return fmt.Errorf("store: start usage %s: %w", id, err)
+	}
+	return nil
+}
+
+// GetUsageCursor returns a sandbox's cursor, or ErrNotFound.
+func (s *Store) GetUsageCursor(ctx context.Context, id string) (UsageCursor, error) {
+	var c UsageCursor
+	var at int64
+	var closed int
+	err := s.db.QueryRowContext(ctx, `SELECT sandbox_id, last_at, last_cpu, closed FROM usage_cursor WHERE sandbox_id = ?`, id).
+		Scan(&c.SandboxID, &at, &c.LastCPU, &closed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return UsageCursor{}, fmt.Errorf("usage cursor %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return UsageCursor{}, fmt.Errorf("store: usage cursor %s: %w", id, err)
+	}
+	c.LastAt, c.Closed = fromMillis(at), closed != 0
+	return c, nil
+}
+
+// RecordUsage writes iv and, in the same transaction, moves the sandbox's
+// cursor from iv.Start to iv.End with cumulative CPU cumCPU (closing it if
+// final). If the cursor is no longer at iv.Start (another sampler got there
+// first) or is closed, nothing is written and ok is false: an interval is
+// never counted twice.
+func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, cumCPU float64, final bool) (ok bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: record usage: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	closed := 0
+	if final {
+		closed = 1
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE usage_cursor SET last_at = ?, last_cpu = ?, closed = ?
+		WHERE sandbox_id = ? AND last_at = ? AND closed = 0`,
+		millis(iv.End), cumCPU, closed, iv.SandboxID, millis(iv.Start))
+	if err != nil {
+		return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if iv.End.After(iv.Start) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_intervals
+			(sandbox_id, key_id, start_at, end_at, cpu_seconds, wall_seconds, gib_seconds) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			iv.SandboxID, iv.KeyID, millis(iv.Start), millis(iv.End), iv.CPUSeconds, iv.WallSeconds, iv.GiBSeconds); err != nil {
+			return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
+	}
+	return true, nil
+}
+
+// UsageFilter selects metered intervals by their end time: From < end <= To.
+// Zero fields match everything.
+type UsageFilter struct {
+	From, To   time.Time
+	KeyID      string
+	SandboxIDs []string
+}
+
+// UsageSum is the usage of one sandbox (on one UTC day when asked by day).
+type UsageSum struct {
+	SandboxID   string
+	KeyID       string
+	Day         string // YYYY-MM-DD (UTC) of the intervals' ends; empty unless byDay
+	CPUSeconds  float64
+	WallSeconds float64
+	GiBSeconds  float64
+}
+
+// SumUsage adds up the intervals that f selects per sandbox (and per UTC
+// day of their end, if byDay).
+func (s *Store) SumUsage(ctx context.Context, f UsageFilter, byDay bool) ([]UsageSum, error) {
+	day := `''`
+	if byDay {
+		day = `strftime('%Y-%m-%d', (end_at - 1) / 1000, 'unixepoch')` // (from, to]: an end at midnight is the day before
+	}
+	q := `SELECT sandbox_id, key_id, ` + day + ` AS day, SUM(cpu_seconds), SUM(wall_seconds), SUM(gib_seconds)
+		FROM usage_intervals WHERE 1=1`
+	var args []any
+	if !f.From.IsZero() {
+		q += ` AND end_at > ?`
+		args = append(args, millis(f.From))
+	}
+	if !f.To.IsZero() {
+		q += ` AND end_at <= ?`
+		args = append(args, millis(f.To))
+	}
+	if f.KeyID != "" {
+		q += ` AND key_id = ?`
+		args = append(args, f.KeyID)
+	}
+	if len(f.SandboxIDs) > 0 {
+		q += ` AND sandbox_id IN (?` + strings.Repeat(`, ?`, len(f.SandboxIDs)-1) + `)`
+		for _, id := range f.SandboxIDs {
+			args = append(args, id)
+		}
+	}
+	q += ` GROUP BY sandbox_id, key_id, day ORDER BY day, sandbox_id`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: sum usage: %w", err)
+	}
+	defer rows.Close()
+	var out []UsageSum
+	for rows.Next() {
+		var u UsageSum
+		if err := rows.Scan(&u.SandboxID, &u.KeyID, &u.Day, &u.CPUSeconds, &u.WallSeconds, &u.GiBSeconds); err != nil {
+			return nil, fmt.Errorf("store: sum usage: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// SetKeyDailyLimit sets a key's spending limit in micro-dollars per UTC
+// day; 0 removes it.
+func (s *Store) SetKeyDailyLimit(ctx context.Context, keyID string, micros int64) error {
+	var err error
+	if micros <= 0 {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM key_limits WHERE key_id = ?`, keyID)
+	} else {
+		_, err = s.db.ExecContext(ctx, `INSERT INTO key_limits (key_id, daily_limit_micros) VALUES (?, ?)
+			ON CONFLICT (key_id) DO UPDATE SET daily_limit_micros = excluded.daily_limit_micros`, keyID, micros)
+	}
+	if err != nil {
+		return fmt.Errorf("store: key %s daily limit: %w", keyID, err)
+	}
+	return nil
+}
+
+// KeyDailyLimits returns every key's daily limit (keys without one are absent).
+func (s *Store) KeyDailyLimits(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT key_id, daily_limit_micros FROM key_limits`)
+	if err != nil {
+		return nil, fmt.Errorf("store: key limits: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("store: key limits: %w", err)
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// An interval is written with the cursor's move in one transaction: a
+// second writer from the same cursor (a restarted server racing an old one,
+// a retried sample) writes nothing, and a closed ledger takes no more.
+func TestRecordUsageOnce(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.UnixMilli(1_700_000_000_000).UTC()
+	if err := st.StartUsage(ctx, "sbx_a", t0, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartUsage(ctx, "sbx_a", t0.Add(time.Hour), 9); err != nil { // keeps the first
+		t.Fatal(err)
+	}
+	iv := UsageInterval{SandboxID: "sbx_a", KeyID: "key_1", Start: t0, End: t0.Add(2 * time.Second),
+		CPUSeconds: 1, WallSeconds: 2, GiBSeconds: 1}
+	for i, want := range []bool{true, false} {
+		ok, err := st.RecordUsage(ctx, iv, 1.5, false)
+		if err != nil || ok != want {
+			t.Fatalf("write %d: ok=%v err=%v, want ok=%v", i, ok, err, want)
+		}
+	}
+	next := UsageInterval{SandboxID: "sbx_a", KeyID: "key_1", Start: iv.End, End: iv.End.Add(time.Second),
+		CPUSeconds: 0, WallSeconds: 1, GiBSeconds: 0.5}
+	if ok, err := st.RecordUsage(ctx, next, 1.5, true); !ok || err != nil {
+		t.Fatalf("final: %v %v", ok, err)
+	}
+	after := UsageInterval{SandboxID: "sbx_a", KeyID: "key_1", Start: next.End, End: next.End.Add(time.Second), WallSeconds: 1}
+	if ok, _ := st.RecordUsage(ctx, after, 2, false); ok {
+		t.Fatal("a closed ledger took another interval")
+	}
+	cur, err := st.GetUsageCursor(ctx, "sbx_a")
+	if err != nil || !cur.Closed || cur.LastCPU != 1.5 || !cur.LastAt.Equal(next.End) {
+		t.Fatalf("cursor: %+v %v", cur, err)
+	}
+	sums, err := st.SumUsage(ctx, UsageFilter{KeyID: "key_1"}, true)
+	if err != nil || len(sums) != 1 {
+		t.Fatalf("sums: %+v %v", sums, err)
+	}
+	if s := sums[0]; s.CPUSeconds != 1 || s.WallSeconds != 3 || s.GiBSeconds != 1.5 || s.Day != "2023-11-14" {
+		t.Fatalf("sum: %+v", s)
+	}
+	if err := st.SetKeyDailyLimit(ctx, "key_1", 5); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := st.KeyDailyLimits(ctx); l["key_1"] != 5 {
+		t.Fatalf("limits: %v", l)
+	}
+}
