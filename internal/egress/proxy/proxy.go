@@ -186,6 +186,13 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	attrs := []any{"host", req.host, "dst", dst, "tls", req.tls}
 	if reason != "" {
 		p.logf(slog.LevelInfo, "egress: refused", append(attrs, "reason", reason)...)
+		if m == nil || m.None() {
+			// Network off: behave as if there were no route at all, so
+			// every client fails at once (curl exits non-zero) instead
+			// of reading a 403 as an answer.
+			resetConn(c)
+			return
+		}
 		refuse(c, req, reason)
 		return
 	}
