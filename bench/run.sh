@@ -8,3 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/bin:$PATH
 go run ./bench/startup "$@"
+go run ./bench/metering

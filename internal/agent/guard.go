@@ -14,27 +14,28 @@ import (
 // The guard is the sandbox's OOM killer and the keeper of its process table.
 //
 // gVisor's kernel has no OOM killer: a sandbox that goes over its host
-// memory limit is killed whole, agent included. And a sandbox full of
-// processes is a sandbox in which the agent (one process among them, with
-// an equal share of the CPU) can no longer answer. So the agent watches
-// both from inside and kills the command whose tree uses the most — its
-// process group, session and descendants — before that happens:
+// memory limit is killed whole, agent included. And a sandbox kept full of
+// forking processes is one whose agent cannot answer: its system calls wait
+// behind theirs. So the agent watches both from inside and kills the
+// command whose tree uses the most — its process group, session and
+// descendants:
 //
 //   - memory: when the sandbox's memory in use (MemTotal - MemFree, what the
 //     host limit is charged for, less gVisor's own) reaches the sandbox's
 //     memory size, the command with the largest resident memory is killed.
 //     Its result says oomKilled, exit code 137. The host limit sits higher
-//     by a headroom (the driver's) that covers gVisor's own memory and the
-//     guard's reaction time; memory is sampled more often the closer it is
-//     to the limit.
-//   - fork bombs: a command whose tree holds bombProcs processes at once is
-//     killed (64 in a sandbox of 512 MiB, see bytesPerBombProc). A fork bomb
-//     reaches that within a second; ordinary work (a build, a process pool,
-//     a browser) stays below it, as threads do not count.
-//   - the process limit: when the sandbox stays at 90% or more of its limit
-//     (RLIMIT_NPROC, per user, which the driver sets) for pidsSustain, the
-//     command with the most processes and threads is killed. A burst that
-//     forks up to the limit and cleans up is left alone.
+//     by a headroom (the driver's: 64 MiB, and 1 MiB per process the
+//     sandbox may run) that covers gVisor's own memory and the guard's
+//     reaction time; memory is sampled more often the closer it is to the
+//     limit, and rarely while no process runs.
+//   - processes: when the sandbox stays at 90% or more of its process limit
+//     (RLIMIT_NPROC, per user, which the driver sizes so that a sandbox full
+//     of processes still fits in its memory) for pidsSustain, the command
+//     with the most processes and threads is killed. A fork bomb sits at
+//     the limit, retrying, until then; a program that forks up to the limit
+//     and cleans up is left alone. (The agent cannot stop a bomb sooner: its
+//     own system calls queue behind the bomb's forks until the limit stops
+//     them.)
 //
 // While it picks and kills, the guard stops every other process in the
 // sandbox (kill(-1) spares only PID 1 and the agent): growth stops at once
@@ -55,14 +56,11 @@ type guard struct {
 	// pidsTrigger is the process count that, sustained, gets a command
 	// killed (0: not watched).
 	pidsTrigger int
-	// bombProcs is how many processes make a command a fork bomb.
-	bombProcs int
 	// on is false outside a sandbox: the guard never acts on a host.
 	on bool
-	// bombChecked is the process count at the last look for a fork bomb
-	// that found none; bombRecheckAt is when to look again regardless.
-	bombChecked   int
-	bombRecheckAt time.Time
+
+	// wake is signalled when a command starts.
+	wake chan struct{}
 
 	// Sources and actions, replaceable in tests.
 	readMem    func() (total, free int64, err error)
@@ -72,11 +70,17 @@ type guard struct {
 }
 
 const (
-	guardMaxInterval = 100 * time.Millisecond
-	guardMinInterval = 5 * time.Millisecond
-	// guardMaxGrowth is the fastest memory growth (bytes per second) the
-	// sampling interval plans for.
-	guardMaxGrowth = 4 << 30
+	// The memory is sampled every guardMinInterval to guardMaxInterval:
+	// half the time that growth of guardMaxGrowth bytes a second (measured:
+	// 0.7 GB/s for one thread filling memory) would take to reach the
+	// limit. A wakeup costs the host a few milliseconds of CPU under gVisor,
+	// so an idle sandbox of 512 MiB is sampled about 4 times a second.
+	guardMaxInterval = 500 * time.Millisecond
+	// guardQuietInterval is the sampling interval while no command runs;
+	// starting one wakes the guard at once.
+	guardQuietInterval = 10 * time.Second
+	guardMinInterval   = 5 * time.Millisecond
+	guardMaxGrowth     = 1 << 30
 	// memSettle is how long after a kill the guard waits for the memory to
 	// be freed before it kills another command (unless memEmergency).
 	memSettle = 300 * time.Millisecond
@@ -86,21 +90,8 @@ const (
 	// reservedForKernel is kept free below the host limit when the memory
 	// size passed to the agent leaves no headroom.
 	reservedForKernel = 32 << 20
-	pidsInterval      = 100 * time.Millisecond
+	pidsInterval      = 500 * time.Millisecond
 	pidsSustain       = time.Second
-	// A command whose tree holds bombProcs processes at once is killed as a
-	// fork bomb: one process per bytesPerBombProc of the sandbox's memory,
-	// within [minBombProcs, maxBombProcs] (64 for 512 MiB). A bomb of forked
-	// Python interpreters costs about 3.5 MiB a process, so a bomb stopped
-	// there still fits in memory; and the sooner it is stopped the sooner
-	// the agent, whose system calls queue behind the bomb's forks, answers.
-	bytesPerBombProc = 8 << 20
-	minBombProcs     = 32
-	maxBombProcs     = 256
-	// bombRecheckProcs and bombRecheck space out the looks at a sandbox
-	// that holds many processes but no fork bomb.
-	bombRecheckProcs = 32
-	bombRecheck      = 5 * time.Second
 	// minVictimProcs: a command with fewer processes and threads is not
 	// what fills the process table.
 	minVictimProcs = 16
@@ -111,14 +102,13 @@ const (
 // sized). pidsLimit is how many processes and threads each user may have
 // (0: the agent's RLIMIT_NPROC, which its commands inherit).
 func newGuard(log *slog.Logger, live *liveSet, memoryBytes int64, pidsLimit int) *guard {
-	g := &guard{log: log, live: live, readMem: readMeminfo, countProcs: countProcs,
-		scan: scanProcs, stopOthers: stopOthers}
+	g := &guard{log: log, live: live, wake: make(chan struct{}, 1), readMem: newMeminfo().read,
+		countProcs: countProcs, scan: scanProcs, stopOthers: stopOthers}
 	if memoryBytes <= 0 || !inSandbox() {
 		return g
 	}
 	g.on = true
 	g.setMemory(memoryBytes)
-	g.bombProcs = int(min(max(memoryBytes/bytesPerBombProc, minBombProcs), maxBombProcs))
 	if pidsLimit <= 0 {
 		var rl syscall.Rlimit
 		if err := syscall.Getrlimit(rlimitNproc, &rl); err == nil && rl.Cur < 1<<22 {
@@ -162,8 +152,7 @@ func (g *guard) run(ctx context.Context) {
 	if !g.on {
 		return
 	}
-	g.log.Info("guard watching", "memoryLimitBytes", g.memLimit, "pidsTrigger", g.pidsTrigger,
-		"forkBombProcs", g.bombProcs)
+	g.log.Info("guard watching", "memoryLimitBytes", g.memLimit, "pidsTrigger", g.pidsTrigger)
 	var lastKill, nextPids time.Time
 	var overSince time.Time
 	timer := time.NewTimer(0)
@@ -173,6 +162,8 @@ func (g *guard) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-g.wake:
+			timer.Stop()
 		}
 		now := time.Now()
 		wait := g.checkMemory(now, &lastKill)
@@ -180,8 +171,17 @@ func (g *guard) run(ctx context.Context) {
 			nextPids = now.Add(pidsInterval)
 			g.checkProcs(now, &overSince)
 		}
+		if g.quiet() {
+			wait = guardQuietInterval
+		}
 		timer.Reset(wait)
 	}
+}
+
+// quiet reports whether nothing runs in the sandbox but the agent and its
+// PID 1: then nothing can grow, and the guard sleeps until a command starts.
+func (g *guard) quiet() bool {
+	return len(g.live.list()) == 0 && g.countProcs() <= 2
 }
 
 // checkMemory samples the memory, kills if it is at the limit, and returns
@@ -200,22 +200,14 @@ func (g *guard) checkMemory(now time.Time, lastKill *time.Time) time.Duration {
 	return g.interval(used)
 }
 
-// checkProcs counts processes and kills fork bombs, and a command that
-// keeps the sandbox at its process limit. When the sandbox holds many
-// processes but no fork bomb, it is looked at again only once it holds
-// bombRecheckProcs more, or after bombRecheck.
+// checkProcs kills the command with the most processes when the sandbox
+// has stayed at its process limit for pidsSustain.
 func (g *guard) checkProcs(now time.Time, overSince *time.Time) {
-	n := g.countProcs()
-	if n < g.bombProcs {
-		g.bombChecked = 0
-	} else if n >= g.bombChecked+bombRecheckProcs || now.After(g.bombRecheckAt) {
-		if !g.kill(byForkBomb, int64(n)) {
-			g.bombChecked, g.bombRecheckAt = n, now.Add(bombRecheck)
-		}
-		n = g.countProcs()
+	if g.pidsTrigger <= 0 {
+		return
 	}
-	switch {
-	case g.pidsTrigger <= 0 || n < g.pidsTrigger:
+	switch n := g.countProcs(); {
+	case n < g.pidsTrigger:
 		*overSince = time.Time{}
 	case overSince.IsZero():
 		*overSince = now
@@ -235,13 +227,12 @@ func (g *guard) interval(used int64) time.Duration {
 type killReason int
 
 const (
-	byMemory   killReason = iota // the largest resident memory
-	byProcs                      // the most processes and threads
-	byForkBomb                   // every command of forkBombProcs processes
+	byMemory killReason = iota // the largest resident memory
+	byProcs                    // the most processes and threads
 )
 
 func (r killReason) String() string {
-	return [...]string{"memory", "process limit", "fork bomb"}[r]
+	return [...]string{"memory", "process limit"}[r]
 }
 
 // unit is one command's processes: a running command's tree, or what is
@@ -312,11 +303,10 @@ func (g *guard) units(procs []procEntry) []*unit {
 	return out
 }
 
-// victims picks what to kill: the largest command by memory or by tasks,
-// or every command of bombProcs processes or more.
-func victims(units []*unit, why killReason, bombProcs int) []*unit {
+// victim picks what to kill: the largest command by memory or by tasks,
+// if it is large enough to matter.
+func victim(units []*unit, why killReason) *unit {
 	var best *unit
-	var out []*unit
 	for _, u := range units {
 		switch why {
 		case byMemory:
@@ -327,41 +317,30 @@ func victims(units []*unit, why killReason, bombProcs int) []*unit {
 			if u.tasks >= minVictimProcs && (best == nil || u.tasks > best.tasks) {
 				best = u
 			}
-		case byForkBomb:
-			if len(u.pids) >= bombProcs {
-				out = append(out, u)
-			}
 		}
 	}
-	if best != nil {
-		out = append(out, best)
-	}
-	return out
+	return best
 }
 
-// kill kills the victims of why (see victims) and reports whether there
-// were any. Every other process is stopped first: in a sandbox full of
-// forking processes the agent's own system calls wait their turn behind
+// kill kills the victim of why (see victim) and reports whether there was
+// one. Every other process is stopped meanwhile: in a sandbox busy forking
+// or faulting in memory the agent's own system calls wait their turn behind
 // theirs, and reading /proc process by process would take seconds.
 func (g *guard) kill(why killReason, level int64) bool {
 	g.stopOthers(true)
 	defer g.stopOthers(false)
-	vs := victims(g.units(g.scan()), why, g.bombProcs)
-	if len(vs) == 0 {
-		if why != byForkBomb {
-			g.log.Warn("sandbox near a limit, but no command is large enough to kill",
-				"reason", why.String(), "level", level)
-		}
+	u := victim(g.units(g.scan()), why)
+	if u == nil {
+		g.log.Warn("sandbox at a limit, but no command is large enough to kill",
+			"reason", why.String(), "level", level)
 		return false
 	}
-	for _, u := range vs {
-		g.log.Warn("killing a command", "reason", why.String(), "level", level, "pid", u.root,
-			"running", u.p != nil, "processes", len(u.pids), "tasks", u.tasks, "rssBytes", u.rss)
-		if u.p != nil {
-			u.p.kill(why)
-		} else {
-			signalTree(u.root, syscall.SIGKILL, u.group)
-		}
+	g.log.Warn("killing a command", "reason", why.String(), "level", level, "pid", u.root,
+		"running", u.p != nil, "processes", len(u.pids), "tasks", u.tasks, "rssBytes", u.rss)
+	if u.p != nil {
+		u.p.kill(why)
+	} else {
+		signalTree(u.root, syscall.SIGKILL, u.group)
 	}
 	return true
 }
@@ -376,12 +355,37 @@ func stopOthers(stop bool) {
 	_ = syscall.Kill(-1, sig)
 }
 
-// readMeminfo reads MemTotal and MemFree from /proc/meminfo, in bytes.
-func readMeminfo() (total, free int64, err error) {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
+// meminfo reads MemTotal and MemFree from /proc/meminfo, in bytes, through
+// a file kept open: under gVisor reading it again costs 20 µs of CPU,
+// opening it a millisecond.
+type meminfo struct {
+	mu  sync.Mutex
+	f   *os.File
+	buf []byte
+}
+
+func newMeminfo() *meminfo { return &meminfo{buf: make([]byte, 8192)} }
+
+func (m *meminfo) read() (total, free int64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.f == nil {
+		if m.f, err = os.Open("/proc/meminfo"); err != nil {
+			return 0, 0, err
+		}
+	}
+	n, err := m.f.ReadAt(m.buf, 0)
+	if n == 0 && err != nil {
+		m.f.Close()
+		m.f = nil
 		return 0, 0, err
 	}
+	total, free = parseMeminfo(m.buf[:n])
+	return total, free, nil
+}
+
+// parseMeminfo finds MemTotal and MemFree, in bytes.
+func parseMeminfo(data []byte) (total, free int64) {
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
 		key, rest, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
@@ -404,7 +408,7 @@ func readMeminfo() (total, free int64, err error) {
 			break
 		}
 	}
-	return total, free, nil
+	return total, free
 }
 
 // countProcs counts the processes in /proc.

@@ -58,6 +58,7 @@ type Server struct {
 	procs      *registry
 	live       *liveSet
 	guard      *guard
+	kicker     *kicker
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -89,6 +90,7 @@ func New(cfg Config) (*Server, error) {
 		procs:      newRegistry(),
 		live:       live,
 		guard:      newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
+		kicker:     newKicker(cfg.Logger, live),
 	}, nil
 }
 
@@ -100,6 +102,10 @@ func (s *Server) start(spec procSpec, sk sink) (*proc, error) {
 		return nil, err
 	}
 	s.live.add(p)
+	select {
+	case s.guard.wake <- struct{}{}:
+	default:
+	}
 	return p, nil
 }
 
@@ -166,11 +172,15 @@ func Listen(path string) (net.Listener, error) {
 
 // Serve serves HTTP/1.1 on ln until ctx is done, then stops accepting,
 // kills every running command and returns. It returns nil after a shutdown.
-// The guard watches the sandbox's memory and processes meanwhile.
+// In a sandbox the guard watches its memory and processes meanwhile, and
+// the kicker unsticks stalled pipelines.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	gctx, stopGuard := context.WithCancel(ctx)
 	defer stopGuard()
 	go s.guard.run(gctx)
+	if s.guard.on { // in a gVisor sandbox: see kicker
+		go s.kicker.run(gctx)
+	}
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,

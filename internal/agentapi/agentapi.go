@@ -47,7 +47,9 @@ const (
 	// DefaultExecTimeoutSeconds applies when an ExecRequest sets none.
 	DefaultExecTimeoutSeconds = 120
 	// DefaultMaxOutputBytes caps each of stdout and stderr in a collected
-	// ExecResult (1 MiB). Streams are not capped: the reader applies back pressure.
+	// ExecResult (1 MiB): past it the result keeps the head and the tail
+	// around a marker line (see ExecResult.Stdout). Streams are not capped:
+	// the reader applies back pressure.
 	DefaultMaxOutputBytes = 1 << 20
 	// MaxMaxOutputBytes is the largest cap a request may ask for (16 MiB).
 	MaxMaxOutputBytes = 16 << 20
@@ -111,13 +113,18 @@ type Event struct {
 // ExecResult is how a command ended and what it printed.
 type ExecResult struct {
 	// ExitCode is the command's exit status; 128+N when killed by signal N;
-	// TimeoutExitCode (124) when its timeout killed it.
+	// TimeoutExitCode (124) when its timeout killed it; 137 when the agent
+	// killed it for the sandbox's memory (OOMKilled) or its process limit.
 	ExitCode int `json:"exitCode"`
 	// Signal names the signal that ended the command ("SIGKILL"), if any.
 	Signal string `json:"signal,omitempty"`
-	// Stdout and Stderr are the captured output as UTF-8 text, each capped at
-	// MaxOutputBytes (the first bytes are kept, cut back to a UTF-8 boundary).
-	// Empty in a streamed exit event, where the output went out as events.
+	// Stdout and Stderr are the captured output as UTF-8 text, each at most
+	// MaxOutputBytes bytes. Output over the cap keeps its first and last
+	// bytes (about half each, cut on UTF-8 character boundaries) joined by
+	// the line "\n[... N bytes omitted ...]\n", N being exactly the bytes
+	// left out; caps under 128 bytes keep only the first bytes. Empty in a
+	// streamed exit event, where the output went out as events; for a
+	// background process, the replay buffer's last bytes.
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
 	// StdoutTruncated and StderrTruncated say the cap cut the stream.
@@ -134,8 +141,9 @@ type ExecResult struct {
 	StderrBase64 string `json:"stderrBase64,omitempty"`
 	// TimedOut says the command's timeout killed it.
 	TimedOut bool `json:"timedOut"`
-	// OOMKilled says the agent killed the command because the sandbox ran out
-	// of memory.
+	// OOMKilled says the agent killed the command because the sandbox's
+	// memory reached its size and this command's tree held the most of it
+	// (ExitCode 137, Signal SIGKILL). The sandbox lives on.
 	OOMKilled bool `json:"oomKilled,omitempty"`
 	// DurationMs is wall time from start to exit, in milliseconds.
 	DurationMs int64 `json:"durationMs"`

@@ -211,7 +211,8 @@ func (b *box) procsMatching(prefixes ...string) []string {
 
 // TestCases runs the cases that can share one sandbox, in order.
 func TestCases(t *testing.T) {
-	b := newBox(t, api.CreateSandboxRequest{})
+	// A long lease: on a loaded machine the cases may take minutes.
+	b := newBox(t, api.CreateSandboxRequest{TimeoutSeconds: 1800})
 	for _, c := range []struct {
 		name string
 		run  func(*testing.T, *box)
@@ -547,7 +548,11 @@ func caseKillGroup(t *testing.T, b *box) {
 	}
 }
 
-// C19: with the network off, lookups and connections fail at once.
+// C19: with the network off (the default), lookups and connections fail at
+// once, and the metadata address cannot be reached. Depending on the
+// server, a sandbox has loopback only or a link whose every packet the
+// host's egress rejects (plain HTTP gets a 403 that explains why); either
+// way nothing leaves the host, and curl -f fails.
 func caseNetworkOff(t *testing.T, b *box) {
 	for _, c := range []struct {
 		cmd string
@@ -555,26 +560,28 @@ func caseNetworkOff(t *testing.T, b *box) {
 	}{
 		{"getent hosts example.com", time.Second},
 		{"curl -sS -m 20 https://example.com", 2 * time.Second},
-		{"curl -sS -m 20 http://169.254.169.254/latest/meta-data/", 2 * time.Second},
-		{"curl -sS -m 20 http://93.184.215.14/", 2 * time.Second},
+		{"curl -fsS -m 20 http://example.com/", 2 * time.Second},
+		{"curl -fsS -m 20 http://169.254.169.254/latest/meta-data/", 2 * time.Second},
+		{"curl -sS -m 20 https://169.254.169.254/", 2 * time.Second},
+		{"timeout 20 bash -c 'echo > /dev/tcp/169.254.169.254/8080'", 2 * time.Second},
+		{"timeout 20 bash -c 'echo > /dev/tcp/93.184.215.14/22'", 2 * time.Second},
 	} {
 		res, took := b.shT(c.cmd, 30)
 		if res.ExitCode == 0 || took > c.max {
 			t.Errorf("%q: exit %d after %v (want failure within %v): %q %q", c.cmd, res.ExitCode, took, c.max, res.Stdout, res.Stderr)
 		}
 	}
-	// Loopback only: no interface could carry a packet off the host.
-	res := b.mustOK(`tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`)
-	if strings.TrimSpace(res.Stdout) != "lo" {
-		t.Errorf("interfaces: %q, want only lo", res.Stdout)
-	}
-	res = b.mustOK(`python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 & for i in $(seq 50); do curl -sf -o /dev/null http://127.0.0.1:8000/ && echo 200 && break; sleep 0.1; done; kill %1`)
+	// Loopback works.
+	res := b.mustOK(`python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 & for i in $(seq 50); do curl -sf -o /dev/null http://127.0.0.1:8000/ && echo 200 && break; sleep 0.1; done; kill %1`)
 	if res.Stdout != "200\n" {
 		t.Errorf("loopback server: %+v", res)
 	}
 }
 
-// C20: pipelines end by SIGPIPE as under Linux.
+// C20: pipelines end by SIGPIPE as under Linux, and none hangs. gVisor
+// can lose a pipe wakeup and leave `seq | grep >/dev/null` asleep for good
+// (about one run in a few hundred under load); the agent kicks such a
+// pipeline after 2 s, so 50 runs finish well within their timeout.
 func casePipelines(t *testing.T, b *box) {
 	res, took := b.shT("cat /dev/urandom | fold -w 32 | head -n 1 >/dev/null; echo done", 10)
 	if res.Stdout != "done\n" || took > time.Second {
@@ -584,9 +591,9 @@ func casePipelines(t *testing.T, b *box) {
 		t.Errorf("pipefail: %+v", res)
 	}
 	for range 5 {
-		res := b.sh("for i in $(seq 10); do seq 1 200000 | grep -x 5 >/dev/null || echo FAIL; done")
-		if res.ExitCode != 0 || res.Stdout != "" {
-			t.Errorf("seq | grep: %+v", res)
+		res, took := b.shT("for i in $(seq 10); do seq 1 200000 | grep -x 5 >/dev/null || echo FAIL; done", 30)
+		if res.ExitCode != 0 || res.Stdout != "" || took > 15*time.Second {
+			t.Errorf("seq | grep: %+v after %v", res, took)
 		}
 	}
 }
@@ -713,6 +720,9 @@ func TestC14ForkBomb(t *testing.T) {
 	done := make(chan struct{})
 	var worst atomic.Int64
 	var probes atomic.Int32
+	var probeErr atomic.Value
+	var stopOnce sync.Once
+	t.Cleanup(func() { stopOnce.Do(func() { close(stop) }); <-done })
 	go func() {
 		defer close(done)
 		for {
@@ -722,10 +732,18 @@ func TestC14ForkBomb(t *testing.T) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			t0 := time.Now()
-			status, body := e.do("POST", other.path("exec"), agentapi.ExecRequest{Command: "echo ok"})
+			body, _ := json.Marshal(agentapi.ExecRequest{Command: "echo ok"})
+			req, _ := http.NewRequest("POST", e.http.URL+other.path("exec"), bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+e.key)
+			resp, err := http.DefaultClient.Do(req)
+			var data []byte
+			if err == nil {
+				data, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
 			d := time.Since(t0)
-			if status != http.StatusOK || !strings.Contains(string(body), `"stdout":"ok\n"`) {
-				t.Errorf("other sandbox during the bomb: %d %s", status, body)
+			if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"stdout":"ok\n"`) {
+				probeErr.Store(fmt.Sprintf("other sandbox during the bomb: %v %s", err, data))
 			}
 			if int64(d) > worst.Load() {
 				worst.Store(int64(d))
@@ -782,9 +800,12 @@ while True:
 	okWithin(5 * time.Second)
 	gone(10 * time.Second)
 
-	close(stop)
+	stopOnce.Do(func() { close(stop) })
 	<-done
 	t.Logf("other sandbox: %d probes, worst %v", probes.Load(), time.Duration(worst.Load()))
+	if err, _ := probeErr.Load().(string); err != "" {
+		t.Error(err)
+	}
 	if w := time.Duration(worst.Load()); w > 2*time.Second {
 		t.Errorf("other sandbox's echo took up to %v during the bombs", w)
 	}
@@ -845,6 +866,13 @@ func TestC16Disk(t *testing.T) {
 	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left on device") || took > time.Second {
 		t.Errorf("fallocate 100G: %+v after %v", res, took)
 	}
+	if err := syscall.Statfs(b.e.dataDir, &after); err != nil {
+		t.Fatal(err)
+	}
+	if d := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize; d > 64<<20 {
+		t.Errorf("host free space dropped by %d MiB after fallocate 100G", d>>20)
+	}
+	b.mustOK("echo ok")
 	res, took = b.shT("head -c 300M /dev/zero > /workspace/fill", 60)
 	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left on device") {
 		t.Errorf("filling the disk: %+v after %v", res, took)
@@ -853,13 +881,10 @@ func TestC16Disk(t *testing.T) {
 	if status != http.StatusInsufficientStorage || errorCode(t, body) != agentapi.CodeNoSpace {
 		t.Errorf("upload onto a full disk: %d %s", status, body)
 	}
+	if res := b.sh("ls -A /workspace"); strings.Contains(res.Stdout, "more.bin") || strings.Contains(res.Stdout, ".upload-") {
+		t.Errorf("a failed upload left %q", res.Stdout)
+	}
 	b.mustOK("echo ok")
-	if err := syscall.Statfs(b.e.dataDir, &after); err != nil {
-		t.Fatal(err)
-	}
-	if d := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize; d > 64<<20 {
-		t.Errorf("host free space dropped by %d MiB", d>>20)
-	}
 	b.mustOK("rm -f /workspace/big /workspace/fill; echo again > /workspace/small && cat /workspace/small")
 	b.e.must(http.StatusOK, "PUT", b.path("files?path=more.bin"), bytes.Repeat([]byte("x"), 1<<20), nil)
 }

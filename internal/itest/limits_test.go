@@ -226,15 +226,17 @@ for pid in kids:
 // sandbox: the sandbox, its neighbour and the server keep answering, and the
 // bomb can be killed.
 func TestProcessLimit(t *testing.T) {
-	const limit = 100
+	// Below the agent's fork-bomb threshold (64 processes in a 512 MiB
+	// sandbox), so that RLIMIT_NPROC is what refuses the forks here.
+	const limit = 40
 	e := newEnv(t, withLimits(func(l *sandbox.Limits) { l.PidsLimit = limit }))
 	sb := e.create(api.CreateSandboxRequest{})
 	neighbour := e.create(api.CreateSandboxRequest{})
 
 	// The cap is the server's limit, or what the sandbox's memory can hold
-	// (a process costs gVisor about 1 MiB of host memory) if that is less.
+	// (4 MiB of memory size per process, see mibPerProcess) if that is less.
 	small := e.create(api.CreateSandboxRequest{MemoryMiB: 128})
-	for id, want := range map[string]string{sb.ID: "100", small.ID: "64"} {
+	for id, want := range map[string]string{sb.ID: "40", small.ID: "32"} {
 		if res := e.sh(id, "ulimit -u"); strings.TrimSpace(res.Stdout) != want {
 			t.Errorf("ulimit -u: %+v, want %s", res, want)
 		}

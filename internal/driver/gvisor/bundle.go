@@ -25,6 +25,15 @@ const (
 	// size for gVisor's own kernel (the sentry), so that the agent can stop a
 	// runaway command before the host limit kills the whole sandbox.
 	memoryHeadroomBytes = 64 << 20
+	// hostBytesPerProcess is added to the host limit for every process the
+	// sandbox may run (its PidsLimit). gVisor's host memory for a process
+	// (a host stub process, page tables; measured about 0.2-0.3 MiB) is not
+	// in the sandbox's own accounting, which the agent watches; and while a
+	// fork bomb grows, the agent gets too little CPU to act, so the bomb's
+	// processes can outgrow the memory size for a few seconds (forked
+	// python3 processes: about 4 MiB each). This margin lets the sandbox
+	// survive until the agent kills the bomb.
+	hostBytesPerProcess = 1 << 20
 )
 
 // agentCaps are Docker's default capabilities: what root in a container
@@ -46,7 +55,7 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 		"LANG=C.UTF-8",
 		"PYTHONUNBUFFERED=1",
 	}, spec.Env...)
-	memLimit := spec.MemoryBytes + memoryHeadroomBytes
+	memLimit := spec.MemoryBytes + memoryHeadroomBytes + spec.PidsLimit*hostBytesPerProcess
 	quota := int64(math.Round(spec.CPU * cpuPeriodMicros))
 	period := uint64(cpuPeriodMicros)
 	pids := hostPidsLimit(spec.PidsLimit)

@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The kicker works around a lost wakeup in gVisor's pipes (reported
+// upstream as google/gvisor#10046, "xxx | grep > /dev/null" hanging): now
+// and then, more often under load, a pipeline such as
+//
+//	seq 1 200000 | grep -x 5 >/dev/null
+//
+// stops for good with both ends asleep on the pipe between them. Measured
+// here: about one run in a few hundred under load; SIGCONT alone does not
+// help, SIGSTOP then SIGCONT does, as both blocked system calls restart and
+// find the pipe as it is.
+//
+// So every stallTick the agent looks at the processes of its running
+// commands (through /proc files kept open, see statCache: this costs well
+// under 1% of a CPU). Two processes that share a pipe (not one of the agent's own
+// output pipes) and have both used no CPU for stallAfter are stopped and
+// continued. For a pipeline that was merely idle (`sleep 100 | cat`) that
+// is harmless: Linux restarts the interrupted calls, or returns EINTR from
+// the few that are not restarted (epoll_wait, for one), which programs
+// retry. Such a pair is kicked again only after a doubling pause (up to
+// stallMaxBackoff), so it is disturbed rarely.
+type kicker struct {
+	log  *slog.Logger
+	live *liveSet
+
+	// idle tracks each process's CPU time: since when it has not changed.
+	idle map[int]idleState
+	// next is when a pipe may be kicked again, and the pause after that.
+	next map[string]backoff
+
+	// Sources and actions, replaceable in tests.
+	scan  func() []procEntry
+	pipes func(pid int) []string
+	kick  func(pids []int)
+}
+
+type idleState struct {
+	start uint64 // the process's start time: a reused pid is another process
+	cpu   int64
+	since time.Time
+}
+
+type backoff struct {
+	at    time.Time
+	pause time.Duration
+}
+
+const (
+	stallTick       = 2 * time.Second
+	stallAfter      = 2 * time.Second
+	stallMaxBackoff = time.Minute
+)
+
+func newKicker(log *slog.Logger, live *liveSet) *kicker {
+	return &kicker{log: log, live: live, idle: map[int]idleState{}, next: map[string]backoff{},
+		scan: newStatCache().scan, pipes: pipesOf, kick: stopAndContinue}
+}
+
+// run kicks stalled pipelines until ctx is done.
+func (k *kicker) run(ctx context.Context) {
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			k.check(now)
+		}
+	}
+}
+
+// check looks once at the running commands' processes.
+func (k *kicker) check(now time.Time) {
+	var roots []int
+	for _, p := range k.live.list() {
+		select {
+		case <-p.exited:
+		default:
+			if now.Sub(p.started) >= stallAfter {
+				roots = append(roots, p.pid)
+			}
+		}
+	}
+	if len(roots) == 0 {
+		clear(k.idle)
+		return
+	}
+	procs := k.scan()
+	byPid := make(map[int]procEntry, len(procs))
+	for _, e := range procs {
+		byPid[e.pid] = e
+	}
+	seen := map[int]bool{}
+	holders := map[string][]int{} // pipe inode -> idle processes holding it
+	for _, root := range roots {
+		for _, pid := range treeOf(procs, root) {
+			e, ok := byPid[pid]
+			if !ok || seen[pid] || e.state == 'Z' {
+				continue
+			}
+			seen[pid] = true
+			st, ok := k.idle[pid]
+			if !ok || st.start != e.start || st.cpu != e.cpuTicks {
+				k.idle[pid] = idleState{start: e.start, cpu: e.cpuTicks, since: now}
+				continue
+			}
+			if now.Sub(st.since) < stallAfter {
+				continue
+			}
+			for _, pipe := range k.pipes(pid) {
+				holders[pipe] = append(holders[pipe], pid)
+			}
+		}
+	}
+	for pid := range k.idle {
+		if !seen[pid] {
+			delete(k.idle, pid)
+		}
+	}
+	own := map[string]bool{} // the agent's ends of commands' output pipes
+	for _, pipe := range k.pipes(os.Getpid()) {
+		own[pipe] = true
+	}
+	for pipe, pids := range holders {
+		if len(pids) < 2 || own[pipe] {
+			continue
+		}
+		b := k.next[pipe]
+		if now.Before(b.at) {
+			continue
+		}
+		b.pause = min(max(2*b.pause, stallAfter), stallMaxBackoff)
+		b.at = now.Add(b.pause)
+		k.next[pipe] = b
+		k.log.Info("kicking a stalled pipeline", "pipe", pipe, "pids", pids)
+		k.kick(pids)
+	}
+	for pipe, b := range k.next {
+		if now.Sub(b.at) > stallMaxBackoff {
+			delete(k.next, pipe)
+		}
+	}
+}
+
+// pipesOf lists the pipes ("pipe:[123]") among pid's open files.
+func pipesOf(pid int) []string {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	var out []string
+	for _, n := range names {
+		if target, err := os.Readlink(dir + "/" + n); err == nil && strings.HasPrefix(target, "pipe:") {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+// stopAndContinue stops the processes and continues them.
+func stopAndContinue(pids []int) {
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+}

@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"log/slog"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startIn starts a shell command as a tracked command of live.
+func startIn(t *testing.T, live *liveSet, command string) *proc {
+	t.Helper()
+	p, err := startProc(procSpec{path: "/bin/sh", args: []string{"sh", "-c", command}, dir: t.TempDir(),
+		env: os.Environ()}, newCollectSink(1<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.add(p)
+	t.Cleanup(func() { p.signal(syscall.SIGKILL); <-p.done })
+	return p
+}
+
+// A pipeline whose two ends sit idle is stopped and continued, then left
+// alone for a doubling pause; a busy one and a lone idle process are not.
+func TestKickerKicksIdlePipelines(t *testing.T) {
+	t.Parallel()
+	live := newLiveSet()
+	idle := startIn(t, live, "sleep 30 | cat")
+	startIn(t, live, "yes | cat >/dev/null")
+	startIn(t, live, "sleep 31")
+	time.Sleep(300 * time.Millisecond) // let the pipelines start
+	k := newKicker(slog.New(slog.DiscardHandler), live)
+	var kicked [][]int
+	k.kick = func(pids []int) { kicked = append(kicked, slices.Sorted(slices.Values(pids))) }
+	base := idle.started.Add(stallAfter)
+	for i := range 6 { // seconds after the commands could first stall
+		k.check(base.Add(time.Duration(i) * time.Second))
+		time.Sleep(100 * time.Millisecond) // busy processes use CPU between checks
+	}
+	// Kicked at +2 s (idle since +0), then paused 2 s (+4 s), then 4 s.
+	if len(kicked) != 2 {
+		t.Fatalf("kicks: %v, want the idle pipeline twice", kicked)
+	}
+	for _, pids := range kicked {
+		if len(pids) != 2 {
+			t.Errorf("kicked %v, want sleep and cat", pids)
+		}
+		for _, pid := range pids {
+			if !slices.Contains(treeOf(scanProcs(), idle.pid), pid) {
+				t.Errorf("kicked %d, not of the idle pipeline", pid)
+			}
+		}
+	}
+}
+
+// statCache sees what scanProcs sees, and keeps up with processes coming
+// and going.
+func TestStatCache(t *testing.T) {
+	t.Parallel()
+	c := newStatCache()
+	defer c.close()
+	find := func(pid int) (procEntry, bool) {
+		for _, e := range c.scan() {
+			if e.pid == pid {
+				return e, true
+			}
+		}
+		return procEntry{}, false
+	}
+	if e, ok := find(os.Getpid()); !ok || e.ppid != os.Getppid() || e.threads < 1 {
+		t.Fatalf("own entry: %+v %v", e, ok)
+	}
+	live := newLiveSet()
+	p := startIn(t, live, "sleep 30")
+	if _, ok := find(p.pid); !ok {
+		t.Fatalf("started process %d not seen", p.pid)
+	}
+	p.signal(syscall.SIGKILL)
+	<-p.done
+	if e, ok := find(p.pid); ok {
+		t.Errorf("killed and reaped process %d still seen: %+v", p.pid, e)
+	}
+}
+
+func TestParseMeminfo(t *testing.T) {
+	total, free := parseMeminfo([]byte("MemTotal:         589824 kB\nMemFree:          574488 kB\nMemAvailable:     574488 kB\n"))
+	if total != 589824<<10 || free != 574488<<10 {
+		t.Errorf("total %d free %d", total, free)
+	}
+}
