@@ -22,3 +22,6 @@ go test -count=1 -timeout 40m "$@" ./...
 (python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests)
 (cd adapters/typescript && npm ci --no-audit --no-fund && npm test)
 adapters/python/run-tests.sh
+(cd adapters/go/openai && go vet ./... && go test -count=1 ./...)
+(cd adapters/go/anthropic && go vet ./... && go test -count=1 ./...)
+(cd adapters/go/genai && go vet ./... && go test -count=1 ./...)

@@ -37,7 +37,7 @@ func TestKickerKicksIdlePipelines(t *testing.T) {
 	base := idle.started.Add(stallAfter)
 	for i := range 6 { // seconds after the commands could first stall
 		k.check(base.Add(time.Duration(i) * time.Second))
-		time.Sleep(100 * time.Millisecond) // busy processes use CPU between checks
+		time.Sleep(300 * time.Millisecond) // busy processes use CPU between checks
 	}
 	// Kicked at +2 s (idle since +0), then paused 2 s (+4 s), then 4 s.
 	if len(kicked) != 2 {

@@ -842,7 +842,7 @@ while True:
 	// command beside it is left alone.
 	var p agentapi.Process
 	b.e.must(http.StatusCreated, "POST", b.path("processes"),
-		agentapi.ExecRequest{Command: `sleep 0.5; python3 -c "x=bytearray(2*1024**3)"`}, &p)
+		agentapi.ExecRequest{Command: `sleep 0.5; python3 -c "x=b'x'*(2*1024**3)"`}, &p)
 	small := b.sh(`python3 -c "x=bytearray(100<<20); import time; time.sleep(3); print('small ok')"`)
 	var bg agentapi.ExecResult
 	b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/wait?timeoutSeconds=30", p.Pid)), nil, &bg)
