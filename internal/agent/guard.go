@@ -93,8 +93,10 @@ const (
 	pidsInterval      = 500 * time.Millisecond
 	pidsSustain       = time.Second
 	// minVictimProcs: a command with fewer processes and threads is not
-	// what fills the process table.
-	minVictimProcs = 16
+	// what fills the process table. It is low because a bomb at the limit
+	// may be mostly zombies waiting for PID 1, which count against the
+	// limit but belong to no command; its live processes are what fork.
+	minVictimProcs = 4
 )
 
 // newGuard configures the guard of a sandbox of memoryBytes. The guard is

@@ -42,6 +42,11 @@ var agentCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
 	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_NET_RAW",
 	"CAP_SYS_CHROOT", "CAP_MKNOD", "CAP_AUDIT_WRITE", "CAP_SETFCAP",
+	// CAP_SYS_PTRACE lets the agent read the open files (/proc/PID/fd) of the
+	// sandbox user's processes, to find pipelines stalled by a gVisor pipe
+	// bug (see the agent's kicker); root commands can strace as a bonus.
+	// ptrace is gVisor's own, inside the sandbox.
+	"CAP_SYS_PTRACE",
 }
 
 // ociSpec builds the OCI runtime spec of one sandbox: the agent as PID 1
