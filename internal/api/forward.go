@@ -71,8 +71,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 	in := r.Context()
 	ctx, cancel := context.WithCancelCause(in)
 	defer cancel(nil)
-	body := &bodyReader{cancel: cancel}
+	body := &bodyReader{cancel: cancel, done: true}
 	if r.Body != nil && r.Body != http.NoBody {
+		body.done = false
 		body.rc = r.Body
 		if r.Method == http.MethodPut {
 			body.rc = http.MaxBytesReader(w, r.Body, s.cfg.MaxUploadBytes)
@@ -95,6 +96,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 		},
 		Transport:     tr,
 		FlushInterval: -1, // NDJSON events go out as the agent writes them
+		ModifyResponse: func(resp *http.Response) error {
+			body.closeIfUnread(resp.Header)
+			return nil
+		},
 		ErrorLog:      slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if berr := body.failed(); berr != nil {
@@ -102,6 +107,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 			} else if in.Err() != nil {
 				return // the client is gone; nobody to answer
 			}
+			body.closeIfUnread(w.Header())
 			ferr := s.forwardError(in, id, err)
 			if isInternal(ferr) {
 				s.cfg.Log.Error("forward to agent", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -120,6 +126,7 @@ type bodyReader struct {
 	cancel context.CancelCauseFunc
 	mu     sync.Mutex
 	err    error
+	done   bool // the body was read to its end
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
@@ -128,6 +135,11 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		// The server closed the body because the response began; the
 		// agent read what it needed. Not a client failure.
 		return n, io.EOF
+	}
+	if err == io.EOF {
+		b.mu.Lock()
+		b.done = true
+		b.mu.Unlock()
 	}
 	if err != nil && err != io.EOF {
 		b.mu.Lock()
@@ -141,6 +153,20 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 }
 
 func (b *bodyReader) Close() error { return b.rc.Close() }
+
+// closeIfUnread marks the response Connection: close when the agent
+// answered before the client's body was read to its end (an upload onto a
+// full disk, say). In full-duplex mode net/http then drops the connection
+// without saying so, and a client that reused it would see its next
+// request fail with EOF.
+func (b *bodyReader) closeIfUnread(h http.Header) {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	if !done {
+		h.Set("Connection", "close")
+	}
+}
 
 func (b *bodyReader) failed() error {
 	b.mu.Lock()
