@@ -353,18 +353,17 @@ func TestToolsAgainstSandbox(t *testing.T) {
 
 func sdkUTF8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 
-// TestSDKExampleDispatch runs the example under sdk/go/examples against the
-// server and checks what it prints.
+// TestSDKExampleDispatch runs examples/dispatch (a module of its own that
+// uses the Go SDK) against the server and checks what it prints.
 func TestSDKExampleDispatch(t *testing.T) {
 	e := newEnv(t)
 	_, file, _, _ := runtime.Caller(0)
-	sdkDir := filepath.Join(filepath.Dir(file), "..", "..", "sdk", "go")
-	cmd := exec.Command("go", "run", "./examples/dispatch")
-	cmd.Dir = sdkDir
+	cmd := exec.Command("go", "run", "./dispatch")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "examples")
 	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key, "GOFLAGS=-buildvcs=false")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go run ./examples/dispatch: %v\n%s", err, out)
+		t.Fatalf("examples: go run ./dispatch: %v\n%s", err, out)
 	}
 	want := "runtime_exec\nruntime_read_file\nruntime_write_file\nruntime_list_files\nexit code 0\n42\n"
 	if string(out) != want {

@@ -5,7 +5,7 @@
 // Here the "model" is two hand-written tool calls: write hello.py, then run
 // it. Run it against a Runtime server:
 //
-//	WITHRUNTIME_URL=http://127.0.0.1:7780 WITHRUNTIME_API_KEY=wr_... go run ./examples/dispatch
+//	WITHRUNTIME_URL=http://127.0.0.1:7780 WITHRUNTIME_API_KEY=wr_... go run ./dispatch   (from examples/)
 //
 // It prints the four tool names, then exit code 0 and 42.
 package main
