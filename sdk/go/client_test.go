@@ -2,6 +2,7 @@ package withruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewClientConfig(t *testing.T) {
@@ -168,5 +170,55 @@ func TestExecStreamEvents(t *testing.T) {
 	// Breaking out of the loop early is fine.
 	for range (&Sandbox{c: c, id: "ok"}).ExecStream(ctx, ExecRequest{Command: "x"}) {
 		break
+	}
+}
+
+// Usage and the key methods send what the API expects; the real server is
+// exercised in internal/itest/sdk_usage_test.go.
+func TestUsageAndKeysRequests(t *testing.T) {
+	var queries []string
+	var created CreateKeyRequest
+	revoked := ""
+	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
+		"GET /v1/usage": func(w http.ResponseWriter, r *http.Request) {
+			queries = append(queries, r.URL.RawQuery)
+			io.WriteString(w, `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","groupBy":"sandbox",
+				"prices":{"cpuMicrosPerVcpuHour":25000,"memoryMicrosPerGibHour":7500,"cpuFloorVcpu":0.05},
+				"rows":[{"group":"sbx_1","cpuSeconds":1.5,"billedCpuSeconds":1.5,"gibSeconds":0.25,"costMicros":12}],
+				"total":{"group":"total","cpuSeconds":1.5,"billedCpuSeconds":1.5,"gibSeconds":0.25,"costMicros":12}}`)
+		},
+		"POST /v1/keys": func(w http.ResponseWriter, r *http.Request) {
+			json.NewDecoder(r.Body).Decode(&created)
+			w.WriteHeader(201)
+			io.WriteString(w, `{"id":"key_1","name":"ci","prefix":"wr_abcdef","createdAt":"2026-01-01T00:00:00Z","secret":"wr_abcdefsecret","dailyLimitMicros":5000}`)
+		},
+		"DELETE /v1/keys/key_1": func(w http.ResponseWriter, r *http.Request) {
+			revoked = r.URL.EscapedPath()
+			w.WriteHeader(204)
+		},
+	})
+	ctx := context.Background()
+	rows, err := c.Usage(ctx, UsageQuery{})
+	if err != nil || len(rows) != 1 || rows[0].Group != "sbx_1" || rows[0].CostMicros != 12 || rows[0].CPUSeconds != 1.5 {
+		t.Fatalf("usage: %+v %v", rows, err)
+	}
+	from := time.Date(2026, 1, 1, 1, 0, 0, 0, time.FixedZone("CET", 3600))
+	rep, err := c.UsageReport(ctx, UsageQuery{From: from, To: from.Add(36 * time.Hour), GroupBy: GroupBySandbox})
+	if err != nil || rep.Total.Group != "total" || rep.Prices.CPUFloorVCPU != 0.05 {
+		t.Fatalf("usage report: %+v %v", rep, err)
+	}
+	want := []string{"", "from=2026-01-01T00%3A00%3A00Z&groupBy=sandbox&to=2026-01-02T12%3A00%3A00Z"}
+	if strings.Join(queries, "|") != strings.Join(want, "|") {
+		t.Fatalf("usage queries: %q, want %q", queries, want)
+	}
+	k, err := c.CreateKey(ctx, "ci", 5000)
+	if err != nil || k.Secret != "wr_abcdefsecret" || k.DailyLimitMicros != 5000 || created != (CreateKeyRequest{Name: "ci", DailyLimitMicros: 5000}) {
+		t.Fatalf("create key: %+v %v (sent %+v)", k, err, created)
+	}
+	if err := c.RevokeKey(ctx, "key_1"); err != nil || revoked != "/v1/keys/key_1" {
+		t.Fatalf("revoke: %v %q", err, revoked)
+	}
+	if err := c.RevokeKey(ctx, "key/2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("revoke an unknown key: %v", err)
 	}
 }

@@ -39,9 +39,12 @@ type Options struct {
 	// egress proxy replaces with the value for the secret's hosts. The
 	// Network policy must allow those hosts.
 	Secrets []string
-	// MaxCostMicros makes the server refuse the sandbox (ErrBadRequest, code
-	// "cost_cap") if its first lease, every vCPU busy throughout plus its
-	// memory, could cost more, in micro-dollars (0: no cap).
+	// MaxCostMicros makes the server refuse the sandbox (ErrCostCap, 400
+	// "cost_cap", whose message gives the worst case and how it was
+	// computed) if its first lease could cost more, in micro-dollars
+	// (1 USD = 1,000,000; 0: no cap). The worst case is every vCPU busy for
+	// the whole lease plus the memory size for the whole lease, at the
+	// server's prices (UsagePrices).
 	MaxCostMicros int64
 }
 
@@ -96,8 +99,9 @@ func List(ctx context.Context, f ListFilter) ([]SandboxInfo, error) {
 }
 
 // Create creates a sandbox and returns once it runs. Errors: ErrBadRequest
-// (invalid options), ErrNotFound (no such template), ErrUnavailable (no
-// capacity), ErrUnauthorized.
+// (invalid options, an unknown template or secret), ErrCostCap (over
+// Options.MaxCostMicros), ErrSpendingLimit (the key's daily limit is
+// reached), ErrUnavailable (no capacity), ErrUnauthorized.
 func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	req := CreateSandboxRequest{
 		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,

@@ -49,8 +49,8 @@ type SandboxInfo struct {
 	// LeaseEndsAt unless the lease is extended with SetTimeout.
 	CreatedAt   time.Time `json:"createdAt"`
 	LeaseEndsAt time.Time `json:"leaseEndsAt"`
-	// EndedAt and EndReason ("deleted", "lease_ended", "failed") are set
-	// once the sandbox is stopped.
+	// EndedAt and EndReason ("deleted", "lease_ended", "failed",
+	// "out_of_memory", "spending_limit") are set once the sandbox is stopped.
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 	EndReason string     `json:"endReason,omitempty"`
 	// CPU is in vCPUs, MemoryMiB and DiskMiB in MiB (2^20 bytes).
@@ -59,7 +59,12 @@ type SandboxInfo struct {
 	DiskMiB   int64             `json:"diskMiB"`
 	Metadata  map[string]string `json:"metadata"`
 	// CostMicros is what the sandbox has cost so far, in micro-dollars
-	// (1 USD = 1,000,000), as of its last metering sample.
+	// (1 USD = 1,000,000), as of its last metering sample (every few
+	// seconds while it runs, and once when it stops): CPU used (at least
+	// the CPU floor over its life) plus memory size × time, at the server's
+	// prices, rounded once. It is the figure Client.Usage reports for the
+	// sandbox. Only GET answers carry it (Refresh, Client.List, Connect):
+	// it is 0 in the record Create and SetTimeout return.
 	CostMicros int64 `json:"costMicros"`
 }
 
