@@ -89,6 +89,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 "--templates-dir",
                 TEMPLATES_DIR,
                 "--no-build",
+                # Sample usage every second (default 5 s), so that a
+                # running sandbox's cost shows soon.
+                "--meter-interval",
+                "1s",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

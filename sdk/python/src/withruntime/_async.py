@@ -18,7 +18,18 @@ from . import _http
 from ._config import resolve_config
 from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
 from .errors import NotFoundError, SandboxGoneError, SandboxStoppedError, TransportError, WithRuntimeError
-from .types import Event, ExecResult, FileInfo, SandboxInfo
+from .types import (
+    Event,
+    ExecResult,
+    FileInfo,
+    GroupBy,
+    KeyInfo,
+    NetworkPolicy,
+    SandboxInfo,
+    SecretInfo,
+    UsageReport,
+    UsageRow,
+)
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "AsyncExecStream", "AsyncFileReader"]
 
@@ -66,9 +77,11 @@ class AsyncClient:
         disk_mib: int | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
-        network: Mapping[str, Any] | None = None,
+        network: _http.NetworkArg | None = None,
+        secrets: Sequence[str] | None = None,
+        max_cost_micros: int | None = None,
     ) -> AsyncSandbox:
-        """Creates a sandbox and returns once it runs (see :meth:`AsyncSandbox.create`)."""
+        """Creates a sandbox and returns once it runs (see :meth:`withruntime.Sandbox.create`)."""
         body = _http.create_body(
             template=template,
             timeout_seconds=timeout_seconds,
@@ -78,6 +91,8 @@ class AsyncClient:
             env=env,
             metadata=metadata,
             network=network,
+            secrets=secrets,
+            max_cost_micros=max_cost_micros,
         )
         info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body))
         return AsyncSandbox(self, info.id, info)
@@ -95,6 +110,62 @@ class AsyncClient:
         """Lists sandboxes, newest first, filtered by ``state`` and ``metadata``."""
         out = await self._json("GET", "/v1/sandboxes", params=_http.list_params(state, metadata))
         return [SandboxInfo.from_dict(d) for d in out.get("sandboxes") or []]
+
+    # -- secrets, keys, usage: see the sync Client for the details ---------
+
+    async def set_secret(self, name: str, value: str, hosts: Sequence[str]) -> SecretInfo:
+        """Stores (or replaces) a write-only secret for ``hosts`` and returns
+        its description, without the value (see
+        :meth:`withruntime.Client.set_secret`). Raises BadRequestError,
+        UnauthorizedError."""
+        return SecretInfo.from_dict(await self._json("POST", "/v1/secrets", _http.secret_body(name, value, hosts)))
+
+    async def list_secrets(self) -> builtins.list[SecretInfo]:
+        """The stored secrets by name, with their hosts; never their values."""
+        out = await self._json("GET", "/v1/secrets")
+        return [SecretInfo.from_dict(d) for d in out.get("secrets") or []]
+
+    async def delete_secret(self, name: str) -> None:
+        """Deletes a stored secret. Raises NotFoundError (no such secret)."""
+        await self._send("DELETE", _http.secret_path(name))
+
+    async def create_key(self, name: str, daily_limit_micros: int | None = None) -> KeyInfo:
+        """Creates an API key and returns it with its ``secret``, shown this
+        once; ``daily_limit_micros`` caps its sandboxes' cost per UTC day in
+        micro-dollars (see :meth:`withruntime.Client.create_key`). Raises
+        BadRequestError, UnauthorizedError."""
+        return KeyInfo.from_dict(await self._json("POST", "/v1/keys", _http.key_body(name, daily_limit_micros)))
+
+    async def list_keys(self) -> builtins.list[KeyInfo]:
+        """Every API key, revoked ones included, oldest first, without secrets."""
+        out = await self._json("GET", "/v1/keys")
+        return [KeyInfo.from_dict(d) for d in out.get("keys") or []]
+
+    async def revoke_key(self, key_id: str) -> None:
+        """Revokes the live key ``key_id`` (``key_...``). Raises
+        NotFoundError, ConflictError (the key this client authenticates with)."""
+        await self._send("DELETE", _http.key_path(key_id))
+
+    async def usage(
+        self,
+        from_: _http.When | None = None,
+        to: _http.When | None = None,
+        group_by: GroupBy | None = None,
+    ) -> builtins.list[UsageRow]:
+        """Usage rows (CPU-seconds, GiB-seconds, micro-dollars) per day,
+        sandbox or key in the window (see :meth:`withruntime.Client.usage`).
+        Raises BadRequestError."""
+        return (await self.usage_report(from_, to, group_by)).rows
+
+    async def usage_report(
+        self,
+        from_: _http.When | None = None,
+        to: _http.When | None = None,
+        group_by: GroupBy | None = None,
+    ) -> UsageReport:
+        """The whole usage report: window, prices, rows and total."""
+        out = await self._json("GET", "/v1/usage", params=_http.usage_params(from_, to, group_by))
+        return UsageReport.from_dict(out)
 
     async def _send(
         self,
@@ -201,7 +272,9 @@ class AsyncSandbox:
         disk_mib: int | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
-        network: Mapping[str, Any] | None = None,
+        network: _http.NetworkArg | None = None,
+        secrets: Sequence[str] | None = None,
+        max_cost_micros: int | None = None,
         client: AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -222,6 +295,8 @@ class AsyncSandbox:
                     env=env,
                     metadata=metadata,
                     network=network,
+                    secrets=secrets,
+                    max_cost_micros=max_cost_micros,
                 )
             except BaseException:
                 if owns:
@@ -315,6 +390,19 @@ class AsyncSandbox:
         )
         self._info = info
         return info
+
+    async def network(self) -> NetworkPolicy:
+        """The sandbox's effective network policy (see
+        :meth:`withruntime.Sandbox.network`)."""
+        return NetworkPolicy.from_dict(await self._client._json("GET", self._path("/network")))
+
+    async def set_network(self, policy: _http.NetworkArg) -> NetworkPolicy:
+        """Replaces the sandbox's network policy and returns the effective
+        one (see :meth:`withruntime.Sandbox.set_network`). Raises
+        BadRequestError (an invalid policy), LeaseEndedError,
+        SandboxStoppedError."""
+        body = _http.network_body(policy)
+        return NetworkPolicy.from_dict(await self._client._json("PUT", self._path("/network"), body))
 
     async def kill(self) -> None:
         """Destroys the sandbox; safe to call more than once."""

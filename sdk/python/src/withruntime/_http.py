@@ -7,12 +7,14 @@ import io
 import json
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import httpx
 
 from .errors import APIError, WithRuntimeError, api_error
+from .types import NetworkPolicy
 
 NDJSON = "application/x-ndjson"
 OCTET = "application/octet-stream"
@@ -71,6 +73,22 @@ def drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
 DEFAULT_NETWORK: dict[str, Any] = {"internet": False}
 
 
+#: What the SDK takes as a network policy: a NetworkPolicy or its wire dict.
+NetworkArg = NetworkPolicy | Mapping[str, Any]
+
+#: What the SDK takes as a usage window bound: an aware datetime (a naive one
+#: is taken as UTC), a date (a UTC day: from its midnight, or for ``to``
+#: through its end), or a string the server parses (RFC 3339 or YYYY-MM-DD).
+When = datetime | date | str
+
+
+def network_body(network: NetworkArg) -> dict[str, Any]:
+    """A network policy as the API takes it."""
+    if isinstance(network, NetworkPolicy):
+        return network.to_dict()
+    return dict(network)
+
+
 def create_body(
     *,
     template: str | None,
@@ -80,11 +98,15 @@ def create_body(
     disk_mib: int | None,
     env: Mapping[str, str] | None,
     metadata: Mapping[str, str] | None,
-    network: Mapping[str, Any] | None,
+    network: NetworkArg | None,
+    secrets: Sequence[str] | None = None,
+    max_cost_micros: int | None = None,
 ) -> dict[str, Any]:
     """The body of POST /v1/sandboxes. Unset (None) fields are left out and
     take the server's defaults. ``network`` is sent only when it differs
     from the default ``{"internet": False}``."""
+    if isinstance(secrets, str):
+        raise TypeError('secrets: give a list of secret names, such as secrets=["OPENAI_API_KEY"]')
     body: dict[str, Any] = drop_none(
         {
             "template": template or None,
@@ -94,13 +116,60 @@ def create_body(
             "diskMiB": int(disk_mib) if disk_mib else None,
             "env": dict(env) if env else None,
             "metadata": dict(metadata) if metadata else None,
+            "secrets": list(secrets) if secrets else None,
+            "maxCostMicros": int(max_cost_micros) if max_cost_micros else None,
         }
     )
     if network is not None:
-        net = dict(network)
+        net = network_body(network)
         if net != DEFAULT_NETWORK:
             body["network"] = net
     return body
+
+
+def secret_body(name: str, value: str, hosts: Sequence[str]) -> dict[str, Any]:
+    """The body of POST /v1/secrets."""
+    if isinstance(hosts, str):
+        raise TypeError('hosts: give a list of host names, such as hosts=["api.example.com"]')
+    return {"name": name, "value": value, "hosts": list(hosts)}
+
+
+def secret_path(name: str) -> str:
+    return "/v1/secrets/" + quote(name, safe="")
+
+
+def key_body(name: str, daily_limit_micros: int | None) -> dict[str, Any]:
+    """The body of POST /v1/keys."""
+    body: dict[str, Any] = {"name": name}
+    if daily_limit_micros:
+        body["dailyLimitMicros"] = int(daily_limit_micros)
+    return body
+
+
+def key_path(key_id: str) -> str:
+    return "/v1/keys/" + quote(key_id, safe="")
+
+
+def _when(v: When) -> str:
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=UTC)
+        return v.isoformat()
+    if isinstance(v, date):
+        return v.isoformat()
+    return str(v)
+
+
+def usage_params(from_: When | None, to: When | None, group_by: str | None) -> list[tuple[str, str]]:
+    """The query of GET /v1/usage; unset bounds take the server's defaults."""
+    q: list[tuple[str, str]] = []
+    if from_ is not None and from_ != "":
+        q.append(("from", _when(from_)))
+    if to is not None and to != "":
+        q.append(("to", _when(to)))
+    if group_by:
+        q.append(("groupBy", group_by))
+    return q
 
 
 def list_params(state: str | None, metadata: Mapping[str, str] | None) -> list[tuple[str, str]]:

@@ -23,7 +23,19 @@ from .errors import (
     api_error,
     status_of_code,
 )
-from .types import ErrorInfo, Event, ExecResult, FileInfo, SandboxInfo
+from .types import (
+    ErrorInfo,
+    Event,
+    ExecResult,
+    FileInfo,
+    GroupBy,
+    KeyInfo,
+    NetworkPolicy,
+    SandboxInfo,
+    SecretInfo,
+    UsageReport,
+    UsageRow,
+)
 
 __all__ = ["Client", "Sandbox", "Files", "ExecStream", "FileReader"]
 
@@ -78,7 +90,9 @@ class Client:
         disk_mib: int | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
-        network: Mapping[str, Any] | None = None,
+        network: _http.NetworkArg | None = None,
+        secrets: Sequence[str] | None = None,
+        max_cost_micros: int | None = None,
     ) -> Sandbox:
         """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
         body = _http.create_body(
@@ -90,6 +104,8 @@ class Client:
             env=env,
             metadata=metadata,
             network=network,
+            secrets=secrets,
+            max_cost_micros=max_cost_micros,
         )
         info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body))
         return Sandbox(self, info.id, info)
@@ -111,6 +127,100 @@ class Client:
         ``metadata`` (every pair must match)."""
         out = self._json("GET", "/v1/sandboxes", params=_http.list_params(state, metadata))
         return [SandboxInfo.from_dict(d) for d in out.get("sandboxes") or []]
+
+    # -- secrets -----------------------------------------------------------
+
+    def set_secret(self, name: str, value: str, hosts: Sequence[str]) -> SecretInfo:
+        """Stores (or replaces) a write-only secret and returns its
+        description, without the value.
+
+        A sandbox created with ``secrets=[name]`` sees ``name`` as an
+        environment variable holding a placeholder (``wr_placeholder_...``);
+        the egress proxy replaces the placeholder with ``value`` in the
+        headers of HTTPS requests to ``hosts`` (host names or
+        ``*.wildcards``, not IP addresses), and nowhere else. The sandbox's
+        network policy must allow those hosts. Sandboxes created afterwards
+        get a replaced value; running ones keep theirs.
+
+        ``name`` is letters, digits and ``_``, not starting with a digit;
+        ``value`` at most 8 KiB, without line breaks. Raises BadRequestError
+        (whose message never contains the value), UnauthorizedError.
+        """
+        return SecretInfo.from_dict(self._json("POST", "/v1/secrets", _http.secret_body(name, value, hosts)))
+
+    def list_secrets(self) -> builtins.list[SecretInfo]:
+        """The stored secrets by name, with their hosts and times; values
+        are never returned. Raises UnauthorizedError."""
+        out = self._json("GET", "/v1/secrets")
+        return [SecretInfo.from_dict(d) for d in out.get("secrets") or []]
+
+    def delete_secret(self, name: str) -> None:
+        """Deletes a stored secret: new sandboxes can no longer name it;
+        running ones created with it keep using it until the server
+        restarts. Raises NotFoundError (no such secret)."""
+        self._send("DELETE", _http.secret_path(name))
+
+    # -- keys --------------------------------------------------------------
+
+    def create_key(self, name: str, daily_limit_micros: int | None = None) -> KeyInfo:
+        """Creates an API key labelled ``name`` (1 to 100 characters) and
+        returns it with its ``secret`` (``wr_...``), which is shown this
+        once: store it, and pass it as ``api_key=``.
+
+        ``daily_limit_micros`` caps what the key's sandboxes may cost per UTC
+        day, in micro-dollars (1 USD = 1,000,000; None or 0: no limit). Once
+        reached, the key's running sandboxes are stopped and its creates
+        raise SpendingLimitError until midnight UTC. Raises BadRequestError
+        (an empty or too long name, a negative limit), UnauthorizedError.
+        """
+        return KeyInfo.from_dict(self._json("POST", "/v1/keys", _http.key_body(name, daily_limit_micros)))
+
+    def list_keys(self) -> builtins.list[KeyInfo]:
+        """Every API key of the server, revoked ones included, oldest first,
+        without their secrets. Raises UnauthorizedError."""
+        out = self._json("GET", "/v1/keys")
+        return [KeyInfo.from_dict(d) for d in out.get("keys") or []]
+
+    def revoke_key(self, key_id: str) -> None:
+        """Revokes the live key ``key_id`` (``key_...``, its id, not its
+        secret) at once: requests with it then raise UnauthorizedError.
+        Sandboxes it created keep running. Raises NotFoundError (no such
+        live key), ConflictError (the key this client authenticates with)."""
+        self._send("DELETE", _http.key_path(key_id))
+
+    # -- usage -------------------------------------------------------------
+
+    def usage(
+        self,
+        from_: _http.When | None = None,
+        to: _http.When | None = None,
+        group_by: GroupBy | None = None,
+    ) -> builtins.list[UsageRow]:
+        """Metered usage and cost per UTC day, sandbox or key (``group_by``
+        ``"day"``, the default, ``"sandbox"`` or ``"key"``): one
+        :class:`UsageRow` per group with usage in the window, sorted by
+        group, with CPU-seconds, GiB-seconds and micro-dollars (see there
+        for where the figures come from). Empty if nothing ran.
+
+        The window runs from ``from_`` (exclusive; default 30 days before
+        ``to``, at midnight UTC) to ``to`` (inclusive; default now). Each is
+        a datetime (naive ones are taken as UTC), a date (a UTC day: for
+        ``to``, through its end), or a string in RFC 3339 or YYYY-MM-DD.
+        :meth:`usage_report` also gives the total and the prices. Raises
+        BadRequestError (an unknown ``group_by``, ``from_`` not before ``to``).
+        """
+        return self.usage_report(from_, to, group_by).rows
+
+    def usage_report(
+        self,
+        from_: _http.When | None = None,
+        to: _http.When | None = None,
+        group_by: GroupBy | None = None,
+    ) -> UsageReport:
+        """The whole usage report (see :meth:`usage`): the window the server
+        used, its prices, the rows and their total."""
+        out = self._json("GET", "/v1/usage", params=_http.usage_params(from_, to, group_by))
+        return UsageReport.from_dict(out)
 
     # -- HTTP --------------------------------------------------------------
 
@@ -209,7 +319,9 @@ class Sandbox:
         disk_mib: int | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
-        network: Mapping[str, Any] | None = None,
+        network: _http.NetworkArg | None = None,
+        secrets: Sequence[str] | None = None,
+        max_cost_micros: int | None = None,
         client: Client | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -221,13 +333,23 @@ class Sandbox:
         lease: 300; the sandbox is destroyed this long after creation unless
         extended with :meth:`set_timeout`), ``cpu`` (1 vCPU), ``memory_mib``
         (512), ``disk_mib`` (2048), ``env`` (set for every command),
-        ``metadata`` (labels, usable as :meth:`list` filters), ``network``
-        (default ``{"internet": False}``).
+        ``metadata`` (labels, usable as :meth:`list` filters).
+
+        ``network`` is the :class:`~withruntime.NetworkPolicy` (or its dict,
+        such as ``{"allow": ["pypi.org"]}``; default ``{"internet": False}``:
+        loopback only); it can change later with :meth:`set_network`.
+        ``secrets`` names stored secrets (:meth:`Client.set_secret`): each is
+        an environment variable holding a placeholder that the egress proxy
+        replaces with the value for the secret's hosts, which the policy must
+        allow. ``max_cost_micros`` refuses the sandbox (CostCapError) if its
+        first lease could cost more, in micro-dollars (1 USD = 1,000,000):
+        every vCPU busy plus the memory size, for the whole lease.
 
         The server is ``client``'s, else the one found by ``Client(base_url,
         api_key)``. Raises BadRequestError (invalid options, unknown
-        template), UnavailableError (no capacity), UnauthorizedError,
-        NotConfiguredError.
+        template or secret), CostCapError, SpendingLimitError (the key's
+        daily limit is reached), UnavailableError (no capacity),
+        UnauthorizedError, NotConfiguredError.
         """
         owns = client is None
         c = client or Client(base_url, api_key)
@@ -241,6 +363,8 @@ class Sandbox:
                 env=env,
                 metadata=metadata,
                 network=network,
+                secrets=secrets,
+                max_cost_micros=max_cost_micros,
             )
         except BaseException:
             if owns:
@@ -340,6 +464,23 @@ class Sandbox:
         )
         self._info = info
         return info
+
+    def network(self) -> NetworkPolicy:
+        """The sandbox's effective (normalized) network policy, as the host
+        enforces it now. Raises NotFoundError, ConflictError (still
+        starting), LeaseEndedError, SandboxStoppedError."""
+        return NetworkPolicy.from_dict(self._client._json("GET", self._path("/network")))
+
+    def set_network(self, policy: _http.NetworkArg) -> NetworkPolicy:
+        """Replaces the sandbox's network policy (a
+        :class:`~withruntime.NetworkPolicy` or its dict, such as
+        ``{"internet": True, "deny": ["example.com"]}``) and returns the
+        effective one. It applies to new connections and DNS queries; open
+        connections stay open. Raises BadRequestError (an invalid policy;
+        the message says what is wrong), LeaseEndedError,
+        SandboxStoppedError."""
+        body = _http.network_body(policy)
+        return NetworkPolicy.from_dict(self._client._json("PUT", self._path("/network"), body))
 
     def kill(self) -> None:
         """Destroys the sandbox. Safe to call more than once: a sandbox

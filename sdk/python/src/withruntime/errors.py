@@ -41,6 +41,8 @@ __all__ = [
     "InternalError",
     "UnavailableError",
     "NoSpaceError",
+    "CostCapError",
+    "SpendingLimitError",
     "ERROR_CODES",
     "api_error",
     "status_of_code",
@@ -155,6 +157,22 @@ class NoSpaceError(APIError):
     """507 ``no_space``: the sandbox's disk is full."""
 
 
+class CostCapError(BadRequestError):
+    """400 ``cost_cap``: the sandbox's first lease could cost more than the
+    create's ``max_cost_micros``. The message gives the worst case in
+    micro-dollars and how it was computed (every vCPU busy for the whole
+    lease plus the memory size for the whole lease, at the server's
+    prices); lower ``timeout_seconds``, ``cpu`` or ``memory_mib``, or raise
+    the cap. A :class:`BadRequestError`, as its status is 400."""
+
+
+class SpendingLimitError(RateLimitedError):
+    """429 ``spending_limit``: the API key reached its daily spending limit
+    (``daily_limit_micros``); its creates are refused until midnight UTC.
+    The message gives the key's spend, its limit and when it resets. A
+    :class:`RateLimitedError`, as its status is 429."""
+
+
 #: Each API error code, with its class and HTTP status.
 ERROR_CODES: dict[str, tuple[type[APIError], int]] = {
     "bad_request": (BadRequestError, 400),
@@ -171,6 +189,8 @@ ERROR_CODES: dict[str, tuple[type[APIError], int]] = {
     "internal": (InternalError, 500),
     "unavailable": (UnavailableError, 503),
     "no_space": (NoSpaceError, 507),
+    "cost_cap": (CostCapError, 400),
+    "spending_limit": (SpendingLimitError, 429),
 }
 
 # The class for an answer whose code this SDK does not know (a newer server)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -22,6 +23,13 @@ __all__ = [
     "Event",
     "ErrorInfo",
     "FileInfo",
+    "NetworkPolicy",
+    "SecretInfo",
+    "KeyInfo",
+    "UsageRow",
+    "UsagePrices",
+    "UsageReport",
+    "GroupBy",
     "parse_time",
 ]
 
@@ -74,14 +82,25 @@ class SandboxInfo:
     lease_ends_at: datetime | None
     #: Set once the sandbox is stopped.
     ended_at: datetime | None
-    #: ``"deleted"``, ``"lease_ended"``, ``"failed"`` or ``"orphaned"`` once stopped, else ``""``.
+    #: Why it stopped, once stopped: ``"deleted"``, ``"lease_ended"``,
+    #: ``"failed"``, ``"out_of_memory"`` or ``"spending_limit"`` (its key
+    #: reached its daily limit); else ``""``.
     end_reason: str
+    #: vCPUs.
     cpu: float
+    #: Memory size, in MiB.
     memory_mib: int
+    #: Cap on writes to the root filesystem, in MiB.
     disk_mib: int
     metadata: dict[str, str]
-    #: What the sandbox has cost so far, in micro-dollars (1 USD = 1,000,000),
-    #: as of its last metering sample.
+    #: What the sandbox has cost so far, in micro-dollars (1 USD =
+    #: 1,000,000), as of its last metering sample (every few seconds while
+    #: it runs, and once when it stops): CPU used (at least the CPU floor
+    #: over its life) plus memory size × time, at the server's prices,
+    #: rounded once; the figure ``usage(group_by="sandbox")`` reports. Only
+    #: the server's GET answers carry it (``refresh``, ``list``,
+    #: ``connect``): it is 0 in the record ``create`` and ``set_timeout``
+    #: return.
     cost_micros: int = 0
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -279,3 +298,229 @@ class FileInfo:
     @property
     def is_file(self) -> bool:
         return self.type == "file"
+
+
+def _strings(v: Any) -> list[str]:
+    return [str(x) for x in v] if isinstance(v, (list, tuple)) else []
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """A sandbox's network policy, enforced on the host.
+
+    ``NetworkPolicy()`` (``{"internet": false}``, the default) reaches
+    nothing but loopback; ``NetworkPolicy(internet=True)`` every public
+    destination not on ``deny``; ``NetworkPolicy(allow=[...])`` only what
+    ``allow`` lists. Private, loopback, link-local, CGNAT and metadata
+    addresses are never reached. The server checks a policy: an invalid one
+    (such as ``allow`` with ``internet=True``) raises BadRequestError saying
+    what is wrong. Wherever the SDK takes a policy, the wire dict
+    (``{"allow": [...]}``) works too.
+    """
+
+    #: Allow every public destination not on ``deny``.
+    internet: bool = False
+    #: What the sandbox may reach when ``internet`` is false: host names
+    #: (``"api.example.com"``), wildcards (``"*.example.org"``: every
+    #: subdomain, not the apex), IP addresses and CIDRs (``"203.0.113.0/24"``).
+    allow: list[str] = field(default_factory=list)
+    #: Exceptions, in the same forms as ``allow``; deny wins over allow.
+    deny: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NetworkPolicy:
+        return cls(
+            internet=bool(d.get("internet", False)), allow=_strings(d.get("allow")), deny=_strings(d.get("deny"))
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy as the API takes it (empty lists left out)."""
+        d: dict[str, Any] = {"internet": self.internet}
+        if self.allow:
+            d["allow"] = list(self.allow)
+        if self.deny:
+            d["deny"] = list(self.deny)
+        return d
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """A stored secret as the server describes it: never its value (the
+    value is write-only; no answer, log or error of the server contains
+    it)."""
+
+    #: The secret's name: the environment variable a sandbox created with
+    #: ``secrets=[name]`` sees, holding a placeholder.
+    name: str
+    #: The host names (or ``*.wildcards``) whose HTTPS requests get the value.
+    hosts: list[str]
+    #: When the secret was first stored (UTC).
+    created_at: datetime | None
+    #: When its value or hosts last changed (UTC).
+    updated_at: datetime | None
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SecretInfo:
+        return cls(
+            name=d.get("name", ""),
+            hosts=_strings(d.get("hosts")),
+            created_at=parse_time(d.get("createdAt")),
+            updated_at=parse_time(d.get("updatedAt")),
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The secret as the server sent it (camelCase keys)."""
+        return dict(self._raw)
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """An API key as the server describes it. ``secret`` is set only in the
+    answer to ``create_key`` (the server cannot show it again); it is left
+    out of ``repr()`` so that it does not end up in logs."""
+
+    #: The key's id (``"key_..."``), used to revoke it. Not a credential.
+    id: str
+    #: The label given at creation.
+    name: str
+    #: The start of the secret (``"wr_"`` and 6 more characters), to recognise it.
+    prefix: str
+    #: When it was created (UTC).
+    created_at: datetime | None
+    #: When it was revoked (UTC); None while it is live.
+    revoked_at: datetime | None = None
+    #: The key's spending limit in micro-dollars (1 USD = 1,000,000) per UTC
+    #: day; None if it has none. Once the key's sandboxes have cost that
+    #: much today, they are stopped (``end_reason`` ``"spending_limit"``)
+    #: and its creates raise SpendingLimitError until midnight UTC.
+    daily_limit_micros: int | None = None
+    #: The bearer token (``"wr_..."``) in ``create_key``'s answer, else ``""``.
+    #: Pass it as ``api_key=``.
+    secret: str = field(default="", repr=False)
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KeyInfo:
+        limit = d.get("dailyLimitMicros")
+        return cls(
+            id=d.get("id", ""),
+            name=d.get("name", ""),
+            prefix=d.get("prefix", ""),
+            created_at=parse_time(d.get("createdAt")),
+            revoked_at=parse_time(d.get("revokedAt")),
+            daily_limit_micros=int(limit) if limit else None,
+            secret=d.get("secret", "") or "",
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The key as the server sent it (camelCase keys; with the secret if
+        it had one)."""
+        return dict(self._raw)
+
+    @property
+    def revoked(self) -> bool:
+        """Whether the key was revoked."""
+        return self.revoked_at is not None
+
+
+#: How a usage report groups its rows: by UTC day, by sandbox or by API key.
+GroupBy = Literal["day", "sandbox", "key"]
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """The metered usage and cost of one group of sandboxes (a day, a
+    sandbox or a key) within a report's window.
+
+    The figures come from the server's ledger: every running sandbox is
+    sampled every few seconds (``serve --meter-interval``) and once when it
+    stops; a sampled interval counts in the window and day in which it ends.
+    """
+
+    #: The UTC day (``"YYYY-MM-DD"``), the sandbox id (``"sbx_..."``) or the
+    #: key id (``"key_..."``), as the report is grouped; ``"total"`` for its total.
+    group: str
+    #: CPU time the sandboxes actually used, in CPU-seconds (gVisor's
+    #: accounting), to the millisecond.
+    cpu_seconds: float
+    #: CPU time billed, in CPU-seconds: per sandbox the larger of what it
+    #: used and the floor (``prices.cpu_floor_vcpu`` × its wall-clock
+    #: seconds), summed.
+    billed_cpu_seconds: float
+    #: Memory size × time running, in GiB-seconds.
+    gib_seconds: float
+    #: The cost in micro-dollars (1 USD = 1,000,000): billed CPU and memory
+    #: at the report's prices, summed unrounded over the row's sandboxes
+    #: and rounded once.
+    cost_micros: int
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsageRow:
+        return cls(
+            group=d.get("group", ""),
+            cpu_seconds=float(d.get("cpuSeconds", 0) or 0),
+            billed_cpu_seconds=float(d.get("billedCpuSeconds", 0) or 0),
+            gib_seconds=float(d.get("gibSeconds", 0) or 0),
+            cost_micros=int(d.get("costMicros", 0) or 0),
+        )
+
+
+@dataclass(frozen=True)
+class UsagePrices:
+    """The prices a usage report was computed with (the server's
+    configuration: ``serve --price-cpu``, ``--price-memory``, ``--cpu-floor``)."""
+
+    #: Micro-dollars per vCPU-hour of CPU used (reference 25,000 = $0.025).
+    cpu_micros_per_vcpu_hour: float
+    #: Micro-dollars per GiB-hour of memory size (reference 7,500 = $0.0075).
+    memory_micros_per_gib_hour: float
+    #: The least CPU a running sandbox is billed, in vCPUs (reference 0.05).
+    cpu_floor_vcpu: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsagePrices:
+        return cls(
+            cpu_micros_per_vcpu_hour=float(d.get("cpuMicrosPerVcpuHour", 0) or 0),
+            memory_micros_per_gib_hour=float(d.get("memoryMicrosPerGibHour", 0) or 0),
+            cpu_floor_vcpu=float(d.get("cpuFloorVcpu", 0) or 0),
+        )
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """A whole usage report (GET /v1/usage): the window the server used,
+    the prices, one row per group with usage in the window (sorted by
+    group) and the total over all of them."""
+
+    #: Start of the window, exclusive (UTC).
+    from_: datetime | None
+    #: End of the window, inclusive (UTC).
+    to: datetime | None
+    #: ``"day"``, ``"sandbox"`` or ``"key"``.
+    group_by: GroupBy | str
+    prices: UsagePrices
+    rows: list[UsageRow]
+    #: The total over every row (``group`` ``"total"``); its ``cost_micros``
+    #: is rounded once from all of them, so it may differ by a micro-dollar
+    #: from the sum of the rows'.
+    total: UsageRow
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsageReport:
+        return cls(
+            from_=parse_time(d.get("from")),
+            to=parse_time(d.get("to")),
+            group_by=d.get("groupBy", ""),
+            prices=UsagePrices.from_dict(d.get("prices") or {}),
+            rows=[UsageRow.from_dict(r) for r in d.get("rows") or []],
+            total=UsageRow.from_dict(d.get("total") or {"group": "total"}),
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as the server sent it (camelCase keys)."""
+        return dict(self._raw)
