@@ -4,7 +4,7 @@ import { join } from "node:path";
 
 import { APIError, NotConfiguredError, WithRuntimeError, apiError } from "./errors.js";
 import { Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
-import type { SandboxInfo } from "./types.js";
+import type { GroupBy, KeyInfo, SandboxInfo, SecretInfo, UsageReport, UsageRow } from "./types.js";
 
 /** The environment variable naming the server's base URL, such as http://127.0.0.1:7780. */
 export const ENV_URL = "WITHRUNTIME_URL";
@@ -113,6 +113,39 @@ function patientDispatcher(): object | undefined {
   return patient ?? undefined;
 }
 
+/**
+ * Selects a usage report (Client.usage). Absent fields take the server's
+ * defaults: the last 30 days (from midnight UTC), grouped by day.
+ */
+export interface UsageQuery extends CallOptions {
+  /**
+   * Start of the window, exclusive: a Date, or a string the server parses
+   * (RFC 3339, or YYYY-MM-DD for that UTC day's midnight). Default 30 days
+   * before `to`, at midnight UTC.
+   */
+  from?: Date | string;
+  /**
+   * End of the window, inclusive: a Date, or an RFC 3339 string, or
+   * YYYY-MM-DD (through the end of that UTC day). Default now.
+   */
+  to?: Date | string;
+  /** "day" (the default), "sandbox" or "key". */
+  groupBy?: GroupBy;
+}
+
+/** Options of Client.createKey. */
+export interface CreateKeyOptions extends CallOptions {
+  /**
+   * Cap on what the key's sandboxes may cost per UTC day, in micro-dollars
+   * (1 USD = 1,000,000); absent or 0: no limit.
+   */
+  dailyLimitMicros?: number;
+}
+
+function when(v: Date | string): string {
+  return v instanceof Date ? v.toISOString() : v;
+}
+
 /** What Client.request sends. */
 export interface RequestOptions {
   body?: RequestInit["body"];
@@ -162,6 +195,89 @@ export class Client {
   /** Lists this server's sandboxes (see Sandbox.list). */
   list(filter: Omit<ListFilter, keyof ConnectionOptions> = {}): Promise<SandboxInfo[]> {
     return Sandbox.list({ ...filter, client: this });
+  }
+
+  /**
+   * Stores (or replaces) a write-only secret and returns its description,
+   * without the value. A sandbox created with `secrets: [name]` sees `name`
+   * as an environment variable holding a placeholder (`wr_placeholder_...`);
+   * the egress proxy replaces the placeholder with `value` in the headers of
+   * HTTPS requests to `hosts` (host names or `*.wildcards`, not IP
+   * addresses), and nowhere else. Sandboxes created afterwards get a
+   * replaced value; running ones keep theirs. `name` is letters, digits and
+   * `_`, not starting with a digit; `value` at most 8 KiB, without line
+   * breaks. Throws BadRequestError (whose message never contains the
+   * value), UnauthorizedError.
+   */
+  setSecret(name: string, value: string, hosts: string[], opts: CallOptions = {}): Promise<SecretInfo> {
+    return this.json<SecretInfo>("POST", "/v1/secrets", { name, value, hosts }, opts.signal);
+  }
+
+  /** The stored secrets by name, with their hosts and times; values are never returned. Throws UnauthorizedError. */
+  async listSecrets(opts: CallOptions = {}): Promise<SecretInfo[]> {
+    const out = await this.json<{ secrets: SecretInfo[] }>("GET", "/v1/secrets", undefined, opts.signal);
+    return out.secrets;
+  }
+
+  /**
+   * Deletes a stored secret: new sandboxes can no longer name it; running
+   * ones created with it keep using it until the server restarts. Throws
+   * NotFoundError (no such secret).
+   */
+  async deleteSecret(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.json<void>("DELETE", `/v1/secrets/${encodeURIComponent(name)}`, undefined, opts.signal);
+  }
+
+  /**
+   * Creates an API key labelled `name` (1 to 100 characters) and returns it
+   * with its `secret` (`wr_...`), which is shown this once: store it, and
+   * pass it as `apiKey`. `dailyLimitMicros` caps what the key's sandboxes may
+   * cost per UTC day, in micro-dollars; once reached, its running sandboxes
+   * are stopped and its creates throw SpendingLimitError until midnight UTC.
+   * Throws BadRequestError (an empty or too long name, a negative limit),
+   * UnauthorizedError.
+   */
+  createKey(name: string, opts: CreateKeyOptions = {}): Promise<KeyInfo & { secret: string }> {
+    const body: { name: string; dailyLimitMicros?: number } = { name };
+    if (opts.dailyLimitMicros) body.dailyLimitMicros = opts.dailyLimitMicros;
+    return this.json<KeyInfo & { secret: string }>("POST", "/v1/keys", body, opts.signal);
+  }
+
+  /** Every API key of the server, revoked ones included, oldest first, without their secrets. Throws UnauthorizedError. */
+  async listKeys(opts: CallOptions = {}): Promise<KeyInfo[]> {
+    const out = await this.json<{ keys: KeyInfo[] }>("GET", "/v1/keys", undefined, opts.signal);
+    return out.keys;
+  }
+
+  /**
+   * Revokes the live key `id` (`key_...`, its id, not its secret) at once:
+   * requests with it then throw UnauthorizedError. Sandboxes it created keep
+   * running. Throws NotFoundError (no such live key), ConflictError (the key
+   * this client authenticates with).
+   */
+  async revokeKey(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.json<void>("DELETE", `/v1/keys/${encodeURIComponent(id)}`, undefined, opts.signal);
+  }
+
+  /**
+   * Metered usage and cost per UTC day, sandbox or key: one UsageRow per
+   * group with usage in the window, sorted by group, with CPU-seconds,
+   * GiB-seconds and micro-dollars (see UsageRow for where the figures come
+   * from); empty if nothing ran. usageReport also gives the total and the
+   * prices. Throws BadRequestError (an unknown groupBy, from not before to).
+   */
+  async usage(query: UsageQuery = {}): Promise<UsageRow[]> {
+    return (await this.usageReport(query)).rows;
+  }
+
+  /** The whole usage report (see usage): the window the server used, its prices, the rows and their total. */
+  usageReport(query: UsageQuery = {}): Promise<UsageReport> {
+    const q = new URLSearchParams();
+    if (query.from !== undefined && query.from !== "") q.set("from", when(query.from));
+    if (query.to !== undefined && query.to !== "") q.set("to", when(query.to));
+    if (query.groupBy) q.set("groupBy", query.groupBy);
+    const qs = q.toString();
+    return this.json<UsageReport>("GET", "/v1/usage" + (qs ? "?" + qs : ""), undefined, query.signal);
   }
 
   /**

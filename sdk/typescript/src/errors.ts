@@ -90,6 +90,25 @@ export class NoSpaceError extends APIError {
   override name = "NoSpaceError";
 }
 
+/**
+ * 400 cost_cap: the sandbox's first lease could cost more than the create's
+ * maxCostMicros. The message gives the worst case in micro-dollars and how
+ * it was computed (every vCPU busy plus the memory size, for the whole
+ * lease, at the server's prices). A BadRequestError, as its status is 400.
+ */
+export class CostCapError extends BadRequestError {
+  override name = "CostCapError";
+}
+/**
+ * 429 spending_limit: the API key reached its daily spending limit
+ * (dailyLimitMicros); its creates are refused until midnight UTC. The
+ * message gives the key's spend, its limit and when it resets. A
+ * RateLimitedError, as its status is 429.
+ */
+export class SpendingLimitError extends RateLimitedError {
+  override name = "SpendingLimitError";
+}
+
 type APIErrorClass = new (status: number, code: string, message: string) => APIError;
 
 /** Each error code of the API: its class and HTTP status. */
@@ -107,6 +126,8 @@ const codes: Record<string, [APIErrorClass, number]> = {
   internal: [InternalError, 500],
   unavailable: [UnavailableError, 503],
   no_space: [NoSpaceError, 507],
+  cost_cap: [CostCapError, 400],
+  spending_limit: [SpendingLimitError, 429],
 };
 
 /** The class for a code this package does not know (a newer server), by status. */

@@ -21,7 +21,17 @@
  *
  * @module
  */
-export { Client, CONFIG_FILE, ENV_API_KEY, ENV_URL, type CallOptions, type ClientOptions, type RequestOptions } from "./client.js";
+export {
+  Client,
+  CONFIG_FILE,
+  ENV_API_KEY,
+  ENV_URL,
+  type CallOptions,
+  type ClientOptions,
+  type CreateKeyOptions,
+  type RequestOptions,
+  type UsageQuery,
+} from "./client.js";
 export * from "./errors.js";
 export { Files, type FileData, type ListOptions } from "./files.js";
 export {

@@ -39,10 +39,25 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
   /** Free-form labels, returned as given and usable as list filters. */
   metadata?: Record<string, string>;
   /**
-   * The network policy; default `{ internet: false }` (loopback only). It is
-   * sent to the server only when it differs from the default.
+   * The network policy, enforced on the host; default `{ internet: false }`
+   * (loopback only). It can change later with setNetwork. It is sent to the
+   * server only when it differs from the default.
    */
   network?: NetworkPolicy;
+  /**
+   * Names of stored secrets (Client.setSecret) the sandbox may use: each is
+   * an environment variable holding a placeholder that the egress proxy
+   * replaces with the value in HTTPS requests to the secret's hosts, which
+   * the network policy must allow. An unknown name is a BadRequestError.
+   */
+  secrets?: string[];
+  /**
+   * Refuse the sandbox (CostCapError, whose message gives the worst case) if
+   * its first lease could cost more than this many micro-dollars
+   * (1 USD = 1,000,000): every vCPU busy plus the memory size, for the whole
+   * lease, at the server's prices. 0 or absent: no cap.
+   */
+  maxCostMicros?: number;
 }
 
 /** Selects sandboxes for Sandbox.list. Absent fields match everything. */
@@ -140,8 +155,9 @@ export class Sandbox implements AsyncDisposable {
 
   /**
    * Creates a sandbox and resolves once it runs. Throws BadRequestError
-   * (invalid options, unknown template), UnavailableError (no capacity),
-   * UnauthorizedError, NotConfiguredError.
+   * (invalid options, unknown template or secret), CostCapError (over
+   * maxCostMicros), SpendingLimitError (the key's daily limit is reached),
+   * UnavailableError (no capacity), UnauthorizedError, NotConfiguredError.
    */
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
     const c = clientOf(opts);
@@ -154,6 +170,8 @@ export class Sandbox implements AsyncDisposable {
     if (opts.env !== undefined) req.env = opts.env;
     if (opts.metadata !== undefined) req.metadata = opts.metadata;
     if (!isDefaultNetwork(opts.network)) req.network = opts.network;
+    if (opts.secrets !== undefined && opts.secrets.length > 0) req.secrets = opts.secrets;
+    if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
     const info = await c.json<SandboxInfo>("POST", "/v1/sandboxes", req, opts.signal);
     return new Sandbox(c, info);
   }
@@ -199,6 +217,25 @@ export class Sandbox implements AsyncDisposable {
   async setTimeout(seconds: number, opts: CallOptions = {}): Promise<SandboxInfo> {
     this.#info = await this.client.json<SandboxInfo>("POST", this.path("/timeout"), { timeoutSeconds: seconds }, opts.signal);
     return this.#info;
+  }
+
+  /**
+   * The sandbox's effective (normalized) network policy, as the host
+   * enforces it now. Throws NotFoundError, ConflictError (still starting),
+   * LeaseEndedError, SandboxStoppedError.
+   */
+  async network(opts: CallOptions = {}): Promise<NetworkPolicy> {
+    return this.client.json<NetworkPolicy>("GET", this.path("/network"), undefined, opts.signal);
+  }
+
+  /**
+   * Replaces the sandbox's network policy and returns the effective one. It
+   * applies to new connections and DNS queries; open connections stay open.
+   * Throws BadRequestError (an invalid policy; the message says what is
+   * wrong), LeaseEndedError, SandboxStoppedError.
+   */
+  async setNetwork(policy: NetworkPolicy, opts: CallOptions = {}): Promise<NetworkPolicy> {
+    return this.client.json<NetworkPolicy>("PUT", this.path("/network"), policy, opts.signal);
   }
 
   /**

@@ -14,16 +14,24 @@ export const MAX_MAX_OUTPUT_BYTES = 16 << 20;
 export const TIMEOUT_EXIT_CODE = 124;
 
 /**
- * A sandbox's network policy (api/openapi.yaml; enforced by the server from
- * the network release on). The default, `{ internet: false }`, is loopback
- * only.
+ * A sandbox's network policy, enforced on the host: `{ internet: false }`
+ * (the default: nothing but loopback), `{ internet: true }` (every public
+ * destination, minus `deny`), or `{ allow: [...] }` (only what it lists).
+ * Private, loopback, link-local, CGNAT and metadata addresses are never
+ * reached. The server checks a policy: an invalid one (such as `allow` with
+ * `internet: true`) is a BadRequestError saying what is wrong. Answers
+ * leave out empty lists.
  */
 export interface NetworkPolicy {
-  /** Open access to the internet. */
+  /** Allow every public destination not on `deny`. */
   internet?: boolean;
-  /** Names (`api.example.com`, `*.example.org`) and CIDRs that may be reached. */
+  /**
+   * What the sandbox may reach when `internet` is false: host names
+   * (`api.example.com`), wildcards (`*.example.org`: every subdomain, not the
+   * apex), IP addresses and CIDRs (`203.0.113.0/24`).
+   */
   allow?: string[];
-  /** Names and CIDRs that may not be reached (a default-allow policy). */
+  /** Exceptions, in the same forms as `allow`; deny wins over allow. */
   deny?: string[];
 }
 
@@ -37,6 +45,10 @@ export interface CreateSandboxRequest {
   env?: Record<string, string>;
   metadata?: Record<string, string>;
   network?: NetworkPolicy;
+  /** Names of stored secrets (Client.setSecret) the sandbox may use. */
+  secrets?: string[];
+  /** Refuse the sandbox (CostCapError) if its first lease could cost more, in micro-dollars. */
+  maxCostMicros?: number;
 }
 
 /** A sandbox's record as the server returns it. */
@@ -51,14 +63,28 @@ export interface SandboxInfo {
   leaseEndsAt: string;
   /** Set once stopped. */
   endedAt?: string;
-  /** Set once stopped: "deleted", "lease_ended", "failed" or "orphaned". */
+  /**
+   * Why it stopped; set once stopped: "deleted", "lease_ended", "failed",
+   * "out_of_memory" or "spending_limit" (its key reached its daily limit).
+   */
   endReason?: string;
+  /** vCPUs. */
   cpu: number;
+  /** Memory size, in MiB. */
   memoryMiB: number;
+  /** Cap on writes to the root filesystem, in MiB. */
   diskMiB: number;
   metadata: Record<string, string>;
-  /** What the sandbox has cost so far, in micro-dollars (1 USD = 1,000,000), as of its last metering sample. */
-  costMicros?: number;
+  /**
+   * What the sandbox has cost so far, in micro-dollars (1 USD = 1,000,000),
+   * as of its last metering sample (every few seconds while it runs, and
+   * once when it stops): CPU used (at least the CPU floor over its life)
+   * plus memory size × time, at the server's prices, rounded once; the
+   * figure Client.usage reports for it. Only the server's GET answers carry
+   * it (refresh, list, connect): it is 0 in the record create and
+   * setTimeout return.
+   */
+  costMicros: number;
 }
 
 /** One command to run. Set exactly one of `command` and `argv`. */
@@ -145,4 +171,89 @@ export interface FileInfo {
   gid: number;
   /** Where a symlink points. */
   target?: string;
+}
+
+/** A stored secret as the server describes it: never its value (no answer, log or error of the server contains it). */
+export interface SecretInfo {
+  /** The secret's name: the environment variable a sandbox created with `secrets: [name]` sees, holding a placeholder. */
+  name: string;
+  /** The host names (or `*.wildcards`) whose HTTPS requests get the value. */
+  hosts: string[];
+  /** When the secret was first stored (RFC 3339, UTC). */
+  createdAt: string;
+  /** When its value or hosts last changed (RFC 3339, UTC). */
+  updatedAt: string;
+}
+
+/** An API key as the server describes it. */
+export interface KeyInfo {
+  /** The key's id (`key_...`), used to revoke it. Not a credential. */
+  id: string;
+  /** The label given at creation. */
+  name: string;
+  /** The start of the secret (`wr_` and 6 more characters), to recognise it. */
+  prefix: string;
+  /** When it was created (RFC 3339, UTC). */
+  createdAt: string;
+  /** When it was revoked (RFC 3339, UTC); absent while it is live. */
+  revokedAt?: string;
+  /**
+   * The bearer token (`wr_...`), only in the answer to Client.createKey: the
+   * server cannot show it again. Pass it as `apiKey`.
+   */
+  secret?: string;
+  /**
+   * The key's spending limit in micro-dollars (1 USD = 1,000,000) per UTC
+   * day; absent if it has none. Once the key's sandboxes have cost that
+   * much today, they are stopped (endReason "spending_limit") and its
+   * creates throw SpendingLimitError until midnight UTC.
+   */
+  dailyLimitMicros?: number;
+}
+
+/** How a usage report groups its rows: by UTC day, by sandbox or by API key. */
+export type GroupBy = "day" | "sandbox" | "key";
+
+/**
+ * The metered usage and cost of one group of sandboxes (a day, a sandbox or
+ * a key) within a report's window. The figures come from the server's
+ * ledger: every running sandbox is sampled every few seconds (`serve
+ * --meter-interval`) and once when it stops; a sampled interval counts in
+ * the window and day in which it ends.
+ */
+export interface UsageRow {
+  /** The UTC day (`YYYY-MM-DD`), the sandbox id (`sbx_...`) or the key id (`key_...`); "total" for a report's total. */
+  group: string;
+  /** CPU time the sandboxes actually used, in CPU-seconds (gVisor's accounting), to the millisecond. */
+  cpuSeconds: number;
+  /** CPU time billed, in CPU-seconds: per sandbox the larger of what it used and the floor (cpuFloorVcpu × its wall-clock seconds), summed. */
+  billedCpuSeconds: number;
+  /** Memory size × time running, in GiB-seconds. */
+  gibSeconds: number;
+  /** The cost in micro-dollars (1 USD = 1,000,000): billed CPU and memory at the report's prices, summed unrounded over the row's sandboxes and rounded once. */
+  costMicros: number;
+}
+
+/** The prices a usage report was computed with (the server's configuration: `serve --price-cpu`, `--price-memory`, `--cpu-floor`). */
+export interface UsagePrices {
+  /** Micro-dollars per vCPU-hour of CPU used (reference 25,000 = $0.025). */
+  cpuMicrosPerVcpuHour: number;
+  /** Micro-dollars per GiB-hour of memory size (reference 7,500 = $0.0075). */
+  memoryMicrosPerGibHour: number;
+  /** The least CPU a running sandbox is billed, in vCPUs (reference 0.05). */
+  cpuFloorVcpu: number;
+}
+
+/** A whole usage report (GET /v1/usage). */
+export interface UsageReport {
+  /** Start of the window, exclusive (RFC 3339, UTC). */
+  from: string;
+  /** End of the window, inclusive (RFC 3339, UTC). */
+  to: string;
+  groupBy: GroupBy;
+  prices: UsagePrices;
+  /** One row per group with usage in the window, sorted by group. */
+  rows: UsageRow[];
+  /** The total over every row; its costMicros is rounded once from all of them, so it may differ by a micro-dollar from the sum of the rows'. */
+  total: UsageRow;
 }

@@ -74,7 +74,8 @@ export async function startServer(): Promise<TestServer> {
   const log = openSync(logFile, "a");
   const proc = spawn(
     bin,
-    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--templates-dir", templates, "--no-build"],
+    // --meter-interval 1s (default 5 s): a running sandbox's cost shows soon.
+    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--templates-dir", templates, "--no-build", "--meter-interval", "1s"],
     { stdio: ["ignore", log, log] },
   );
   let spawnError: Error | undefined;

@@ -10,13 +10,17 @@ import {
   APIError,
   BadRequestError,
   Client,
+  CostCapError,
   LeaseEndedError,
   NotConfiguredError,
   NotFoundError,
   Sandbox,
+  RateLimitedError,
   SandboxStoppedError,
+  SpendingLimitError,
   WithRuntimeError,
   apiError,
+  statusOfCode,
 } from "withruntime";
 import { bindTools, dispatch, errorResultFor, resolvePath, sandboxTools } from "withruntime/tools";
 
@@ -237,4 +241,52 @@ test("requests with Node's fetch use a dispatcher without undici's 300 s header 
   } finally {
     globalThis.fetch = original;
   }
+});
+
+test("cost errors: cost_cap is a BadRequestError, spending_limit a RateLimitedError", () => {
+  const cap = apiError(400, "cost_cap", "could cost up to 80000 µ$");
+  assert.ok(cap instanceof CostCapError && cap instanceof BadRequestError);
+  assert.equal(cap.name, "CostCapError");
+  const limit = apiError(429, "spending_limit", "spent");
+  assert.ok(limit instanceof SpendingLimitError && limit instanceof RateLimitedError);
+  assert.deepEqual([statusOfCode("cost_cap"), statusOfCode("spending_limit")], [400, 429]);
+});
+
+test("what create, usage and the key and secret methods send", async () => {
+  const sent: { method: string; url: string; body: unknown }[] = [];
+  const fakeFetch = (async (url: string | URL | Request, init?: RequestInit) => {
+    sent.push({ method: init?.method ?? "GET", url: String(url), body: init?.body == null ? undefined : JSON.parse(String(init.body)) });
+    const u = new URL(String(url));
+    if (u.pathname === "/v1/usage") {
+      const row = { group: "sbx_1", cpuSeconds: 1.5, billedCpuSeconds: 1.5, gibSeconds: 0.25, costMicros: 12 };
+      return Response.json({ from: "", to: "", groupBy: "sandbox", prices: {}, rows: [row], total: { ...row, group: "total" } });
+    }
+    if (init?.method === "DELETE") return new Response(null, { status: 204 });
+    return Response.json({ id: "sbx_test", state: "running", metadata: {}, costMicros: 0 }, { status: 201 });
+  }) as typeof fetch;
+  const c = new Client({ baseURL: "http://127.0.0.1:1", apiKey: "wr_test", fetch: fakeFetch });
+  await c.create({ secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["pypi.org"] } });
+  await c.create({ secrets: [], maxCostMicros: 0 });
+  const rows = await c.usage({ from: new Date(Date.UTC(2026, 0, 1, 1)), to: "2026-01-02", groupBy: "sandbox" });
+  assert.deepEqual(rows.map((r) => [r.group, r.costMicros]), [["sbx_1", 12]]);
+  await c.usage();
+  await c.createKey("ci", { dailyLimitMicros: 5000 });
+  await c.createKey("plain");
+  await c.revokeKey("key/1");
+  await c.deleteSecret("A B");
+  await c.setSecret("TOKEN", "v", ["api.example.com"]);
+  assert.deepEqual(
+    sent.map((s) => [s.method, s.url.replace("http://127.0.0.1:1", ""), s.body]),
+    [
+      ["POST", "/v1/sandboxes", { secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["pypi.org"] } }],
+      ["POST", "/v1/sandboxes", {}],
+      ["GET", "/v1/usage?from=2026-01-01T01%3A00%3A00.000Z&to=2026-01-02&groupBy=sandbox", undefined],
+      ["GET", "/v1/usage", undefined],
+      ["POST", "/v1/keys", { name: "ci", dailyLimitMicros: 5000 }],
+      ["POST", "/v1/keys", { name: "plain" }],
+      ["DELETE", "/v1/keys/key%2F1", undefined],
+      ["DELETE", "/v1/secrets/A%20B", undefined],
+      ["POST", "/v1/secrets", { name: "TOKEN", value: "v", hosts: ["api.example.com"] }],
+    ],
+  );
 });
