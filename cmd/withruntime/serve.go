@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ func newServeCmd() *cobra.Command {
 	var maxUpload int64
 	var noBuild bool
 	var meter func() sandbox.MeterConfig
+	var pool sandbox.PoolConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -25,7 +27,7 @@ func newServeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter()})
+			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool})
 			if err != nil {
 				return err
 			}
@@ -49,6 +51,9 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
+	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
+	cmd.Flags().DurationVar(&pool.MaxAge, "pool-max-age", 10*time.Minute, "replace a pooled sandbox that waited this long")
+	cmd.Flags().StringSliceVar(&pool.Templates, "pool-templates", []string{"base"}, "templates that get a warm pool")
 	meter = addMeterFlags(cmd)
 	return cmd
 }

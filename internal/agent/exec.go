@@ -72,7 +72,7 @@ func (s *Server) buildSpec(req *agentapi.ExecRequest, background bool) (procSpec
 		return spec, 0, badRequest("cwd %s is not a directory; give a directory", dir)
 	}
 	spec.dir = dir
-	spec.env = commandEnv(s.env, acct, req.Env)
+	spec.env = commandEnv(s.environ(), acct, req.Env)
 	spec.cred = acct.credential()
 	spec.stdin = req.Stdin
 	if req.Command != "" {

@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -52,7 +54,8 @@ type Config struct {
 type Server struct {
 	cfg        Config
 	log        *slog.Logger
-	env        []string // the agent's environment, inherited by commands
+	envMu      sync.Mutex
+	env        []string // the agent's environment, inherited by commands (see configure)
 	passwdPath string
 	groupPath  string
 	procs      *registry
@@ -121,6 +124,7 @@ func (s *Server) Handler() http.Handler {
 		})
 	}
 	route("GET", "/health", s.handleHealth)
+	route("POST", "/configure", s.handleConfigure)
 	route("POST", "/exec", s.handleExec)
 	route("POST", "/processes", s.handleStartProcess)
 	route("GET", "/processes", s.handleListProcesses)
@@ -135,7 +139,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/files/mkdir", s.handleMkdir)
 	route("POST", "/files/rename", s.handleRename)
 	// Method-less patterns catch a known path with a wrong method.
-	for _, p := range []string{"/health", "/exec", "/processes", "/processes/{pid}",
+	for _, p := range []string{"/health", "/configure", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +221,43 @@ func (s *Server) EnsureWorkspace() error {
 // Close kills every running background command's process tree.
 func (s *Server) Close() {
 	s.procs.killAll()
+}
+
+// handleConfigure adds a claiming create's environment to the agent's own
+// (a warm-pool sandbox boots without it). Commands already running keep
+// theirs.
+func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
+	var req agentapi.ConfigureRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		return err
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
+			return badRequest("env variable %q is invalid: names must be non-empty without '=' or NUL, values without NUL", k)
+		}
+	}
+	s.envMu.Lock()
+	defer s.envMu.Unlock()
+	env := make([]string, 0, len(s.env)+len(req.Env))
+	for _, kv := range s.env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, replaced := req.Env[k]; !replaced {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	s.env = env
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// environ is the agent's environment as commands inherit it.
+func (s *Server) environ() []string {
+	s.envMu.Lock()
+	defer s.envMu.Unlock()
+	return s.env
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {

@@ -33,6 +33,12 @@
 //	DELETE /files?path=P&recursive=B    -> 204
 //	POST   /files/rename   RenameRequest -> 200 FileInfo
 //
+// One route is the host's alone (the server never forwards it):
+//
+//	POST   /configure      ConfigureRequest -> 204; a warm-pool sandbox
+//	                                       takes the environment of the create
+//	                                       that claimed it
+//
 // Relative paths resolve under /workspace. A path containing NUL is refused
 // with 400. Errors are always an ErrorBody with a matching HTTP status.
 package agentapi
@@ -204,6 +210,14 @@ type MkdirRequest struct {
 type RenameRequest struct {
 	From string `json:"from"`
 	To   string `json:"to"`
+}
+
+// ConfigureRequest gives a sandbox booted ahead of time (the warm pool)
+// the settings of the create that claims it. Env is added to the agent's
+// boot environment for every command started afterwards, as a cold
+// sandbox's create env would be; names must be non-empty without '=' or NUL.
+type ConfigureRequest struct {
+	Env map[string]string `json:"env"`
 }
 
 // Health is the agent's readiness answer.

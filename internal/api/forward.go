@@ -100,7 +100,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 			body.closeIfUnread(resp.Header)
 			return nil
 		},
-		ErrorLog:      slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if berr := body.failed(); berr != nil {
 				err = berr

@@ -136,7 +136,14 @@ func keyFrom(ctx context.Context) store.Key {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	h := Health{OK: true}
+	for t, st := range s.cfg.Manager.PoolStatus() {
+		if h.Pool == nil {
+			h.Pool = map[string]PoolStatus{}
+		}
+		h.Pool[t] = PoolStatus{Size: st.Size, Ready: st.Ready}
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // decode reads exactly one JSON object into v, refusing unknown fields,

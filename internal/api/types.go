@@ -122,3 +122,22 @@ func toSandbox(sb store.Sandbox) Sandbox {
 func toKey(k store.Key) Key {
 	return Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
+
+// Health is GET /v1/health: the server answers, and how its warm pool
+// stands.
+type Health struct {
+	// OK is always true while the server answers.
+	OK bool `json:"ok"`
+	// Pool is, per pooled template, how many booted sandboxes the warm
+	// pool keeps (size) and has waiting now (ready). Absent when the server
+	// runs without a pool.
+	Pool map[string]PoolStatus `json:"pool,omitempty"`
+}
+
+// PoolStatus is one template's warm pool.
+type PoolStatus struct {
+	// Size is how many booted sandboxes the pool keeps ready.
+	Size int `json:"size"`
+	// Ready is how many are booted and waiting now.
+	Ready int `json:"ready"`
+}

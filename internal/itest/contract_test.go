@@ -536,6 +536,8 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"CreateSecretRequest", api.CreateSecretRequest{}, false},
 		{"Secret", api.Secret{}, true},
 		{"SecretList", api.SecretList{}, true},
+		{"ServerHealth", api.Health{}, true},
+		{"PoolStatus", api.PoolStatus{}, true},
 	} {
 		ref := doc.Components.Schemas[c.schema]
 		if ref == nil {

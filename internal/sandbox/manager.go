@@ -87,6 +87,8 @@ type Manager struct {
 	bg sync.WaitGroup
 	// meter is the usage sampler and ledger (meter.go).
 	meter meterState
+	// pool is the warm pool (pool.go; nil: none).
+	pool *pool
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -165,6 +167,11 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	plan, err := m.planNetwork(ctx, p)
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	if ps := m.takePooled(p, rootfs); ps != nil {
+		if sb, err := m.claim(ctx, p, ps, plan); !errors.Is(err, errPooledGone) {
+			return sb, err
+		}
 	}
 	if err := m.reserve(); err != nil {
 		return store.Sandbox{}, err
@@ -457,6 +464,7 @@ func (m *Manager) stop(ctx context.Context, id, reason string) error {
 		return op.err
 	}
 	m.detachNetwork(ctx, id)
+	m.wakePool() // a pool held back by the server's maximum may refill
 	return nil
 }
 
@@ -556,10 +564,12 @@ func isConnError(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOENT) || errors.Is(err, net.ErrClosed)
 }
 
-// Close stops the lease timers and watchers, waits for lease ends being
-// handled, and drops connections. Sandboxes keep running: a restarted
-// server adopts them (Recover).
+// Close destroys the warm pool's unclaimed sandboxes, stops the lease
+// timers and watchers, waits for lease ends being handled, and drops
+// connections. Claimed sandboxes keep running: a restarted server adopts
+// them (Recover).
 func (m *Manager) Close() {
+	m.closePool()
 	m.stopMetering()
 	m.mu.Lock()
 	m.closed = true

@@ -49,6 +49,8 @@ type Config struct {
 	Log            *slog.Logger
 	// Egress configures sandbox networks (see EgressConfig).
 	Egress EgressConfig
+	// Pool configures the warm pool (zero value: none).
+	Pool sandbox.PoolConfig
 	// Metering configures the usage sampler and prices (zero value: every
 	// 5 s at the reference prices; a negative Interval turns it off).
 	Metering sandbox.MeterConfig
@@ -127,6 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	mgr.StartPool(cfg.Pool)
 	key, err := localKey(ctx, st, cfg.DataDir)
 	if err != nil {
 		mgr.Close()

@@ -1,0 +1,374 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/egress"
+	"withruntime.dev/runtime/internal/store"
+)
+
+// PoolConfig configures the warm pool: sandboxes booted ahead of time so
+// that a create only claims one. A pooled sandbox has the default shape
+// (Limits' default CPU, memory and disk) and no network policy yet; a create
+// of that shape takes one and applies its own environment, lease, metadata
+// and network policy. A create that asks for another shape, or for secrets
+// (whose CA bundle is written into the sandbox at boot), starts cold, as does
+// any create while the pool is empty: a burst larger than the pool is slower,
+// never refused for it.
+type PoolConfig struct {
+	// Size is how many booted sandboxes each pooled template keeps ready
+	// (0: no pool).
+	Size int
+	// MaxAge is how long a sandbox may wait in the pool before it is
+	// destroyed and replaced, so that a pool never hands out a sandbox booted
+	// long ago (default 10 minutes).
+	MaxAge time.Duration
+	// Templates are the templates that get a pool (default: base).
+	Templates []string
+}
+
+// PoolStatus is one template's pool as GET /v1/health reports it.
+type PoolStatus struct {
+	Size  int `json:"size"`  // sandboxes the pool keeps ready
+	Ready int `json:"ready"` // booted and waiting now
+}
+
+// poolRetry is how long the pool waits after a failed boot (a template not
+// built yet, the host full) before trying again.
+const poolRetry = 2 * time.Second
+
+// pool holds the pooled sandboxes. They have no store record (they belong
+// to no key and are billed to nobody until claimed), so a restarted server
+// destroys any it finds as orphans.
+type pool struct {
+	cfg    PoolConfig
+	mu     sync.Mutex
+	ready  map[string][]*pooled // by template, oldest first
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// pooled is one booted, unclaimed sandbox.
+type pooled struct {
+	id       string
+	template string
+	rootfs   string // the template's root when it booted; a rebuilt template retires it
+	handle   *driver.Handle
+	born     time.Time
+}
+
+// StartPool boots and keeps the warm pool in the background until Close.
+// Call it once, after Recover.
+func (m *Manager) StartPool(cfg PoolConfig) {
+	if cfg.Size <= 0 {
+		return
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 10 * time.Minute
+	}
+	if len(cfg.Templates) == 0 {
+		cfg.Templates = []string{"base"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pool{cfg: cfg, ready: map[string][]*pooled{}, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.pool = p
+	m.mu.Unlock()
+	go m.keepPool(ctx, p)
+}
+
+// PoolStatus reports each pooled template's size and ready count (nil when
+// there is no pool).
+func (m *Manager) PoolStatus() map[string]PoolStatus {
+	p := m.currentPool()
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]PoolStatus{}
+	for _, t := range p.cfg.Templates {
+		out[t] = PoolStatus{Size: p.cfg.Size, Ready: len(p.ready[t])}
+	}
+	return out
+}
+
+func (m *Manager) currentPool() *pool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pool
+}
+
+// keepPool fills the pool, retires sandboxes past MaxAge, and refills after
+// every claim, one boot at a time so that refilling never competes with
+// the creates it serves for more than one core.
+func (m *Manager) keepPool(ctx context.Context, p *pool) {
+	defer close(p.done)
+	check := min(p.cfg.MaxAge/4, 30*time.Second)
+	for {
+		m.retireOld(ctx, p)
+		wait := check
+		if err := m.fillPool(ctx, p); err != nil {
+			m.log.Warn("warm pool: boot failed; retrying", "err", err, "in", poolRetry)
+			wait = poolRetry
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-p.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// fillPool boots sandboxes until every pooled template has Size ready. It
+// leaves room under the server's maximum for creates that are not pooled.
+func (m *Manager) fillPool(ctx context.Context, p *pool) error {
+	for ctx.Err() == nil {
+		tpl := ""
+		p.mu.Lock()
+		total := 0
+		for _, t := range p.cfg.Templates {
+			total += len(p.ready[t])
+			if tpl == "" && len(p.ready[t]) < p.cfg.Size {
+				tpl = t
+			}
+		}
+		p.mu.Unlock()
+		if tpl == "" {
+			return nil
+		}
+		m.mu.Lock()
+		full := m.closed || (m.limits.MaxSandboxes > 0 && len(m.live)+m.pending+total >= m.limits.MaxSandboxes)
+		m.mu.Unlock()
+		if full {
+			return nil // a claim or a destroy wakes the pool again
+		}
+		ps, err := m.bootPooled(ctx, tpl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		p.mu.Lock()
+		p.ready[tpl] = append(p.ready[tpl], ps)
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// bootPooled boots one sandbox of the default shape for template, with a
+// network namespace whose policy allows nothing when egress is enabled
+// (so that a claim only has to set the policy).
+func (m *Manager) bootPooled(ctx context.Context, template string) (*pooled, error) {
+	rootfs, err := m.templates.RootFS(template)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	spec := driver.Spec{ID: id, RootFS: rootfs, CPU: m.limits.DefaultCPU,
+		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
+		TmpBytes: m.limits.TmpMiB << 20, PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB)}
+	if m.network != nil {
+		att, err := m.network.egress.Attach(ctx, id, egress.Policy{})
+		if err != nil {
+			return nil, err
+		}
+		spec.Network = &driver.Network{NetnsPath: att.NetnsPath, ResolvConf: att.ResolvConf}
+	}
+	h, err := m.driver.Create(ctx, spec)
+	if err != nil {
+		m.detachNetwork(context.WithoutCancel(ctx), id)
+		return nil, err
+	}
+	return &pooled{id: id, template: template, rootfs: rootfs, handle: h, born: m.now()}, nil
+}
+
+// retireOld destroys pooled sandboxes older than MaxAge.
+func (m *Manager) retireOld(ctx context.Context, p *pool) {
+	p.mu.Lock()
+	var old []*pooled
+	for t, list := range p.ready {
+		keep := list[:0]
+		for _, ps := range list {
+			if m.now().Sub(ps.born) >= p.cfg.MaxAge {
+				old = append(old, ps)
+			} else {
+				keep = append(keep, ps)
+			}
+		}
+		p.ready[t] = keep
+	}
+	p.mu.Unlock()
+	for _, ps := range old {
+		m.destroyPooled(ctx, ps)
+	}
+}
+
+// destroyPooled removes an unclaimed sandbox and its network.
+func (m *Manager) destroyPooled(ctx context.Context, ps *pooled) {
+	if err := m.driver.Destroy(context.WithoutCancel(ctx), ps.id); err != nil {
+		m.log.Error("warm pool: destroy", "sandbox", ps.id, "err", err)
+	}
+	m.detachNetwork(context.WithoutCancel(ctx), ps.id)
+}
+
+// takePooled hands out a pooled sandbox for a create with parameters p
+// (defaults applied) on rootfs, or nil when the create does not fit the
+// pool or the pool is empty. Each pooled sandbox is handed out once: it
+// leaves the pool under the pool's lock. Every take wakes the refill.
+func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
+	pl := m.currentPool()
+	if pl == nil || len(p.Secrets) > 0 || p.CPU != m.limits.DefaultCPU ||
+		p.MemoryMiB != m.limits.DefaultMemoryMiB || p.DiskMiB != m.limits.DefaultDiskMiB ||
+		!slices.Contains(pl.cfg.Templates, p.Template) {
+		return nil
+	}
+	defer m.wakePool()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	list := pl.ready[p.Template]
+	if len(list) == 0 {
+		return nil
+	}
+	ps := list[0] // the oldest, so that none ages out while others serve
+	pl.ready[p.Template] = list[1:]
+	if ps.rootfs != rootfs {
+		// The template was rebuilt since this sandbox booted.
+		go m.destroyPooled(context.Background(), ps)
+		return nil
+	}
+	return ps
+}
+
+// wakePool makes the pool look at its size again (after a claim or a
+// destroy).
+func (m *Manager) wakePool() {
+	if p := m.currentPool(); p != nil {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// configurePooled gives a claimed sandbox's agent the create's environment.
+func configurePooled(ctx context.Context, h *driver.Handle, env map[string]string) error {
+	if len(env) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(agentapi.ConfigureRequest{Env: env})
+	if err != nil {
+		return err
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) }, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/configure", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return errors.New("agent configure: " + resp.Status)
+	}
+	return nil
+}
+
+// closePool stops the refill and destroys every unclaimed sandbox.
+func (m *Manager) closePool() {
+	p := m.currentPool()
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	var all []*pooled
+	for _, list := range p.ready {
+		all = append(all, list...)
+	}
+	p.ready = map[string][]*pooled{}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, ps := range all {
+		m.destroyPooled(ctx, ps)
+	}
+}
+
+// errPooledGone says a claimed pooled sandbox did not take its settings (it
+// died while it waited); the create starts cold instead.
+var errPooledGone = errors.New("pooled sandbox gone")
+
+// claim turns a pooled sandbox into the create's sandbox: its environment
+// goes to the agent, then the record (billed from now), the network policy
+// and the lease. It fails with errPooledGone when the pooled sandbox does
+// not answer, after destroying it.
+func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *netPlan) (store.Sandbox, error) {
+	if err := m.reserve(); err != nil {
+		m.destroyPooled(ctx, ps)
+		return store.Sandbox{}, err
+	}
+	defer m.unreserve()
+	if err := configurePooled(ctx, ps.handle, p.Env); err != nil {
+		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
+		m.destroyPooled(ctx, ps)
+		return store.Sandbox{}, errPooledGone
+	}
+	now := m.now().UTC().Truncate(time.Millisecond)
+	sb := store.Sandbox{
+		ID: ps.id, KeyID: p.KeyID, Template: p.Template, State: store.StateRunning,
+		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
+		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
+		Driver: m.driver.Name(), DriverState: ps.handle.State,
+	}
+	if err := m.store.InsertSandbox(ctx, sb); err != nil {
+		m.destroyPooled(ctx, ps)
+		return store.Sandbox{}, err
+	}
+	if err := m.applyPooledNetwork(ctx, ps.id, plan); err != nil {
+		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
+		m.destroyPooled(ctx, ps)
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	m.meterStart(ctx, sb)
+	m.adopt(sb.ID, ps.handle, sb.LeaseEndsAt)
+	return sb, nil
+}
+
+// applyPooledNetwork records a claimed sandbox's network and sets its
+// policy on the namespace it booted with (which allowed nothing).
+func (m *Manager) applyPooledNetwork(ctx context.Context, id string, plan *netPlan) error {
+	if plan == nil {
+		return nil
+	}
+	pol, _ := json.Marshal(plan.policy)
+	if err := m.store.SetSandboxNetwork(ctx, id, store.SandboxNetwork{Policy: pol}); err != nil {
+		return err
+	}
+	if plan.policy.None() {
+		return nil
+	}
+	return m.network.egress.Update(ctx, id, plan.policy)
+}
