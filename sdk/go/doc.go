@@ -28,6 +28,19 @@
 // against the sentinels (ErrNotFound, ErrLeaseEnded, ...). A command that
 // exits non-zero is not an error: Exec returns its ExitCode in the result.
 //
+// # Network, secrets, keys and usage
+//
+// Options.Network sets a sandbox's network policy (loopback only by
+// default), which Sandbox.Network reads and Sandbox.SetNetwork changes
+// while it runs. Client.SetSecret stores a write-only secret that a sandbox
+// created with Options.Secrets sees as a placeholder, swapped for the
+// value by the egress proxy in HTTPS requests to the secret's hosts.
+// Client.CreateKey, ListKeys and RevokeKey manage API keys, with an
+// optional daily spending limit; Client.Usage reports CPU-seconds,
+// GiB-seconds and micro-dollars (1 USD = 1,000,000) per day, sandbox or
+// key; Options.MaxCostMicros refuses a sandbox whose lease could cost more
+// (ErrCostCap).
+//
 // # Tools for models
 //
 // Package withruntime.dev/runtime/sdk/go/tools binds the four model tools
