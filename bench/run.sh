@@ -9,3 +9,4 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/bin:$PATH
 go run ./bench/startup "$@"
 go run ./bench/metering
+go run ./bench/egress "$@"
