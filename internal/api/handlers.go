@@ -100,7 +100,11 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toSandbox(sb))
+	out := []Sandbox{toSandbox(sb)}
+	if err := s.addCosts(r.Context(), out); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out[0])
 	return nil
 }
 
@@ -112,11 +116,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if req.DailyLimitMicros < 0 {
 		return badRequest("dailyLimitMicros must be positive (micro-dollars per UTC day; 1 USD = 1,000,000) or absent; got %d", req.DailyLimitMicros)
 	}
-	k, secret, err := auth.NewKey(r.Context(), s.cfg.Store, req.Name)
+	k, secret, err := auth.NewKey(r.Context(), s.cfg.Store, req.Name, req.DailyLimitMicros)
 	if err != nil {
-		return err
-	}
-	if err := s.cfg.Store.SetKeyDailyLimit(r.Context(), k.ID, req.DailyLimitMicros); err != nil {
 		return err
 	}
 	out := toKey(k)

@@ -31,8 +31,9 @@ func Hash(token string) string {
 }
 
 // NewKey creates and stores a key named name. It returns the record and the
-// secret, which is shown once and never again.
-func NewKey(ctx context.Context, st *store.Store, name string) (store.Key, string, error) {
+// secret, which is shown once and never again. dailyLimitMicros > 0 gives
+// the key a daily spending limit (micro-dollars per UTC day) atomically with it.
+func NewKey(ctx context.Context, st *store.Store, name string, dailyLimitMicros int64) (store.Key, string, error) {
 	if strings.TrimSpace(name) == "" {
 		return store.Key{}, "", errs.New(errs.Invalid, "a key needs a name (for example \"ci\" or \"laptop\")")
 	}
@@ -49,9 +50,9 @@ func NewKey(ctx context.Context, st *store.Store, name string) (store.Key, strin
 		Name:      name,
 		Prefix:    token[:len(TokenPrefix)+6],
 		Hash:      Hash(token),
-		CreatedAt: time.Now().UTC(),
+		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), // what the store keeps
 	}
-	if err := st.InsertKey(ctx, k); err != nil {
+	if err := st.InsertKey(ctx, k, dailyLimitMicros); err != nil {
 		return store.Key{}, "", err
 	}
 	return k, token, nil

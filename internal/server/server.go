@@ -176,7 +176,7 @@ func localKey(ctx context.Context, st *store.Store, dataDir string) (string, err
 			return token, nil
 		}
 	}
-	_, token, err := auth.NewKey(ctx, st, "local")
+	_, token, err := auth.NewKey(ctx, st, "local", 0)
 	if err != nil {
 		return "", err
 	}

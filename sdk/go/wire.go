@@ -63,8 +63,8 @@ type SandboxInfo struct {
 	// seconds while it runs, and once when it stops): CPU used (at least
 	// the CPU floor over its life) plus memory size × time, at the server's
 	// prices, rounded once. It is the figure Client.Usage reports for the
-	// sandbox. Read it with Refresh (or Client.List, Connect): the server
-	// currently sends 0 in its answers to Create and SetTimeout.
+	// sandbox. Create answers 0 (nothing is metered yet); Refresh, List,
+	// Connect and SetTimeout give the current figure.
 	CostMicros int64 `json:"costMicros"`
 }
 

@@ -80,9 +80,9 @@ export interface SandboxInfo {
    * as of its last metering sample (every few seconds while it runs, and
    * once when it stops): CPU used (at least the CPU floor over its life)
    * plus memory size × time, at the server's prices, rounded once; the
-   * figure Client.usage reports for it. Read it with refresh (or list,
-   * connect): the server currently sends 0 in its answers to create and
-   * setTimeout.
+   * figure Client.usage reports for it. create answers 0 (nothing is
+   * metered yet); refresh, list, connect and setTimeout give the current
+   * figure.
    */
   costMicros: number;
 }

@@ -97,9 +97,9 @@ class SandboxInfo:
     #: 1,000,000), as of its last metering sample (every few seconds while
     #: it runs, and once when it stops): CPU used (at least the CPU floor
     #: over its life) plus memory size × time, at the server's prices,
-    #: rounded once; the figure ``usage(group_by="sandbox")`` reports. Read
-    #: it with ``refresh`` (or ``list``, ``connect``): the server currently
-    #: sends 0 in its answers to ``create`` and ``set_timeout``.
+    #: rounded once; the figure ``usage(group_by="sandbox")`` reports. ``create``
+    #: answers 0 (nothing is metered yet); ``refresh``, ``list``, ``connect``
+    #: and ``set_timeout`` give the current figure.
     cost_micros: int = 0
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
