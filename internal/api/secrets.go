@@ -41,8 +41,8 @@ func toSecret(s store.Secret) Secret {
 	return Secret{Name: s.Name, Hosts: hosts, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
-// putSecret creates or replaces a secret. Sandboxes created afterwards get
-// the new value; running ones keep the value they were created with.
+// putSecret creates or replaces a secret. Running sandboxes created with it
+// send the new value from their next request on.
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 	var req CreateSecretRequest
 	if err := decode(r, &req); err != nil {
@@ -56,6 +56,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 	if err := s.cfg.Store.PutSecret(r.Context(), store.Secret{Name: req.Name, Value: req.Value, Hosts: req.Hosts}, now); err != nil {
 		return err
 	}
+	s.cfg.Manager.SecretChanged(r.Context(), req.Name)
 	sec, err := s.cfg.Store.GetSecret(r.Context(), req.Name)
 	if err != nil {
 		return err
@@ -86,6 +87,7 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.cfg.Manager.SecretChanged(r.Context(), name)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -527,9 +527,24 @@ echo done`)
 		t.Error("the server log holds the secret's value")
 	}
 
+	// Rotating the secret reaches the running sandbox's next request;
+	// deleting it stops the injection (the placeholder goes out as is).
+	const rotated = "sk-rotated-0a1b2c3d4e5f"
+	if status, data := e.do("POST", "/v1/secrets", api.CreateSecretRequest{Name: "API_KEY", Value: rotated, Hosts: []string{inetAPI}}); status != http.StatusCreated {
+		t.Fatalf("rotate the secret: %d %s", status, data)
+	}
+	run(curl(`-H "Authorization: Bearer $API_KEY" https://` + inetAPI + `/`))
+	if !strings.Contains(in.seenAuths(), inetAPI+" Bearer "+rotated) {
+		t.Errorf("after rotation the upstream did not get the new value; it saw:\n%s", in.seenAuths())
+	}
 	status, data = e.do("DELETE", "/v1/secrets/API_KEY", nil)
 	if status != http.StatusNoContent {
 		t.Errorf("DELETE secret: %d %s", status, data)
+	}
+	before := strings.Count(in.seenAuths(), "Bearer sk-")
+	run(curl(`-H "Authorization: Bearer $API_KEY" https://` + inetAPI + `/`))
+	if after := strings.Count(in.seenAuths(), "Bearer sk-"); after != before {
+		t.Errorf("after deletion a request still carried a secret value; the upstream saw:\n%s", in.seenAuths())
 	}
 	status, _ = e.do("DELETE", "/v1/secrets/API_KEY", nil)
 	if status != http.StatusNotFound {

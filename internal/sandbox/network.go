@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/egress"
@@ -156,20 +157,53 @@ func (m *Manager) reattachNetwork(ctx context.Context, id string) {
 		m.log.Error("re-attach sandbox network", "sandbox", id, "err", err)
 		return
 	}
-	if len(rec.Secrets) == 0 {
-		return
+	if len(rec.Secrets) > 0 {
+		m.bindSecrets(ctx, id, rec.Secrets)
 	}
+}
+
+// bindSecrets gives the egress proxy the current value and hosts of each
+// named secret for sandbox id. Placeholders derive from the sandbox and the
+// name, so they stay the same; a secret deleted meanwhile is no longer
+// injected.
+func (m *Manager) bindSecrets(ctx context.Context, id string, names []string) {
 	var ss []egress.Secret
-	for _, name := range rec.Secrets {
+	for _, name := range names {
 		sec, err := m.store.GetSecret(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
 		if err != nil {
-			m.log.Warn("re-attach sandbox secret", "sandbox", id, "secret", name, "err", err)
+			m.log.Warn("bind sandbox secret", "sandbox", id, "secret", name, "err", err)
 			continue
 		}
 		ss = append(ss, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
 	}
 	if _, err := m.network.egress.SetSecrets(id, ss); err != nil {
-		m.log.Error("re-attach sandbox secrets", "sandbox", id, "err", err)
+		m.log.Error("bind sandbox secrets", "sandbox", id, "err", err)
+	}
+}
+
+// SecretChanged applies a stored secret's new value and hosts, or its
+// deletion, to the running sandboxes created with it: their next requests
+// carry the new value (a deleted secret's placeholder goes out unreplaced).
+// Requests already sent are not changed.
+func (m *Manager) SecretChanged(ctx context.Context, name string) {
+	if m.network == nil {
+		return
+	}
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		rec, err := m.store.GetSandboxNetwork(ctx, id)
+		if err != nil || !slices.Contains(rec.Secrets, name) {
+			continue
+		}
+		m.bindSecrets(ctx, id, rec.Secrets)
 	}
 }
 
