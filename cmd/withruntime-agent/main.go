@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
@@ -27,6 +28,7 @@ func main() {
 	user := flag.String("user", "user", "user that commands run as and that owns created files")
 	workspace := flag.String("workspace", agentapi.Workspace, "directory that relative paths and commands start in")
 	memoryBytes := flag.Int64("memory-bytes", 0, "the sandbox's memory size; commands that would take it past this are killed as out of memory (0: not watched)")
+	leaseEndsAt := flag.Int64("lease-ends-at", 0, "Unix time (seconds) of the lease end; the sandbox ends itself agent.LeaseGrace after it unless a server stopped it first (0: no end)")
 	pidsLimit := flag.Int("pids-limit", 0, "processes and threads per user; a command that keeps the sandbox at this is killed (0: RLIMIT_NPROC)")
 	flag.Parse()
 
@@ -40,6 +42,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "withruntime-agent: %v\n", err)
 		os.Exit(2)
+	}
+	if *leaseEndsAt > 0 {
+		srv.SetLease(time.Unix(*leaseEndsAt, 0))
 	}
 	if err := srv.EnsureWorkspace(); err != nil {
 		log.Warn("cannot create the workspace", "workspace", *workspace, "err", err)

@@ -62,6 +62,7 @@ type Server struct {
 	live       *liveSet
 	guard      *guard
 	kicker     *kicker
+	lease      lease
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -84,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	live := newLiveSet()
-	return &Server{
+	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		env:        os.Environ(),
@@ -94,7 +95,9 @@ func New(cfg Config) (*Server, error) {
 		live:       live,
 		guard:      newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
 		kicker:     newKicker(cfg.Logger, live),
-	}, nil
+	}
+	s.lease.end = s.endSandbox
+	return s, nil
 }
 
 // start starts a command (exec or background) and puts it in the guard's
@@ -224,12 +227,15 @@ func (s *Server) Close() {
 }
 
 // handleConfigure adds a claiming create's environment to the agent's own
-// (a warm-pool sandbox boots without it). Commands already running keep
-// theirs.
+// (a warm-pool sandbox boots without it; commands already running keep
+// theirs) and moves the lease backstop (see lease.go).
 func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
 	var req agentapi.ConfigureRequest
 	if err := decodeJSON(r, &req, false); err != nil {
 		return err
+	}
+	if req.LeaseEndsAt != nil {
+		s.SetLease(*req.LeaseEndsAt)
 	}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {

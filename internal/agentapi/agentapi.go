@@ -37,7 +37,7 @@
 //
 //	POST   /configure      ConfigureRequest -> 204; a warm-pool sandbox
 //	                                       takes the environment of the create
-//	                                       that claimed it
+//	                                       that claimed it; the lease end moves
 //
 // Relative paths resolve under /workspace. A path containing NUL is refused
 // with 400. Errors are always an ErrorBody with a matching HTTP status.
@@ -217,7 +217,12 @@ type RenameRequest struct {
 // boot environment for every command started afterwards, as a cold
 // sandbox's create env would be; names must be non-empty without '=' or NUL.
 type ConfigureRequest struct {
-	Env map[string]string `json:"env"`
+	Env map[string]string `json:"env,omitempty"`
+	// LeaseEndsAt, when set, is the sandbox's lease end: the agent ends the
+	// sandbox itself a grace period after it (agent.LeaseGrace) should no
+	// server have stopped it by then. The server sends it on create, on
+	// every lease change and on a pool claim.
+	LeaseEndsAt *time.Time `json:"leaseEndsAt,omitempty"`
 }
 
 // Health is the agent's readiness answer.

@@ -37,6 +37,9 @@ type Spec struct {
 	PidsLimit int64
 	// Env is the sandbox environment ("KEY=value") that every command inherits.
 	Env []string
+	// LeaseEndsAt, when set, is when the sandbox should end: the agent
+	// ends it itself shortly after (a backstop for when no server runs).
+	LeaseEndsAt time.Time
 	// Network, when set, boots the sandbox in an existing network namespace
 	// (made by the egress manager); without it the sandbox has no network.
 	Network *Network

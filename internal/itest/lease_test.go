@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/driver"
@@ -362,5 +363,50 @@ func TestDeleteBusySandbox(t *testing.T) {
 	status, body := e.do("DELETE", "/v1/sandboxes/sbx_doesnotexist", nil)
 	if status != http.StatusNotFound {
 		t.Errorf("DELETE of an unknown sandbox: %d %s", status, body)
+	}
+}
+
+// TestLeaseEndsWithNoServer: the agent is the lease's backstop. A sandbox
+// whose server is gone (the embedded server of a CLI that exited, a crash)
+// ends itself agent.LeaseGrace after its lease end, an extended lease
+// moves that end, and the next server records lease_ended and leaves
+// nothing behind.
+func TestLeaseEndsWithNoServer(t *testing.T) {
+	t.Parallel()
+	dataDir, err := os.MkdirTemp("/tmp", "wr-nolease-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	a := newEnv(t, withDataDir(dataDir))
+	short := a.create(api.CreateSandboxRequest{TimeoutSeconds: 2})
+	// Created with 1 s, extended to 4 s: the agent must follow the extension.
+	extended := a.create(api.CreateSandboxRequest{TimeoutSeconds: 1})
+	a.must(http.StatusOK, "POST", "/v1/sandboxes/"+extended.ID+"/timeout", api.SetTimeoutRequest{TimeoutSeconds: 4}, nil)
+	created := time.Now()
+	a.detach()
+
+	running := func(id string) bool {
+		out, _ := exec.Command(runscBin, "--root", filepath.Join(dataDir, "gvisor", "runsc"), "state", id).Output()
+		return strings.Contains(string(out), `"running"`)
+	}
+	waitFor(t, 2*time.Second+agent.LeaseGrace+10*time.Second, "the short sandbox to end itself", func() bool { return !running(short.ID) })
+	if d := time.Since(created); d < 2*time.Second+agent.LeaseGrace-time.Second {
+		t.Errorf("the sandbox ended %v after its create, before its lease end and the grace", d)
+	}
+	if d := time.Since(created); d < 4*time.Second+agent.LeaseGrace-time.Second && !running(extended.ID) {
+		t.Errorf("the extended sandbox ended at its first lease end")
+	}
+	waitFor(t, 4*time.Second+agent.LeaseGrace+10*time.Second, "the extended sandbox to end itself", func() bool { return !running(extended.ID) })
+
+	b := newEnv(t, withDataDir(dataDir))
+	for _, id := range []string{short.ID, extended.ID} {
+		sb := b.get(id)
+		if sb.State != "stopped" || sb.EndReason != "lease_ended" {
+			t.Errorf("after restart %s is %s (%s), want stopped (lease_ended)", id, sb.State, sb.EndReason)
+		}
+		if left := b.leftovers(id); len(left) > 0 {
+			t.Errorf("after restart %s left %v", id, left)
+		}
 	}
 }

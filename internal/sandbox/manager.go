@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/egress"
 	"withruntime.dev/runtime/internal/errs"
@@ -96,6 +97,9 @@ type liveSandbox struct {
 	handle    *driver.Handle
 	transport *http.Transport
 	lease     *time.Timer
+	// leaseMu orders lease changes, so that the agent's backstop and the
+	// store always end in the same order they were asked for.
+	leaseMu sync.Mutex
 	// stopWatch ends the watcher that notices the sandbox dying on its own.
 	stopWatch context.CancelFunc
 	// gone is closed once the record says stopped (by any path), so a
@@ -196,7 +200,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: m.limits.TmpMiB << 20,
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
-		Network: netSpec,
+		Network: netSpec, LeaseEndsAt: sb.LeaseEndsAt,
 	})
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
@@ -474,18 +478,46 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		return store.Sandbox{}, errs.New(errs.Invalid, "timeoutSeconds must be between 1 and %d; got %d",
 			int64(m.limits.MaxTimeout/time.Second), seconds)
 	}
-	if _, err := m.Running(ctx, id); err != nil {
-		return store.Sandbox{}, err
-	}
-	end := m.now().Add(time.Duration(seconds) * time.Second).UTC().Truncate(time.Millisecond)
-	if err := m.store.SetLeaseEnd(ctx, id, end); err != nil {
+	sb, err := m.Running(ctx, id)
+	if err != nil {
 		return store.Sandbox{}, err
 	}
 	m.mu.Lock()
-	if ls := m.live[id]; ls != nil {
+	ls := m.live[id]
+	m.mu.Unlock()
+	if ls != nil {
+		ls.leaseMu.Lock()
+		defer ls.leaseMu.Unlock()
+		if sb, err = m.store.GetSandbox(ctx, id); err != nil {
+			return store.Sandbox{}, err
+		}
+	}
+	end := m.now().Add(time.Duration(seconds) * time.Second).UTC().Truncate(time.Millisecond)
+	// The agent's backstop (see agent.LeaseGrace) must never come before
+	// the server's lease end: a longer lease goes to the agent first, a
+	// shorter one to the store first.
+	tellAgent := func() error {
+		if ls == nil {
+			return nil
+		}
+		return configureAgent(ctx, ls.handle, agentapi.ConfigureRequest{LeaseEndsAt: &end})
+	}
+	if end.After(sb.LeaseEndsAt) {
+		if err := tellAgent(); err != nil {
+			return store.Sandbox{}, fmt.Errorf("sandbox %s: the agent did not take the new lease end: %w", id, err)
+		}
+	}
+	if err := m.store.SetLeaseEnd(ctx, id, end); err != nil {
+		return store.Sandbox{}, err
+	}
+	if ls != nil {
 		ls.lease.Reset(end.Sub(m.now()))
 	}
-	m.mu.Unlock()
+	if !end.After(sb.LeaseEndsAt) {
+		if err := tellAgent(); err != nil {
+			m.log.Warn("the agent did not take a shorter lease end; the server still enforces it", "sandbox", id, "err", err)
+		}
+	}
 	// The lease may have ended (or the sandbox died) while the new end was
 	// being written: then say so rather than return a stopped record.
 	return m.Running(ctx, id)

@@ -184,7 +184,9 @@ func (m *Manager) bootPooled(ctx context.Context, template string) (*pooled, err
 	id := newID()
 	spec := driver.Spec{ID: id, RootFS: rootfs, CPU: m.limits.DefaultCPU,
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
-		TmpBytes: m.limits.TmpMiB << 20, PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB)}
+		TmpBytes: m.limits.TmpMiB << 20, PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
+		// A pooled sandbox left behind by a server that died ends itself.
+		LeaseEndsAt: m.now().Add(m.currentPool().cfg.MaxAge + time.Minute)}
 	if m.network != nil {
 		att, err := m.network.egress.Attach(ctx, id, egress.Policy{})
 		if err != nil {
@@ -268,12 +270,10 @@ func (m *Manager) wakePool() {
 	}
 }
 
-// configurePooled gives a claimed sandbox's agent the create's environment.
-func configurePooled(ctx context.Context, h *driver.Handle, env map[string]string) error {
-	if len(env) == 0 {
-		return nil
-	}
-	body, err := json.Marshal(agentapi.ConfigureRequest{Env: env})
+// configureAgent sends a sandbox's agent its settings: a claimed pooled
+// sandbox's environment, a lease end.
+func configureAgent(ctx context.Context, h *driver.Handle, conf agentapi.ConfigureRequest) error {
+	body, err := json.Marshal(conf)
 	if err != nil {
 		return err
 	}
@@ -331,16 +331,16 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		return store.Sandbox{}, err
 	}
 	defer m.unreserve()
-	if err := configurePooled(ctx, ps.handle, p.Env); err != nil {
+	end := m.now().UTC().Truncate(time.Millisecond).Add(time.Duration(p.TimeoutSeconds) * time.Second)
+	if err := configureAgent(ctx, ps.handle, agentapi.ConfigureRequest{Env: p.Env, LeaseEndsAt: &end}); err != nil {
 		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, errPooledGone
 	}
-	now := m.now().UTC().Truncate(time.Millisecond)
 	sb := store.Sandbox{
 		ID: ps.id, KeyID: p.KeyID, Template: p.Template, State: store.StateRunning,
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
-		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
+		CreatedAt: end.Add(-time.Duration(p.TimeoutSeconds) * time.Second), LeaseEndsAt: end,
 		Driver: m.driver.Name(), DriverState: ps.handle.State,
 	}
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {

@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"math"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -77,7 +78,7 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 			// The agent is the sandbox's OOM killer: it kills a command
 			// before the sandbox's memory reaches the host limit, which is
 			// memoryHeadroomBytes higher.
-			Args: []string{agentPathInSandbox, "--socket", socketPathInSandbox, "--memory-bytes", itoa(spec.MemoryBytes)},
+			Args: agentArgs(spec),
 			Env:  env,
 			Cwd:  "/",
 			// The agent needs root's usual container capabilities to switch to
@@ -142,4 +143,14 @@ func hostPidsLimit(limit int64) int64 {
 		return 0
 	}
 	return 2*pidsPerTask*limit + pidsBase
+}
+
+// agentArgs is the agent's command line for spec.
+func agentArgs(spec driver.Spec) []string {
+	args := []string{agentPathInSandbox, "--socket", socketPathInSandbox, "--memory-bytes", itoa(spec.MemoryBytes)}
+	if !spec.LeaseEndsAt.IsZero() {
+		// Rounded up: the backstop must never come before the lease end.
+		args = append(args, "--lease-ends-at", itoa(spec.LeaseEndsAt.Add(time.Second-1).Unix()))
+	}
+	return args
 }
