@@ -18,6 +18,7 @@ echo "test: go test (real gVisor sandboxes)" >&2
 go test -count=1 -timeout 40m "$@" ./...
 (cd sdk/go && go test -count=1 ./...)
 (cd examples && go vet ./...)  # run against a server by TestSDKExampleDispatch
+(cd adapters/go/testserver && go vet ./...)
 (cd adapters/go/eino && go vet ./... && go test -count=1 ./...)
 (cd sdk/typescript && npm ci --no-audit --no-fund && npm test)
 (python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests)

@@ -10,13 +10,14 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	runtimeanthropic "withruntime.dev/runtime/adapters/go/anthropic"
+	"withruntime.dev/runtime/adapters/go/testserver"
 	withruntime "withruntime.dev/runtime/sdk/go"
 	"withruntime.dev/runtime/sdk/go/tools"
 )
 
 func newSandbox(t *testing.T) (context.Context, []tools.Tool) {
 	t.Helper()
-	startServer(t)
+	testserver.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	sbx, err := withruntime.Create(ctx, withruntime.Options{TimeoutSeconds: 300})

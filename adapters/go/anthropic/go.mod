@@ -4,6 +4,7 @@ go 1.24
 
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
+	withruntime.dev/runtime/adapters/go/testserver v0.0.0
 	withruntime.dev/runtime/sdk/go v0.0.0
 )
 
@@ -28,3 +29,5 @@ require (
 )
 
 replace withruntime.dev/runtime/sdk/go => ../../../sdk/go
+
+replace withruntime.dev/runtime/adapters/go/testserver => ../testserver

@@ -1,20 +1,13 @@
 package eino_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +18,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	runtimeeino "withruntime.dev/runtime/adapters/go/eino"
+	"withruntime.dev/runtime/adapters/go/testserver"
 	withruntime "withruntime.dev/runtime/sdk/go"
 	"withruntime.dev/runtime/sdk/go/tools"
 )
@@ -34,7 +28,7 @@ import (
 // Runtime server and gVisor sandbox: the model writes hello.py, runs it, and
 // answers with what the tool result said.
 func TestReactAgentRunsPythonInSandbox(t *testing.T) {
-	startServer(t)
+	testserver.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -229,99 +223,4 @@ func toolMessage(in []*schema.Message, callID string) *schema.Message {
 func dump(in []*schema.Message) string {
 	b, _ := json.MarshalIndent(in, "", "  ")
 	return string(b)
-}
-
-// startServer runs `withruntime serve` (from PATH) on a free port and a new
-// data directory, points WITHRUNTIME_URL and WITHRUNTIME_API_KEY at it, and
-// stops it at the end of the test. Needs root, runsc and the base template
-// in /var/lib/withruntime/templates (or WITHRUNTIME_TEMPLATES_DIR), as
-// scripts/install.sh --template sets up.
-func startServer(t *testing.T) {
-	t.Helper()
-	bin, err := exec.LookPath("withruntime")
-	if err != nil {
-		t.Fatalf("withruntime is not on PATH (scripts/install.sh installs it): %v", err)
-	}
-	templates := os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
-	if templates == "" {
-		templates = "/var/lib/withruntime/templates"
-	}
-	dir, err := os.MkdirTemp("/tmp", "wr-eino-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dir, "--templates-dir", templates, "--no-build")
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-		os.RemoveAll(dir)
-	})
-
-	url := "http://" + addr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("withruntime serve exited: %v\n%s", err, logs.String())
-		default:
-		}
-		if resp, err := http.Get(url + "/v1/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("withruntime serve did not answer /v1/health in 60s\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	key, err := os.ReadFile(filepath.Join(dir, "local.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("WITHRUNTIME_URL", url)
-	t.Setenv("WITHRUNTIME_API_KEY", strings.TrimSpace(string(key)))
-}
-
-// syncBuffer is the server's log, written by exec's copying goroutine and
-// read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

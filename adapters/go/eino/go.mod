@@ -4,6 +4,7 @@ go 1.23
 
 require (
 	github.com/eino-contrib/jsonschema v1.0.3
+	withruntime.dev/runtime/adapters/go/testserver v0.0.0
 	withruntime.dev/runtime/sdk/go v0.0.0
 )
 
@@ -38,3 +39,5 @@ require (
 )
 
 replace withruntime.dev/runtime/sdk/go => ../../../sdk/go
+
+replace withruntime.dev/runtime/adapters/go/testserver => ../testserver

@@ -4,6 +4,7 @@ go 1.24
 
 require (
 	google.golang.org/genai v1.77.0
+	withruntime.dev/runtime/adapters/go/testserver v0.0.0
 	withruntime.dev/runtime/sdk/go v0.0.0
 )
 
@@ -27,3 +28,5 @@ require (
 )
 
 replace withruntime.dev/runtime/sdk/go => ../../../sdk/go
+
+replace withruntime.dev/runtime/adapters/go/testserver => ../testserver

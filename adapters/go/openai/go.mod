@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/openai/openai-go/v3 v3.99.0
+	withruntime.dev/runtime/adapters/go/testserver v0.0.0
 	withruntime.dev/runtime/sdk/go v0.0.0
 )
 
@@ -16,3 +17,5 @@ require (
 )
 
 replace withruntime.dev/runtime/sdk/go => ../../../sdk/go
+
+replace withruntime.dev/runtime/adapters/go/testserver => ../testserver

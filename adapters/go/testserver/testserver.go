@@ -1,4 +1,7 @@
-package genai_test
+// Package testserver starts a real `withruntime serve` for the Go adapters'
+// tests (each adapter is a module of its own, so they share this one through
+// a replace directive rather than copying it).
+package testserver
 
 import (
 	"bytes"
@@ -14,10 +17,14 @@ import (
 	"time"
 )
 
-// startServer starts a real `withruntime serve` on a free port with its own
-// data directory and points the SDK at it (WITHRUNTIME_URL,
-// WITHRUNTIME_API_KEY). Copied from adapters/go/eino.
-func startServer(t *testing.T) {
+// Start starts a real `withruntime serve` (from PATH; scripts/install.sh
+// installs it) on a free port with its own data directory, with the
+// server's defaults (warm pool included), and points the SDK at it
+// (WITHRUNTIME_URL, WITHRUNTIME_API_KEY). The server is stopped, and its
+// log shown if the test failed, when the test ends. Templates come from
+// WITHRUNTIME_TEMPLATES_DIR (default /var/lib/withruntime/templates); base
+// must be built.
+func Start(t *testing.T) {
 	t.Helper()
 	bin, err := exec.LookPath("withruntime")
 	if err != nil {

@@ -1,0 +1,3 @@
+module withruntime.dev/runtime/adapters/go/testserver
+
+go 1.23
