@@ -95,6 +95,13 @@ type Stats struct {
 	At time.Time
 }
 
+// CPUSetter is implemented by drivers that can change a running sandbox's
+// CPU limit (vCPUs, may be fractional), which lets the warm pool serve a
+// create that asks for another CPU count.
+type CPUSetter interface {
+	SetCPU(ctx context.Context, id string, cpu float64) error
+}
+
 // StatsReader is implemented by drivers that can sample resource use.
 type StatsReader interface {
 	Stats(ctx context.Context, id string) (Stats, error)

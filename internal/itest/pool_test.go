@@ -3,6 +3,8 @@ package itest
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,13 +89,27 @@ func TestPoolClaim(t *testing.T) {
 	// The pool refills behind the claim.
 	e.waitPoolReady(2)
 
-	// Another shape starts cold and leaves the pool alone.
-	cold := e.create(api.CreateSandboxRequest{CPU: 0.5})
-	e.mustOK(cold.ID)
+	// Another CPU count is a claim too: the host cgroup's quota follows.
+	time.Sleep(1500 * time.Millisecond)
+	two := e.create(api.CreateSandboxRequest{CPU: 2})
+	if up := e.uptime(two.ID); up < 1.5 {
+		t.Errorf("a create with cpu 2 did not take a pooled sandbox (up %.2f s)", up)
+	}
+	if q := cpuQuota(t, two.ID); q != 200000 {
+		t.Errorf("cpu 2: the cgroup quota is %d µs per 100 ms, want 200000", q)
+	}
+	e.waitPoolReady(2)
+
+	// Another memory size is fixed when gVisor boots: it starts cold and
+	// leaves the pool alone.
+	cold := e.create(api.CreateSandboxRequest{MemoryMiB: 1024})
+	if up := e.uptime(cold.ID); up >= 1.5 {
+		t.Logf("note: the cold sandbox was up %.2f s at its first exec", up)
+	}
 	var h api.Health
 	e.must(http.StatusOK, "GET", "/v1/health", nil, &h)
 	if h.Pool["base"].Ready != 2 {
-		t.Errorf("a create of another shape took from the pool: %+v", h.Pool)
+		t.Errorf("a create of another memory size took from the pool: %+v", h.Pool)
 	}
 }
 
@@ -145,4 +161,22 @@ func TestPoolBurst(t *testing.T) {
 			t.Errorf("create %d got env %q", i, res.Stdout)
 		}
 	}
+}
+
+// cpuQuota reads the CFS quota (µs per 100 ms period) of a sandbox's host
+// cgroup, v1 or v2.
+func cpuQuota(t *testing.T, id string) int64 {
+	t.Helper()
+	for _, dir := range cgroupsOf(id) {
+		if b, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us")); err == nil {
+			v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return v
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
+			v, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+			return v
+		}
+	}
+	t.Fatalf("no cpu cgroup for %s", id)
+	return 0
 }

@@ -21,8 +21,10 @@ import (
 // PoolConfig configures the warm pool: sandboxes booted ahead of time so
 // that a create only claims one. A pooled sandbox has the default shape
 // (Limits' default CPU, memory and disk) and no network policy yet; a create
-// of that shape takes one and applies its own environment, lease, metadata
-// and network policy. A create that asks for another shape, or for secrets
+// with the default memory and disk takes one and applies its own
+// environment, lease, metadata, network policy and CPU limit (when the
+// driver can change it: driver.CPUSetter). A create that asks for another
+// memory or disk size (fixed when gVisor boots), or for secrets
 // (whose CA bundle is written into the sandbox at boot), starts cold, as does
 // any create while the pool is empty: a burst larger than the pool is slower,
 // never refused for it.
@@ -237,7 +239,8 @@ func (m *Manager) destroyPooled(ctx context.Context, ps *pooled) {
 // leaves the pool under the pool's lock. Every take wakes the refill.
 func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 	pl := m.currentPool()
-	if pl == nil || len(p.Secrets) > 0 || p.CPU != m.limits.DefaultCPU ||
+	_, canSetCPU := m.driver.(driver.CPUSetter)
+	if pl == nil || len(p.Secrets) > 0 || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
 		p.MemoryMiB != m.limits.DefaultMemoryMiB || p.DiskMiB != m.limits.DefaultDiskMiB ||
 		!slices.Contains(pl.cfg.Templates, p.Template) {
 		return nil
@@ -336,6 +339,13 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, errPooledGone
+	}
+	if p.CPU != m.limits.DefaultCPU {
+		if err := m.driver.(driver.CPUSetter).SetCPU(ctx, ps.id, p.CPU); err != nil {
+			m.log.Warn("warm pool: cannot set a pooled sandbox's CPU; starting one cold", "sandbox", ps.id, "err", err)
+			m.destroyPooled(ctx, ps)
+			return store.Sandbox{}, errPooledGone
+		}
 	}
 	sb := store.Sandbox{
 		ID: ps.id, KeyID: p.KeyID, Template: p.Template, State: store.StateRunning,

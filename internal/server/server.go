@@ -100,7 +100,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	drv, err := gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent,
-		StateDir: filepath.Join(cfg.DataDir, "gvisor"), DiskMedium: cfg.DiskMedium})
+		StateDir: filepath.Join(cfg.DataDir, "gvisor"), DiskMedium: cfg.DiskMedium,
+		ExtraFlags: strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -36,6 +36,10 @@ type Config struct {
 	StateDir string
 	// ReadyTimeout bounds how long Create waits for the agent to answer.
 	ReadyTimeout time.Duration
+	// ExtraFlags are added to every `runsc run` (e.g. --platform=kvm where
+	// KVM is real, or --strace --debug --debug-log=DIR to see a sandbox's
+	// system calls).
+	ExtraFlags []string
 	// DiskMedium backs the copy-on-write layer over each sandbox's root
 	// filesystem: DiskFile (the default) or DiskMemory.
 	DiskMedium string
@@ -151,6 +155,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		"--host-uds=create",
 		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
+	flags = append(flags, d.cfg.ExtraFlags...)
 	if err := d.start(ctx, dir, flags, bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
