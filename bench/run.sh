@@ -4,9 +4,11 @@
 # also written as JSON under bench/results/.
 #
 # Usage: bench/run.sh [-runs N]
+# (-runs goes to the suite and to egress; for the suite's other flags, such
+# as -idle K or -only SECTIONS, run go run ./bench/suite directly.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/bin:$PATH
-go run ./bench/startup "$@"
+go run ./bench/suite "$@"
 go run ./bench/metering
 go run ./bench/egress "$@"

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"withruntime.dev/runtime/internal/api"
+)
+
+// lifecycle is one worker's sandbox: create, exec true, delete.
+type lifecycle struct {
+	total, create, exec, del time.Duration
+	err                      error
+}
+
+// concurrency measures sandboxes per second through the API (each: create,
+// collected exec of `true`, delete) with c workers over a fixed number of
+// sandboxes, against bare `runsc run` of `true` (boot, run, exit, delete)
+// at the same concurrency. Failures are counted, not fatal. Afterwards it
+// checks that nothing is left.
+func (e *env) concurrency(ctx context.Context) error {
+	cold, err := e.cold(ctx)
+	if err != nil {
+		return err
+	}
+	const sec = "concurrency"
+	for _, c := range e.o.Conc {
+		// Runtime.
+		var (
+			mu   sync.Mutex
+			runs []lifecycle
+		)
+		wall, err := fanOut(ctx, c, e.o.ConcTotal, func() {
+			l := apiLifecycle(ctx, cold.c)
+			mu.Lock()
+			runs = append(runs, l)
+			mu.Unlock()
+		})
+		if err != nil {
+			return err
+		}
+		var ok []time.Duration
+		var cr, ex, de []time.Duration
+		var errs []string
+		for _, l := range runs {
+			if l.err != nil {
+				errs = append(errs, l.err.Error())
+				continue
+			}
+			ok = append(ok, l.total)
+			cr, ex, de = append(cr, l.create), append(ex, l.exec), append(de, l.del)
+		}
+		r := e.add(sampleRow(sec, fmt.Sprintf("API create+exec+delete ×%d, %d at once", e.o.ConcTotal, c), "ms", msSamples(ok)))
+		r.Value, r.ValueUnit = f64(float64(len(ok))/wall.Seconds()), "sandboxes/s"
+		r.Failures = len(errs)
+		r.Note = fmt.Sprintf("%d at once: median create %.0f ms, exec %.0f ms, delete %.0f ms; %d of %d completed in %.1f s",
+			c, median(cr), median(ex), median(de), len(ok), e.o.ConcTotal, wall.Seconds())
+		if len(errs) > 0 {
+			slices.Sort(errs)
+			errs = slices.Compact(errs)
+			r.Note += "; failures: " + strings.Join(errs[:min(3, len(errs))], " | ")
+		}
+		e.note("concurrency: %s", r.Note)
+
+		// Bare runsc.
+		var bareRuns []time.Duration
+		bareFails := 0
+		var bareErrs []string
+		bwall, err := fanOut(ctx, c, e.o.ConcTotal, func() {
+			d, err := e.bare.runToExit(ctx, []string{"true"})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				bareFails++
+				bareErrs = append(bareErrs, err.Error())
+				return
+			}
+			bareRuns = append(bareRuns, d)
+		})
+		if err != nil {
+			return err
+		}
+		b := e.add(sampleRow(sec, fmt.Sprintf("bare runsc run `true` ×%d, %d at once", e.o.ConcTotal, c), "ms", msSamples(bareRuns)))
+		b.Baseline, b.Short = true, "bare runsc"
+		b.Value, b.ValueUnit = f64(float64(len(bareRuns))/bwall.Seconds()), "sandboxes/s"
+		b.Failures = bareFails
+		if bareFails > 0 {
+			e.note("concurrency: bare runsc failures at %d: %s", c, bareErrs[0])
+		}
+		compareValue(r, b)
+		if r.Value != nil && b.Value != nil && *r.Value > 0 {
+			b.Vs = fmt.Sprintf("Runtime's rate %s× this", fx(*r.Value / *b.Value))
+		}
+		fmt.Fprintf(os.Stderr, "suite: concurrency %d: %.2f/s (bare %.2f/s)\n", c, *r.Value, *b.Value)
+	}
+	// Nothing may be left: no runsc container, sandbox directory, cgroup,
+	// namespace or veth of any sandbox the server had.
+	chk := e.leakCheck(cold, "after the concurrency section")
+	if left := e.bare.list(); len(left) > 0 {
+		chk.Left = append(chk.Left, "bare runsc containers "+strings.Join(left, " "))
+	}
+	for _, d := range bareCgroups() {
+		chk.Left = append(chk.Left, "bare cgroup "+d)
+	}
+	e.res.Checks = append(e.res.Checks, chk)
+	return nil
+}
+
+// fanOut runs job total times on c workers and returns the wall time.
+func fanOut(ctx context.Context, c, total int, job func()) (time.Duration, error) {
+	next := make(chan struct{}, total)
+	for i := 0; i < total; i++ {
+		next <- struct{}{}
+	}
+	close(next)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				if ctx.Err() != nil {
+					return
+				}
+				job()
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), ctx.Err()
+}
+
+// apiLifecycle creates a sandbox, runs `true` in it and deletes it. A
+// sandbox whose exec failed is still deleted.
+func apiLifecycle(ctx context.Context, c *apiClient) (l lifecycle) {
+	start := time.Now()
+	id, err := c.create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
+	l.create = time.Since(start)
+	if err != nil {
+		if id != "" {
+			_ = c.del(context.WithoutCancel(ctx), id)
+		}
+		l.err = fmt.Errorf("create: %w", err)
+		return l
+	}
+	t := time.Now()
+	_, err = c.execCollected(ctx, id, []string{"true"}, "")
+	l.exec = time.Since(t)
+	t = time.Now()
+	derr := c.del(context.WithoutCancel(ctx), id)
+	l.del = time.Since(t)
+	l.total = time.Since(start)
+	switch {
+	case err != nil:
+		l.err = fmt.Errorf("exec: %w", err)
+	case derr != nil:
+		l.err = fmt.Errorf("delete: %w", derr)
+	}
+	return l
+}
+
+func median(ds []time.Duration) float64 {
+	r := sampleRow("", "", "", msSamples(ds))
+	if r.Median == nil {
+		return 0
+	}
+	return *r.Median
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// python is the command the startup and exec rows run, and what it prints.
+var (
+	pythonArgv = []string{"python3", "-c", "print(6*7)"}
+	pythonOut  = "42\n"
+)
+
+// cold returns the server without a pool (opened on first use; closed at
+// the end of the run).
+func (e *env) cold(ctx context.Context) (*benchServer, error) {
+	e.mu.Lock()
+	for _, s := range e.servers {
+		if s.kind == coldKind && !s.closed {
+			e.mu.Unlock()
+			return s, nil
+		}
+	}
+	e.mu.Unlock()
+	return e.openServer(ctx, coldKind, 0, nil)
+}
+
+// closeAndCheck closes s and records its leak check.
+func (e *env) closeAndCheck(s *benchServer) error {
+	chk, err := e.closeServer(s)
+	if chk.Name != "" {
+		e.res.Checks = append(e.res.Checks, chk)
+	}
+	return err
+}
+
+// hostPython is the host's python3 of the same Debian build as the
+// template's (/usr/bin/python3), else the first on PATH.
+func hostPython() (string, error) {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3", nil
+	}
+	return exec.LookPath("python3")
+}
+
+// startup measures create-to-first-output through the API on a server
+// without a pool (cold) and on one with a warm pool (pooled: the pool is
+// full before every sample, so each is a real claim), the pool's refill
+// after each claim, and the baselines, interleaved so that drift hits all
+// alike.
+func (e *env) startup(ctx context.Context) (err error) {
+	cold, err := e.cold(ctx)
+	if err != nil {
+		return err
+	}
+	pool, err := e.openServer(ctx, poolKind, e.o.PoolSize, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := e.closeAndCheck(pool); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	python, err := hostPython()
+	if err != nil {
+		return err
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		e.note("bubblewrap (bwrap) not found: its row is left out (apt-get install -y bubblewrap)")
+		bwrap = ""
+	}
+	if _, err := pool.c.waitPoolFull(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	pooledDir := filepath.Join(pool.dataDir(), "gvisor", "sandboxes")
+
+	var coldD, coldCreate, pooledD, pooledCreate, refill, bareD, bwrapD, hostD []time.Duration
+	notClaimed := 0
+	for i := -1; i < e.o.Runs; i++ { // i == -1 warms every path up, unrecorded
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Pooled: the pool is full (waited for below, after the previous
+		// claim); the sandbox handed out must be one that was booted before.
+		before, _ := os.ReadDir(pooledDir)
+		ps, err := pool.c.createToFirstOutput(ctx, pythonArgv, pythonOut)
+		if err != nil {
+			if ps.id != "" {
+				_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
+			}
+			return fmt.Errorf("pooled: %w", err)
+		}
+		// The refill runs from the claim (the create's answer) until
+		// health reports the pool full again; the claimed sandbox is
+		// deleted after that, so its teardown is not in the refill.
+		full, err := pool.c.waitPoolFull(ctx, 2*time.Minute)
+		if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
+			err = derr
+		}
+		if err != nil {
+			return err
+		}
+		claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id })
+		if i >= 0 {
+			pooledD = append(pooledD, ps.total)
+			pooledCreate = append(pooledCreate, ps.create)
+			refill = append(refill, full.Sub(ps.created))
+			if !claimed {
+				notClaimed++
+			}
+		}
+
+		// Cold.
+		cs, err := cold.c.createToFirstOutput(ctx, pythonArgv, pythonOut)
+		if cs.id != "" {
+			if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+				err = derr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cold: %w", err)
+		}
+		if i >= 0 {
+			coldD = append(coldD, cs.total)
+			coldCreate = append(coldCreate, cs.create)
+		}
+
+		// Baselines.
+		d, err := e.bare.runFirstOutput(ctx, pythonArgv, pythonOut)
+		if err != nil {
+			return fmt.Errorf("bare runsc run: %w", err)
+		}
+		if i >= 0 {
+			bareD = append(bareD, d)
+		}
+		if bwrap != "" {
+			d, err = bwrapFirstOutput(bwrap, e.rootfs, []string{"/usr/bin/python3", "-c", "print(6*7)"}, pythonOut)
+			if err != nil {
+				return fmt.Errorf("bwrap: %w", err)
+			}
+			if i >= 0 {
+				bwrapD = append(bwrapD, d)
+			}
+		}
+		d, err = hostFirstOutput(python, pythonArgv, pythonOut)
+		if err != nil {
+			return fmt.Errorf("host python3: %w", err)
+		}
+		if i >= 0 {
+			hostD = append(hostD, d)
+		}
+		if i >= 0 && (i+1)%10 == 0 {
+			fmt.Fprintf(os.Stderr, "suite: startup %d/%d\n", i+1, e.o.Runs)
+		}
+	}
+	const sec = "startup"
+	rCold := e.add(sampleRow(sec, "API create→first output, cold", "ms", msSamples(coldD)))
+	rPooled := e.add(sampleRow(sec, "API create→first output, pooled", "ms", msSamples(pooledD)))
+	rColdCreate := e.add(sampleRow(sec, "API create (POST answered), cold", "ms", msSamples(coldCreate)))
+	rPooledCreate := e.add(sampleRow(sec, "API create (POST answered), pooled", "ms", msSamples(pooledCreate)))
+	rRefill := e.add(sampleRow(sec, "pool refill after a claim", "ms", msSamples(refill)))
+	rBare := e.add(sampleRow(sec, "bare runsc run", "ms", msSamples(bareD)))
+	rBare.Baseline, rBare.Short = true, "bare runsc run"
+	compare(rCold, rBare)
+	compare(rPooled, rBare)
+	compare(rColdCreate, rBare)
+	compare(rPooledCreate, rBare)
+	rColdCreate.Short = "cold create"
+	compare(rRefill, rColdCreate)
+	rts := map[string]*row{"cold": rCold, "pooled": rPooled}
+	againstRuntime(rBare, rts, "cold", "pooled")
+	if bwrap != "" {
+		rb := e.add(sampleRow(sec, "bubblewrap, same root", "ms", msSamples(bwrapD)))
+		rb.Baseline = true
+		againstRuntime(rb, rts, "cold", "pooled")
+	}
+	rHost := e.add(sampleRow(sec, "host python3 (floor)", "ms", msSamples(hostD)))
+	rHost.Baseline = true
+	againstRuntime(rHost, rts, "cold", "pooled")
+	if notClaimed > 0 {
+		rPooled.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before", notClaimed, len(pooledD))
+		e.note("startup: %s", rPooled.Note)
+	}
+	return nil
+}
