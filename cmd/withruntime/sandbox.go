@@ -146,6 +146,8 @@ func resultExit(res agentapi.ExecResult) error {
 		fmt.Fprintf(os.Stderr, "withruntime: command timed out after %.1fs and was killed\n", float64(res.DurationMs)/1000)
 	case res.OOMKilled:
 		fmt.Fprintln(os.Stderr, "withruntime: command was killed: the sandbox ran out of memory")
+	case res.ProcessLimitKilled:
+		fmt.Fprintln(os.Stderr, "withruntime: command was killed: it kept the sandbox at its process limit")
 	}
 	if res.ExitCode != 0 {
 		return exitError{res.ExitCode}

@@ -41,6 +41,7 @@ type proc struct {
 	killed    bool // the agent sent SIGKILL while the main process ran
 	timedOut  bool
 	oomKilled bool // the guard killed it for the sandbox's memory
+	pidKilled bool // the guard killed it for the sandbox's process limit
 	timer     *time.Timer
 	ended     time.Time
 }
@@ -182,7 +183,7 @@ func (p *proc) onTimeout() {
 	if p.reaped {
 		return
 	}
-	if !p.oomKilled {
+	if !p.oomKilled && !p.pidKilled {
 		p.timedOut = true
 	}
 	p.signalLocked(syscall.SIGKILL)
@@ -193,8 +194,9 @@ func (p *proc) onTimeout() {
 func (p *proc) kill(why killReason) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if why == byMemory && !p.reaped && !p.timedOut {
-		p.oomKilled = true
+	if !p.reaped && !p.timedOut && !p.oomKilled && !p.pidKilled {
+		p.oomKilled = why == byMemory
+		p.pidKilled = why == byProcs
 	}
 	p.signalLocked(syscall.SIGKILL)
 }
@@ -251,8 +253,8 @@ func (p *proc) result() agentapi.ExecResult {
 	case p.timedOut:
 		r.TimedOut = true
 		r.ExitCode = agentapi.TimeoutExitCode
-	case p.oomKilled:
-		r.OOMKilled = true
+	case p.oomKilled, p.pidKilled:
+		r.OOMKilled, r.ProcessLimitKilled = p.oomKilled, p.pidKilled
 		r.ExitCode = 128 + int(syscall.SIGKILL)
 		r.Signal = signalName(syscall.SIGKILL)
 	}

@@ -120,7 +120,8 @@ type Event struct {
 type ExecResult struct {
 	// ExitCode is the command's exit status; 128+N when killed by signal N;
 	// TimeoutExitCode (124) when its timeout killed it; 137 when the agent
-	// killed it for the sandbox's memory (OOMKilled) or its process limit.
+	// killed it for the sandbox's memory (OOMKilled) or its process limit
+	// (ProcessLimitKilled).
 	ExitCode int `json:"exitCode"`
 	// Signal names the signal that ended the command ("SIGKILL"), if any.
 	Signal string `json:"signal,omitempty"`
@@ -151,6 +152,11 @@ type ExecResult struct {
 	// memory reached its size and this command's tree held the most of it
 	// (ExitCode 137, Signal SIGKILL). The sandbox lives on.
 	OOMKilled bool `json:"oomKilled,omitempty"`
+	// ProcessLimitKilled says the agent killed the command because the
+	// sandbox stayed at its process limit and this command's tree held the
+	// most processes (a fork bomb; ExitCode 137, Signal SIGKILL). The
+	// sandbox lives on.
+	ProcessLimitKilled bool `json:"processLimitKilled,omitempty"`
 	// DurationMs is wall time from start to exit, in milliseconds.
 	DurationMs int64 `json:"durationMs"`
 }

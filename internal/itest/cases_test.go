@@ -796,7 +796,10 @@ while True:
     except OSError:
         time.sleep(0.1)
 "`}), 0
-	t.Logf("retrying bomb: exit %d signal %q timedOut %v", res.ExitCode, res.Signal, res.TimedOut)
+	t.Logf("retrying bomb: exit %d signal %q timedOut %v processLimitKilled %v", res.ExitCode, res.Signal, res.TimedOut, res.ProcessLimitKilled)
+	if !res.TimedOut && !(res.ProcessLimitKilled && res.ExitCode == 137) {
+		t.Errorf("the retrying bomb ended neither by its timeout nor as killed for the process limit: %+v", res)
+	}
 	okWithin(5 * time.Second)
 	gone(10 * time.Second)
 

@@ -158,6 +158,10 @@ type ExecResult struct {
 	// OOMKilled says the command was killed because the sandbox ran out of
 	// memory.
 	OOMKilled bool `json:"oomKilled,omitempty"`
+	// ProcessLimitKilled says the command was killed because the sandbox
+	// stayed at its process limit and this command held the most processes
+	// (a fork bomb; ExitCode 137). The sandbox lives on.
+	ProcessLimitKilled bool `json:"processLimitKilled,omitempty"`
 	// DurationMs is wall time from start to exit, in milliseconds.
 	DurationMs int64 `json:"durationMs"`
 }

@@ -149,6 +149,8 @@ func runExec(ctx context.Context, sbx *withruntime.Sandbox, a args) (Result, err
 		fmt.Fprintf(&b, "note: the command was killed by its timeout after %d seconds; give a larger timeoutSeconds (up to %d) or run it in the background\n", timeout, MaxTimeoutSeconds)
 	case res.OOMKilled:
 		b.WriteString("note: the command was killed because the sandbox ran out of memory\n")
+	case res.ProcessLimitKilled:
+		b.WriteString("note: the command was killed because it kept the sandbox at its process limit (too many processes)\n")
 	case res.Signal != "":
 		fmt.Fprintf(&b, "note: the command was killed by %s\n", res.Signal)
 	}

@@ -128,6 +128,8 @@ export interface ExecResult {
   stderrBase64?: string;
   timedOut: boolean;
   oomKilled?: boolean;
+  /** The command was killed because it kept the sandbox at its process limit (a fork bomb; exitCode 137). */
+  processLimitKilled?: boolean;
   /** Wall time from start to exit, in milliseconds. */
   durationMs: number;
 }

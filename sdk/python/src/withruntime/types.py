@@ -154,6 +154,9 @@ class ExecResult:
     signal: str = ""
     timed_out: bool = False
     oom_killed: bool = False
+    #: The command was killed because it kept the sandbox at its process
+    #: limit (a fork bomb; exit code 137). The sandbox lives on.
+    process_limit_killed: bool = False
     duration_ms: int = 0
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -174,6 +177,7 @@ class ExecResult:
             signal=d.get("signal", "") or "",
             timed_out=bool(d.get("timedOut", False)),
             oom_killed=bool(d.get("oomKilled", False)),
+            process_limit_killed=bool(d.get("processLimitKilled", False)),
             duration_ms=int(d.get("durationMs", 0) or 0),
             _raw=dict(d),
         )

@@ -254,6 +254,8 @@ async function runExec(sbx: Sandbox, a: Args, opts: CallOptions): Promise<ToolRe
     text += `note: the command was killed by its timeout after ${timeout} seconds; give a larger timeoutSeconds (up to ${MAX_TIMEOUT_SECONDS}) or run it in the background\n`;
   } else if (res.oomKilled) {
     text += "note: the command was killed because the sandbox ran out of memory\n";
+  } else if (res.processLimitKilled) {
+    text += "note: the command was killed because it kept the sandbox at its process limit (too many processes)\n";
   } else if (res.signal) {
     text += `note: the command was killed by ${res.signal}\n`;
   }

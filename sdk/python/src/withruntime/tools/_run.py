@@ -155,6 +155,8 @@ def exec_result(res: ExecResult | None, stdout: CapBuf, stderr: CapBuf, cwd: str
         )
     elif res.oom_killed:
         b += "note: the command was killed because the sandbox ran out of memory\n"
+    elif res.process_limit_killed:
+        b += "note: the command was killed because it kept the sandbox at its process limit (too many processes)\n"
     elif res.signal:
         b += f"note: the command was killed by {res.signal}\n"
     b += _section("stdout", out_text)
