@@ -92,8 +92,10 @@ func (b *bare) bundle(id string, argv []string) (string, error) {
 }
 
 func (b *bare) runArgs(bundle, id string, detach bool) []string {
-	args := []string{"--root", b.root(), "--network=none", "--host-uds=create",
-		fmt.Sprintf("--overlay2=root:dir=%s,size=%d", bundle, bareDiskBytes), "run"}
+	// Extra runsc flags the server passes too (WITHRUNTIME_RUNSC_FLAGS).
+	args := append([]string{"--root", b.root()}, strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))...)
+	args = append(args, "--network=none", "--host-uds=create",
+		fmt.Sprintf("--overlay2=root:dir=%s,size=%d", bundle, bareDiskBytes), "run")
 	if detach {
 		args = append(args, "--detach")
 	}
