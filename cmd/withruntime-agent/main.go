@@ -1,7 +1,7 @@
-// Command withruntime-agent runs as PID 1 inside every sandbox. As PID 1 it
-// only reaps orphans and runs a second copy of itself, the agent proper,
-// which serves the agentapi protocol on a unix socket. Outside PID 1 (tests
-// on a host) it runs the agent directly.
+// Command withruntime-agent runs as PID 1 inside every sandbox: it serves
+// the agentapi protocol on a unix socket and, being PID 1, reaps the
+// orphans it inherits (agent.StartReaping). Outside PID 1 (tests on a host)
+// it only serves.
 //
 // Build it static: CGO_ENABLED=0 go build ./cmd/withruntime-agent
 package main
@@ -33,7 +33,7 @@ func main() {
 	flag.Parse()
 
 	if agent.IsPID1() {
-		os.Exit(agent.ForkReap())
+		agent.StartReaping()
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "agent")

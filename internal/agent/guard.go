@@ -123,8 +123,8 @@ func newGuard(log *slog.Logger, live *liveSet, memoryBytes int64, pidsLimit int)
 	return g
 }
 
-// inSandbox reports whether the agent runs under its own PID 1 (ForkReap),
-// as in every sandbox. The guard stops every other process while it picks
+// inSandbox reports whether the agent is its namespace's PID 1 (or runs
+// the same binary as PID 1), as in every sandbox. The guard stops every other process while it picks
 // a victim, which must never happen on a host.
 func inSandbox() bool {
 	self, err1 := os.Stat("/proc/self/exe")

@@ -84,7 +84,14 @@ func startProc(spec procSpec, sk sink) (*proc, error) {
 		}
 		cmd.Stdin = inR
 	}
-	err = cmd.Start()
+	// Registered with the reaper as it starts, so that PID 1's orphan
+	// reaping never takes this command's exit status.
+	err = reap.start(func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	})
 	// The child has its copies; the parent's write ends must go or EOF
 	// would never come.
 	outW.Close()
@@ -142,6 +149,7 @@ func (p *proc) wait() {
 	p.ended = time.Now()
 	p.reaped = true
 	_ = p.cmd.Wait() // the status is in cmd.ProcessState
+	reap.reaped(p.pid)
 	if p.timer != nil {
 		p.timer.Stop()
 	}

@@ -3,8 +3,8 @@
 // socket. It runs commands as the sandbox user in their own sessions, captures
 // or streams their output, keeps background processes, and serves files.
 //
-// As PID 1 the binary first calls ForkReap, which re-executes it as a child
-// and reaps orphans; the child then runs a Server.
+// As PID 1 the binary also reaps the orphans it inherits (StartReaping),
+// without ever taking a command's exit status.
 package agent
 
 import (
