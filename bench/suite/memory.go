@@ -23,6 +23,7 @@ import (
 // its memory cgroup.
 type sandboxMem struct {
 	Procs        int   `json:"procs"`        // host processes (gofer, sentry, systrap stubs)
+	Tasks        int64 `json:"tasks"`        // host tasks (threads) in its pids cgroup
 	OutsideCg    int   `json:"outsideCg"`    // of them, not in the sandbox's memory cgroup
 	RSS          int64 `json:"rss"`          // Σ Rss (smaps_rollup)
 	PSS          int64 `json:"pss"`          // Σ Pss: shared pages split among all that map them
@@ -176,13 +177,14 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		if err := cgroupMem(cg, &m); err != nil {
 			m.CgroupMissed = true
 		}
+		m.Tasks, _ = cgroupTasks(cg)
 		m.Attributed = m.PSS + m.CgKernel + max(0, m.CgCache-m.CgMapped)
 		pct, err := cpuPct(id, cg)
 		m.CPUNanos = int64(pct / 100 * cpuSec * 1e9)
 		return m, pct, err
 	}
 	var rtMem, bareMem []sandboxMem
-	var rtAttr, rtCgU, rtPSS, rtCPU, bAttr, bCgU, bPSS, bCPU []float64
+	var rtAttr, rtCgU, rtPSS, rtCPU, rtTasks, bAttr, bCgU, bPSS, bCPU, bTasks []float64
 	outside, missed := 0, 0
 	for _, id := range ids {
 		m, pct, err := measure(id, "/sandboxes/"+id, rtCg(id))
@@ -191,6 +193,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		}
 		rtMem = append(rtMem, m)
 		rtAttr, rtCgU, rtPSS, rtCPU = append(rtAttr, mib(m.Attributed)), append(rtCgU, mib(m.CgUsage)), append(rtPSS, mib(m.PSS)), append(rtCPU, pct)
+		rtTasks = append(rtTasks, float64(m.Tasks))
 		outside += m.OutsideCg
 		if m.CgroupMissed || m.Procs == 0 {
 			missed++
@@ -203,6 +206,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		}
 		bareMem = append(bareMem, m)
 		bAttr, bCgU, bPSS, bCPU = append(bAttr, mib(m.Attributed)), append(bCgU, mib(m.CgUsage)), append(bPSS, mib(m.PSS)), append(bCPU, pct)
+		bTasks = append(bTasks, float64(m.Tasks))
 	}
 	if missed > 0 {
 		e.note("memory: %d sandboxes' processes or cgroup could not be read", missed)
@@ -227,6 +231,14 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	rDrop.Vs = "whole host, noisy (other users)"
 	rCPU := e.add(sampleRow(sec, fmt.Sprintf("idle CPU per sandbox over %.0f s", cpuSec), "% core", rtCPU))
 	rCPU.Value, rCPU.ValueUnit = f64(sum(rtCPU)), "% core total"
+	rT := e.add(sampleRow(sec, "host tasks (threads) per idle sandbox", "tasks", rtTasks))
+	rT.Value, rT.ValueUnit = f64(sum(rtTasks)), "tasks total"
+	if pidMax := readPidMax(); pidMax > 0 && sum(rtTasks) > 0 {
+		meanTasks := sum(rtTasks) / float64(held)
+		rPid := e.add(&row{Section: sec, Name: "idle sandboxes kernel.pid_max allows", Unit: "",
+			Value: f64(float64(pidMax) / meanTasks), ValueUnit: "sandboxes"})
+		rPid.Vs = fmt.Sprintf("pid_max %d ÷ mean %.1f tasks (before anything else on the host)", pidMax, meanTasks)
+	}
 	if len(bareIDs) > 0 {
 		bA := e.add(sampleRow(sec, fmt.Sprintf("idle bare runsc sandbox (%d held alongside)", len(bareIDs)), "MiB", bAttr))
 		bA.Baseline, bA.Short = true, "bare runsc"
@@ -236,6 +248,10 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		bP.Baseline, bP.Short = true, "bare runsc"
 		bC := e.add(sampleRow(sec, "idle CPU per bare runsc sandbox", "% core", bCPU))
 		bC.Baseline, bC.Short = true, "bare runsc"
+		bT := e.add(sampleRow(sec, "host tasks per bare runsc sandbox", "tasks", bTasks))
+		bT.Baseline, bT.Short = true, "bare runsc"
+		compare(rT, bT)
+		againstRuntime(bT, map[string]*row{"": rT}, "")
 		compare(rA, bA)
 		compare(rCg, bCg)
 		compare(rP, bP)
@@ -477,4 +493,26 @@ func cgroupCPU(rel string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// cgroupTasks returns the host tasks (threads) in a sandbox's pids cgroup.
+func cgroupTasks(rel string) (int64, error) {
+	p := "/sys/fs/cgroup/pids/" + rel + "/pids.current"
+	if cgroupV2() {
+		p = "/sys/fs/cgroup/" + rel + "/pids.current"
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+func readPidMax() int64 {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }
