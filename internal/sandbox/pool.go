@@ -1,13 +1,10 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -201,6 +198,7 @@ func (m *Manager) bootPooled(ctx context.Context, template string) (*pooled, err
 		m.detachNetwork(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
+	warmUp(ctx, h)
 	return &pooled{id: id, template: template, rootfs: rootfs, handle: h, born: m.now()}, nil
 }
 
@@ -271,31 +269,6 @@ func (m *Manager) wakePool() {
 		default:
 		}
 	}
-}
-
-// configureAgent sends a sandbox's agent its settings: a claimed pooled
-// sandbox's environment, a lease end.
-func configureAgent(ctx context.Context, h *driver.Handle, conf agentapi.ConfigureRequest) error {
-	body, err := json.Marshal(conf)
-	if err != nil {
-		return err
-	}
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) }, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/configure", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		return errors.New("agent configure: " + resp.Status)
-	}
-	return nil
 }
 
 // closePool stops the refill and destroys every unclaimed sandbox.
