@@ -108,9 +108,11 @@ func (s *Server) start(spec procSpec, sk sink) (*proc, error) {
 		return nil, err
 	}
 	s.live.add(p)
-	select {
-	case s.guard.wake <- struct{}{}:
-	default:
+	for _, wake := range []chan struct{}{s.guard.wake, s.kicker.wake} {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 	return p, nil
 }

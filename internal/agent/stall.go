@@ -33,6 +33,9 @@ import (
 type kicker struct {
 	log  *slog.Logger
 	live *liveSet
+	// wake is signalled when a command starts; while none runs the kicker
+	// sleeps, so an idle sandbox costs no wakeups.
+	wake chan struct{}
 
 	// idle tracks each process's CPU time: since when it has not changed.
 	idle map[int]idleState
@@ -63,22 +66,46 @@ const (
 )
 
 func newKicker(log *slog.Logger, live *liveSet) *kicker {
-	return &kicker{log: log, live: live, idle: map[int]idleState{}, next: map[string]backoff{},
+	return &kicker{log: log, live: live, wake: make(chan struct{}, 1), idle: map[int]idleState{}, next: map[string]backoff{},
 		scan: newStatCache().scan, pipes: pipesOf, kick: stopAndContinue}
 }
 
-// run kicks stalled pipelines until ctx is done.
+// run kicks stalled pipelines until ctx is done: every stallTick while a
+// command runs, not at all while none does.
 func (k *kicker) run(ctx context.Context) {
-	t := time.NewTicker(stallTick)
+	t := time.NewTimer(stallTick)
 	defer t.Stop()
 	for {
+		if !k.anyRunning() {
+			clear(k.idle)
+			select {
+			case <-ctx.Done():
+				return
+			case <-k.wake:
+			}
+			t.Reset(stallTick)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			k.check(now)
+			t.Reset(stallTick)
+		case <-k.wake:
 		}
 	}
+}
+
+// anyRunning reports whether some command's main process still runs.
+func (k *kicker) anyRunning() bool {
+	for _, p := range k.live.list() {
+		select {
+		case <-p.exited:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // check looks once at the running commands' processes.
