@@ -20,14 +20,18 @@ func newServeCmd() *cobra.Command {
 	var noBuild bool
 	var meter func() sandbox.MeterConfig
 	var pool sandbox.PoolConfig
+	var maxSandboxes int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if maxSandboxes < 0 || pool.Size < 0 {
+				return fmt.Errorf("--max-sandboxes and --pool-size must be 0 or more (0: no limit, no pool)")
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool})
+			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes)})
 			if err != nil {
 				return err
 			}
@@ -51,9 +55,17 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
+	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes running at once; creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
 	cmd.Flags().DurationVar(&pool.MaxAge, "pool-max-age", 10*time.Minute, "replace a pooled sandbox that waited this long")
 	cmd.Flags().StringSliceVar(&pool.Templates, "pool-templates", []string{"base"}, "templates that get a warm pool")
 	meter = addMeterFlags(cmd)
 	return cmd
+}
+
+// limits is the server's default limits with the --max-sandboxes cap.
+func limits(maxSandboxes int) *sandbox.Limits {
+	l := sandbox.DefaultLimits()
+	l.MaxSandboxes = maxSandboxes
+	return &l
 }
