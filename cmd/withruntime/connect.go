@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"withruntime.dev/runtime/internal/client"
@@ -16,14 +17,11 @@ import (
 	"withruntime.dev/runtime/internal/template"
 )
 
-// defaultDataDir is where the server keeps its state unless told otherwise.
-const defaultDataDir = "/var/lib/withruntime"
-
 func dataDir() string {
 	if d := os.Getenv("WITHRUNTIME_DATA_DIR"); d != "" {
 		return d
 	}
-	return defaultDataDir
+	return server.DefaultDataDir
 }
 
 // fileConfig is ~/.config/withruntime/config.json.
@@ -79,9 +77,12 @@ func embed(ctx context.Context, needTemplate string) (*session, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("no server configured, and the embedded server needs root for gVisor: run with sudo, or set WITHRUNTIME_URL and WITHRUNTIME_API_KEY to use a running server")
 	}
-	srv, err := server.Open(ctx, server.Config{DataDir: dataDir()})
+	srv, remote, err := openOrShare(ctx, dataDir())
 	if err != nil {
 		return nil, err
+	}
+	if remote != nil {
+		return remote, nil
 	}
 	if needTemplate != "" {
 		if _, err := srv.Templates.Get(needTemplate); errors.Is(err, template.ErrNotFound) {
@@ -109,6 +110,38 @@ func embed(ctx context.Context, needTemplate string) (*session, error) {
 			srv.Close()
 		},
 	}, nil
+}
+
+// openOrShare opens the embedded server on dir, unless another process
+// runs a server there: a `withruntime serve` is used as a remote server (its
+// URL and the local key); another CLI command's embedded server is waited
+// for, since two servers on one directory would take over each other's
+// sandboxes and networks.
+func openOrShare(ctx context.Context, dir string) (*server.Server, *session, error) {
+	said := false
+	for {
+		srv, err := server.Open(ctx, server.Config{DataDir: dir})
+		var inUse *server.ErrInUse
+		if !errors.As(err, &inUse) {
+			return srv, nil, err
+		}
+		if inUse.Holder.URL != "" {
+			key, kerr := os.ReadFile(filepath.Join(dir, server.LocalKeyFile))
+			if kerr != nil {
+				return nil, nil, fmt.Errorf("%v; and its local key cannot be read: %w", err, kerr)
+			}
+			return nil, &session{Client: &client.Client{BaseURL: inUse.Holder.URL, APIKey: strings.TrimSpace(string(key))}}, nil
+		}
+		if !said {
+			said = true
+			fmt.Fprintf(os.Stderr, "withruntime: waiting for another withruntime command on %s (pid %d) to finish; `withruntime serve` lets commands share one server\n", dir, inUse.Holder.PID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // printProgress shows template build steps with elapsed time on stderr.

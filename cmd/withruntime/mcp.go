@@ -49,6 +49,14 @@ other command (WITHRUNTIME_URL, the config file, else an embedded server).`,
 				return err
 			}
 			defer s.Close()
+			if s.embedded != nil {
+				// An MCP session lasts as long as its client: CLI commands
+				// on this data directory meanwhile use this server rather
+				// than wait for it.
+				if err := s.embedded.Advertise(s.BaseURL); err != nil {
+					return err
+				}
+			}
 			opts := []withruntime.ClientOption{withruntime.WithBaseURL(s.BaseURL), withruntime.WithAPIKey(s.APIKey)}
 			if s.HTTP != nil {
 				opts = append(opts, withruntime.WithHTTPClient(s.HTTP))

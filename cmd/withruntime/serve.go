@@ -45,6 +45,10 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// CLI commands on this data directory use this server.
+			if err := srv.Advertise("http://" + l.Addr().String()); err != nil {
+				return err
+			}
 			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
 				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
 			return srv.Serve(ctx, l)

@@ -66,6 +66,8 @@ type Server struct {
 	LocalKey string
 	log      *slog.Logger
 	egress   egressCloser
+	lock     *os.File // the data directory's lock (lock.go), held until Close
+	dataDir  string
 }
 
 // ErrNotRoot says the server was started without root, which runsc needs.
@@ -87,6 +89,22 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	egressNames(&cfg.Egress, cfg.DataDir)
+	srv, err := open(ctx, cfg)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	srv.lock, srv.dataDir = lock, cfg.DataDir
+	return srv, nil
+}
+
+// open is Open once the data directory is locked.
+func open(ctx context.Context, cfg Config) (*Server, error) {
 	runsc, err := findBinary(cfg.Runsc, "WITHRUNTIME_RUNSC", "runsc")
 	if err != nil {
 		return nil, err
@@ -164,7 +182,11 @@ func (s *Server) Close() error {
 	s.Manager.Close()
 	// Running sandboxes keep their namespaces for the next server to adopt.
 	s.egress.Close()
-	return s.Store.Close()
+	err := s.Store.Close()
+	// The holder file stays: it names a process that no longer holds the
+	// lock, which readers check.
+	s.lock.Close()
+	return err
 }
 
 // localKey returns the local key's secret, creating the key and its file on
