@@ -5,7 +5,8 @@
 // (package firewall) redirect the sandbox's DNS to a DNS server that answers
 // only allowed names (package dnsserver), redirect its TCP 80/443 to a
 // transparent proxy that checks the HTTP Host or TLS SNI, resolves the name
-// itself and refuses private destinations (package proxy), and reject
+// itself and refuses private destinations and the host's own addresses
+// (package proxy, with the guard of package policy), and reject
 // everything else at once. Rules and listeners live on the host, outside
 // the sandbox: root inside the sandbox changes nothing.
 //

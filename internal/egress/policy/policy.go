@@ -9,8 +9,9 @@
 //   - {internet: true}: any public destination, minus the deny list.
 //
 // Whatever the policy, a Guard refuses private, loopback, link-local, CGNAT,
-// multicast and metadata addresses: an allowed name that resolves to one of
-// them is still refused (DNS rebinding, /etc/hosts tricks).
+// multicast and metadata addresses, and every address of the host's own
+// interfaces: an allowed name that resolves to one of them is still refused
+// (DNS rebinding, /etc/hosts tricks).
 package policy
 
 import (

@@ -1,10 +1,14 @@
 package policy
 
 import (
+	"errors"
+	"net"
 	"net/netip"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestCompileErrors(t *testing.T) {
@@ -128,8 +132,20 @@ func TestMatchInternetAndNone(t *testing.T) {
 	}
 }
 
+// stubGuard is NewGuard with the host's addresses read from read instead of
+// the host's interfaces.
+func stubGuard(read func() ([]netip.Addr, error), ttl time.Duration, exempt ...netip.Prefix) *Guard {
+	g := NewGuard(exempt...)
+	g.host = &hostAddrs{read: read, ttl: ttl}
+	return g
+}
+
+func noHostAddrs() ([]netip.Addr, error) { return nil, nil }
+
 func TestGuard(t *testing.T) {
-	g := NewGuard()
+	// The fixed ranges, on a host with no addresses of its own (so that the
+	// table holds whatever host this runs on).
+	g := stubGuard(noHostAddrs, time.Hour)
 	for s, want := range map[string]bool{
 		"10.1.2.3":               true,
 		"127.0.0.1":              true,
@@ -192,7 +208,7 @@ func TestGuard(t *testing.T) {
 	if !g.Blocked(netip.Addr{}) {
 		t.Error("the invalid address is not blocked")
 	}
-	ex := NewGuard(netip.MustParsePrefix("198.18.0.0/15"))
+	ex := stubGuard(noHostAddrs, time.Hour, netip.MustParsePrefix("198.18.0.0/15"))
 	if ex.Blocked(netip.MustParseAddr("198.18.3.4")) || !ex.Blocked(netip.MustParseAddr("10.0.0.1")) {
 		t.Error("exemption not applied exactly")
 	}
@@ -205,5 +221,161 @@ func TestGuard(t *testing.T) {
 	var nilGuard *Guard
 	if nilGuard.Blocked(netip.MustParseAddr("10.0.0.1")) {
 		t.Error("a nil guard blocks")
+	}
+}
+
+// hostIfAddrs reads the host's interface addresses the way the test sees
+// them, independently of the guard's own reader.
+func hostIfAddrs(t *testing.T) []netip.Addr {
+	t.Helper()
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, ia := range ifAddrs {
+		ipn, ok := ia.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		out = append(out, a.Unmap())
+	}
+	if len(out) == 0 {
+		t.Fatal("the host has no interface addresses")
+	}
+	return out
+}
+
+func TestGuardRefusesHostAddrs(t *testing.T) {
+	host := hostIfAddrs(t)
+	isHost := map[netip.Addr]bool{}
+	for _, a := range host {
+		isHost[a] = true
+	}
+	everything := []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	for _, g := range []*Guard{NewGuard(), NewGuard(everything...)} {
+		for _, a := range host {
+			// Whatever the range (public, documentation, private) and
+			// even where an exemption covers it.
+			if !g.Blocked(a) {
+				t.Errorf("host address %s is not blocked (exempt %v)", a, g.exempt)
+			}
+			if a.Is4() && !g.Blocked(netip.AddrFrom16(a.As16())) {
+				t.Errorf("host address %s, IPv4-mapped, is not blocked", a)
+			}
+		}
+	}
+	// Addresses that are not the host's stay reachable, in public and
+	// documentation ranges and in an exempt range.
+	allowed := 0
+	for _, s := range []string{"93.184.215.14", "1.1.1.1", "203.0.113.5", "192.0.2.123", "2606:2800:21f:cb07::1", "2001:db8::77"} {
+		a := netip.MustParseAddr(s)
+		if isHost[a] {
+			continue
+		}
+		allowed++
+		if NewGuard().Blocked(a) {
+			t.Errorf("%s (not a host address) is blocked", a)
+		}
+	}
+	if allowed == 0 {
+		t.Fatal("every candidate is a host address")
+	}
+	for _, s := range []string{"198.18.200.9", "198.19.0.77"} {
+		if a := netip.MustParseAddr(s); !isHost[a] && NewGuard(netip.MustParsePrefix("198.18.0.0/15")).Blocked(a) {
+			t.Errorf("%s (exempt, not a host address) is blocked", a)
+		}
+	}
+	// Validation does not depend on the host's addresses (they change):
+	// an allow entry for one is accepted, and refused when connecting.
+	for _, a := range host {
+		inRanges := false
+		for _, p := range blockedPrefixes {
+			inRanges = inRanges || p.Contains(a)
+		}
+		if !inRanges && NewGuard().CoversOnlyBlocked(netip.PrefixFrom(a, a.BitLen())) {
+			t.Errorf("CoversOnlyBlocked(%s) depends on the host's addresses", a)
+		}
+	}
+}
+
+func TestGuardHostAddrsRefresh(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		addrs = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
+		fail  error
+		reads int
+	)
+	read := func() ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		return append([]netip.Addr(nil), addrs...), fail
+	}
+	set := func(a []netip.Addr, err error) {
+		mu.Lock()
+		addrs, fail = a, err
+		mu.Unlock()
+	}
+	const ttl = 50 * time.Millisecond
+	g := stubGuard(read, ttl, netip.MustParsePrefix("198.18.0.0/15"))
+	a1, a2 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("198.18.0.1")
+	if !g.Blocked(a1) || g.Blocked(a2) {
+		t.Fatal("first read not applied")
+	}
+	// A new address (here inside the exempt range: the host's own
+	// addresses are refused all the same) is refused after the TTL, and
+	// the address that went away is allowed again.
+	set([]netip.Addr{a2}, nil)
+	time.Sleep(2 * ttl)
+	if g.Blocked(a1) || !g.Blocked(a2) {
+		t.Error("the new addresses are not applied after the TTL")
+	}
+	// Within the TTL, checks share one read, however many run at once.
+	mu.Lock()
+	reads = 0
+	mu.Unlock()
+	time.Sleep(2 * ttl)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if !g.Blocked(a2) {
+					t.Error("host address allowed")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	mu.Lock()
+	n := reads
+	mu.Unlock()
+	if n < 1 || n > int(elapsed/ttl)+1 {
+		t.Errorf("%d reads for 3200 checks in %v, want at most one per %v", n, elapsed, ttl)
+	}
+	// A failed read refuses everything until a read succeeds again.
+	set(nil, errors.New("netlink: boom"))
+	time.Sleep(2 * ttl)
+	if !g.Blocked(netip.MustParseAddr("1.1.1.1")) {
+		t.Error("a failed read does not fail closed")
+	}
+	set([]netip.Addr{a2}, nil)
+	time.Sleep(2 * ttl)
+	if g.Blocked(netip.MustParseAddr("1.1.1.1")) {
+		t.Error("still refusing after a successful read")
+	}
+	// The zero Guard checks nothing, the host's addresses included.
+	var zero Guard
+	if zero.Blocked(a1) {
+		t.Error("the zero Guard blocks")
 	}
 }

@@ -244,7 +244,7 @@ func (p *Proxy) decide(m *policy.Matcher, host string, dst netip.Addr) ([]netip.
 	}
 	if isLiteral {
 		if p.Guard.Blocked(addr) {
-			return nil, addr.String() + " is a private, loopback, link-local or metadata address, which no sandbox may reach"
+			return nil, addr.String() + " is a private, loopback, link-local or metadata address or one of this host's own, which no sandbox may reach"
 		}
 		if !m.AllowAddr(addr) {
 			return nil, addr.String() + " is not on this sandbox's allow list"
@@ -273,7 +273,7 @@ func (p *Proxy) decide(m *policy.Matcher, host string, dst netip.Addr) ([]netip.
 		ok = append(ok, a)
 	}
 	if len(ok) == 0 {
-		return nil, fmt.Sprintf("%s resolves only to private, loopback, link-local, metadata or denied addresses, which no sandbox may reach", host)
+		return nil, fmt.Sprintf("%s resolves only to private, loopback, link-local, metadata, this host's own or denied addresses, which no sandbox may reach", host)
 	}
 	return ok, ""
 }
