@@ -55,6 +55,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("unknown query parameter %q; filter with state= or metadata.KEY=VALUE", name)
 		}
 	}
+	if tenantOf(r.Context()) {
+		f.KeyID = keyFrom(r.Context()).ID
+	}
 	sbs, err := s.cfg.Manager.List(r.Context(), f)
 	if err != nil {
 		return err

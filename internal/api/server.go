@@ -120,7 +120,12 @@ func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.R
 			writeError(w, r, err)
 			return
 		}
-		r = r.WithContext(context.WithValue(r.Context(), keyCtx{}, key))
+		ctx, err := s.scope(r, key, method+" "+path)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		r = r.WithContext(context.WithValue(ctx, keyCtx{}, key))
 		if err := h(w, r); err != nil {
 			if isInternal(err) {
 				s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -72,7 +72,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 	if !from.Before(to) {
 		return badRequest("from (%s) must be before to (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	rows, total, err := s.cfg.Manager.Usage(r.Context(), from, to, groupBy)
+	keyID := "" // every key's usage, for a key that administers the server
+	if tenantOf(r.Context()) {
+		keyID = keyFrom(r.Context()).ID
+	}
+	rows, total, err := s.cfg.Manager.Usage(r.Context(), from, to, groupBy, keyID)
 	if err != nil {
 		return err
 	}

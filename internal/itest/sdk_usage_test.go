@@ -200,8 +200,13 @@ func TestSDKUsage(t *testing.T) {
 		t.Errorf("usage by week: %v", err)
 	}
 
-	// Revoking: not the key in use; then the key is refused.
-	if err := keyed.RevokeKey(ctx, key.ID); !errors.Is(err, withruntime.ErrConflict) {
+	// A key with a daily limit manages no keys (it could make itself one
+	// without a limit); an admin key cannot revoke itself; a revoked key
+	// is refused.
+	if err := keyed.RevokeKey(ctx, key.ID); !errors.Is(err, withruntime.ErrForbidden) {
+		t.Fatalf("a limited key revoking a key: %v", err)
+	}
+	if err := admin.RevokeKey(ctx, adminKeyID(t, admin)); !errors.Is(err, withruntime.ErrConflict) {
 		t.Fatalf("a key revoking itself: %v", err)
 	}
 	if err := admin.RevokeKey(ctx, key.ID); err != nil {
@@ -239,4 +244,20 @@ func TestSDKUsage(t *testing.T) {
 	if leaks := rec.containing(value); len(leaks) > 0 {
 		t.Errorf("the secret's value came back in %d answers: %q", len(leaks), leaks)
 	}
+}
+
+// adminKeyID is the id of the key client c uses (the local key, "local").
+func adminKeyID(t *testing.T, c *withruntime.Client) string {
+	t.Helper()
+	keys, err := c.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Name == "local" {
+			return k.ID
+		}
+	}
+	t.Fatal("no local key")
+	return ""
 }

@@ -348,14 +348,15 @@ const (
 // Usage reports the intervals ending in (from, to], grouped by UTC day,
 // sandbox or key, with the total. Each sandbox is priced (with its floor)
 // over its part of the window — per day when grouping by day — and the
-// costs are summed; rounding happens once per reported figure.
-func (m *Manager) Usage(ctx context.Context, from, to time.Time, groupBy string) ([]UsageGroup, UsageGroup, error) {
+// costs are summed; rounding happens once per reported figure. keyID, when
+// set, limits the report to that key's sandboxes.
+func (m *Manager) Usage(ctx context.Context, from, to time.Time, groupBy, keyID string) ([]UsageGroup, UsageGroup, error) {
 	switch groupBy {
 	case GroupByDay, GroupBySandbox, GroupByKey:
 	default:
 		return nil, UsageGroup{}, errs.New(errs.Invalid, "groupBy must be day, sandbox or key; got %q", groupBy)
 	}
-	sums, err := m.store.SumUsage(ctx, store.UsageFilter{From: from, To: to}, groupBy == GroupByDay)
+	sums, err := m.store.SumUsage(ctx, store.UsageFilter{From: from, To: to, KeyID: keyID}, groupBy == GroupByDay)
 	if err != nil {
 		return nil, UsageGroup{}, err
 	}

@@ -173,6 +173,19 @@ func (s *Store) SetKeyDailyLimit(ctx context.Context, keyID string, micros int64
 	return nil
 }
 
+// KeyDailyLimit returns one key's daily limit in micro-dollars (0: none).
+func (s *Store) KeyDailyLimit(ctx context.Context, keyID string) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT daily_limit_micros FROM key_limits WHERE key_id = ?`, keyID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: key %s daily limit: %w", keyID, err)
+	}
+	return n, nil
+}
+
 // KeyDailyLimits returns every key's daily limit (keys without one are absent).
 func (s *Store) KeyDailyLimits(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT key_id, daily_limit_micros FROM key_limits`)

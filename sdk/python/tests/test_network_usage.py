@@ -16,8 +16,8 @@ from withruntime import (
     AsyncSandbox,
     BadRequestError,
     Client,
-    ConflictError,
     CostCapError,
+    ForbiddenError,
     KeyInfo,
     NetworkPolicy,
     NotFoundError,
@@ -163,8 +163,8 @@ def test_secrets_network_keys_and_usage(server: Server, recorded: tuple[Client, 
         with pytest.raises(BadRequestError, match="groupBy"):
             admin.usage(group_by="week")  # type: ignore[arg-type]
 
-        # Revoking: not the key in use; then the key is refused.
-        with pytest.raises(ConflictError):
+        # A key with a daily limit manages no keys; a revoked key is refused.
+        with pytest.raises(ForbiddenError):
             keyed.revoke_key(key.id)
         admin.revoke_key(key.id)
         with pytest.raises(UnauthorizedError):

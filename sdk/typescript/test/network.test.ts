@@ -7,7 +7,7 @@ import { test } from "node:test";
 import {
   BadRequestError,
   Client,
-  ConflictError,
+  ForbiddenError,
   CostCapError,
   NotFoundError,
   Sandbox,
@@ -104,8 +104,8 @@ test("secrets, network policy, keys, usage and the cost cap", async () => {
   assert.deepEqual([krow?.cpuSeconds, krow?.costMicros], [row.cpuSeconds, row.costMicros]);
   await assert.rejects(admin.usage({ groupBy: "week" as "day" }), /groupBy/);
 
-  // Revoking: not the key in use; then the key is refused.
-  await assert.rejects(keyed.revokeKey(key.id), ConflictError);
+  // A key with a daily limit manages no keys; a revoked key is refused.
+  await assert.rejects(keyed.revokeKey(key.id), ForbiddenError);
   await admin.revokeKey(key.id);
   await assert.rejects(keyed.listKeys(), UnauthorizedError);
   await assert.rejects(admin.revokeKey(key.id), NotFoundError);
