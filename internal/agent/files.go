@@ -295,6 +295,9 @@ func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if from == "/" || from == s.cfg.Workspace {
+		return badRequest("refusing to move %s itself: commands start there; move the entries inside it instead", from)
+	}
 	st, err := os.Lstat(from)
 	if err != nil {
 		return fsErr(err, from)

@@ -174,6 +174,7 @@ func TestFileErrors(t *testing.T) {
 	a.apiErr("DELETE", "/files?path="+q(a.workspace), nil, 400, agentapi.CodeBadRequest)
 	a.apiErr("DELETE", "/files?path=missing", nil, 404, agentapi.CodeNotFound)
 	a.apiErr("POST", "/files/rename", agentapi.RenameRequest{From: "missing", To: "x"}, 404, agentapi.CodeNotFound)
+	a.apiErr("POST", "/files/rename", agentapi.RenameRequest{From: a.workspace, To: a.workspace + "2"}, 400, agentapi.CodeBadRequest)
 
 	var fi agentapi.FileInfo
 	a.call("POST", "/files/rename", agentapi.RenameRequest{From: "d/f.txt", To: "e/g.txt"}, 200, &fi)

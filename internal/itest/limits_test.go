@@ -288,3 +288,22 @@ func TestProcessLimit(t *testing.T) {
 		t.Errorf("sandbox after the fork bomb: %+v", got)
 	}
 }
+
+// TestTmpFitsMemory: /tmp (a tmpfs, whose pages are the sandbox's memory)
+// is at most half the sandbox's memory, so filling it is ENOSPC for the
+// command, not the host killing the whole sandbox.
+func TestTmpFitsMemory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{MemoryMiB: 128})
+	res := e.sh(sb.ID, "df -m /tmp | tail -1; head -c 100M /dev/zero > /tmp/fill")
+	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left on device") || res.OOMKilled {
+		t.Fatalf("filling /tmp of a 128 MiB sandbox: %+v", res)
+	}
+	if f := strings.Fields(res.Stdout); len(f) < 2 || f[1] != "64" {
+		t.Errorf("/tmp of a 128 MiB sandbox: %q, want 64 MiB", res.Stdout)
+	}
+	if res := e.sh(sb.ID, "rm /tmp/fill; echo alive"); res.Stdout != "alive\n" {
+		t.Fatalf("after /tmp was full: %+v", res)
+	}
+}

@@ -15,3 +15,12 @@ func TestPidsLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestTmpBytes(t *testing.T) {
+	if got := tmpBytes(256, 512); got != 256<<20 {
+		t.Errorf("512 MiB sandbox: %d", got)
+	}
+	if got := tmpBytes(256, 128); got != 64<<20 {
+		t.Errorf("128 MiB sandbox: %d", got)
+	}
+}

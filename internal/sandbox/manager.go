@@ -41,7 +41,7 @@ type Limits struct {
 	MaxMemoryMiB     int64         // 16384
 	DefaultDiskMiB   int64         // 2048
 	MaxDiskMiB       int64         // 65536
-	TmpMiB           int64         // size of /tmp (256)
+	TmpMiB           int64         // size of /tmp (256), at most half the sandbox's memory (see tmpBytes)
 	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
 	MaxSandboxes     int           // running at once on this host (0 = no limit)
 }
@@ -198,7 +198,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	}
 	h, err := m.driver.Create(ctx, driver.Spec{
 		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
-		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: m.limits.TmpMiB << 20,
+		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
 		Network: netSpec, LeaseEndsAt: sb.LeaseEndsAt,
 	})
@@ -228,6 +228,14 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 // whole 512 MiB sandbox down; at 4 the sandbox survived (peak 430-460 of
 // 576 MiB on the host) and the agent killed the bomb.
 const mibPerProcess = 4
+
+// tmpBytes is the size of a sandbox's /tmp: the server's TmpMiB, but at
+// most half of the sandbox's memory. /tmp is a tmpfs, whose pages are the
+// sandbox's memory: a /tmp larger than the memory would let a command fill
+// it until the host kills the whole sandbox, where it should get ENOSPC.
+func tmpBytes(tmpMiB, memoryMiB int64) int64 {
+	return min(tmpMiB, memoryMiB/2) << 20
+}
 
 // pidsLimit is the process cap of a sandbox of memoryMiB: the server's
 // limit, but no more than the sandbox's memory can hold, so that a fork

@@ -183,7 +183,7 @@ func (m *Manager) bootPooled(ctx context.Context, template string) (*pooled, err
 	id := newID()
 	spec := driver.Spec{ID: id, RootFS: rootfs, CPU: m.limits.DefaultCPU,
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
-		TmpBytes: m.limits.TmpMiB << 20, PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
+		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
 		LeaseEndsAt: m.now().Add(m.currentPool().cfg.MaxAge + time.Minute)}
 	if m.network != nil {

@@ -52,6 +52,9 @@ func Validate(s Secret) error {
 	if !nameRE.MatchString(s.Name) {
 		return fmt.Errorf("secret name %q: use letters, digits and _ (an environment variable name)", s.Name)
 	}
+	if reservedName(s.Name) {
+		return fmt.Errorf("secret name %q: the sandbox's programs need this variable for itself (a placeholder there would break them); choose another name such as %s_TOKEN", s.Name, s.Name)
+	}
 	if s.Value == "" {
 		return fmt.Errorf("secret %s: empty value", s.Name)
 	}
@@ -70,6 +73,27 @@ func Validate(s Secret) error {
 		}
 	}
 	return nil
+}
+
+// reservedNames are environment variables that shells, the dynamic linker,
+// interpreters and TLS libraries read for their own use: a secret's
+// placeholder in one of them breaks every command (PATH) or changes what
+// runs (LD_PRELOAD). TrustEnvNames are the CA variables Runtime sets itself.
+var reservedNames = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR",
+	"HOSTNAME", "TERM", "LANG", "IFS", "ENV", "BASH_ENV", "CDPATH", "PS4", "PYTHONPATH", "PYTHONHOME",
+	"PYTHONSTARTUP", "NODE_OPTIONS", "NODE_PATH"}
+
+func reservedName(name string) bool {
+	up := strings.ToUpper(name)
+	if strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "LC_") || strings.HasPrefix(up, "BASH_FUNC_") {
+		return true
+	}
+	for _, r := range append(reservedNames, TrustEnvNames...) {
+		if up == r {
+			return true
+		}
+	}
+	return false
 }
 
 func looksLikeAddr(h string) bool {

@@ -20,6 +20,9 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{Secret{Name: "1BAD", Value: value, Hosts: []string{"a.example.com"}}, "environment variable name"},
+		{Secret{Name: "PATH", Value: value, Hosts: []string{"a.example.com"}}, "need this variable"},
+		{Secret{Name: "LD_PRELOAD", Value: value, Hosts: []string{"a.example.com"}}, "need this variable"},
+		{Secret{Name: "SSL_CERT_FILE", Value: value, Hosts: []string{"a.example.com"}}, "need this variable"},
 		{Secret{Name: "OK", Value: "", Hosts: []string{"a.example.com"}}, "empty value"},
 		{Secret{Name: "OK", Value: "a\nb", Hosts: []string{"a.example.com"}}, "line breaks"},
 		{Secret{Name: "OK", Value: value}, "no hosts"},
