@@ -100,7 +100,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 			body.closeIfUnread(resp.Header)
 			return nil
 		},
-		ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelWarn),
+		// Copy errors mean the client or the sandbox went away mid-answer
+		// (a lease ended, a Ctrl-C): worth a note, not a warning.
+		ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelInfo),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if berr := body.failed(); berr != nil {
 				err = berr
