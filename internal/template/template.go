@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -94,7 +95,16 @@ func notFound(name, detail string) error {
 	if detail != "" {
 		detail = " (" + detail + ")"
 	}
-	return fmt.Errorf("%w: %q%s; run `withruntime template build %s`", ErrNotFound, name, detail, name)
+	if _, ok := builtinRecipes[name]; ok {
+		return fmt.Errorf("%w: %q%s; run `withruntime template build %s` on the server's host", ErrNotFound, name, detail, name)
+	}
+	known := make([]string, 0, len(builtinRecipes))
+	for k := range builtinRecipes {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	return fmt.Errorf("%w: %q%s; the templates that can be built are: %s (`withruntime template ls` lists the built ones)",
+		ErrNotFound, name, detail, strings.Join(known, ", "))
 }
 
 // Get returns the Info of a built template, or an error wrapping ErrNotFound
