@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/client"
 )
 
 func newSandboxCmd() *cobra.Command {
@@ -76,67 +82,227 @@ func pairs(flag string, kvs []string) (map[string]string, error) {
 
 // execRequest turns the words after "--" into a request: one word is a shell
 // command line (so pipes work), several are an argv run without a shell.
-func execRequest(words []string, timeoutSeconds float64) agentapi.ExecRequest {
-	if len(words) == 1 {
-		return agentapi.ExecRequest{Command: words[0], TimeoutSeconds: timeoutSeconds}
+func execRequest(words []string, timeoutSeconds float64) (agentapi.ExecRequest, error) {
+	switch {
+	case len(words) == 1 && strings.TrimSpace(words[0]) == "":
+		return agentapi.ExecRequest{}, fmt.Errorf("the command after -- is empty; give one, e.g. -- 'ls -l' or -- python3 -V")
+	case len(words) > 1 && words[0] == "":
+		return agentapi.ExecRequest{}, fmt.Errorf("the program after -- is an empty word; the first word after -- names the program to run")
+	case len(words) == 1:
+		return agentapi.ExecRequest{Command: words[0], TimeoutSeconds: timeoutSeconds}, nil
 	}
-	return agentapi.ExecRequest{Argv: words, TimeoutSeconds: timeoutSeconds}
+	return agentapi.ExecRequest{Argv: words, TimeoutSeconds: timeoutSeconds}, nil
 }
 
 // streamOutput writes a command's output to this process's stdout/stderr.
+// When a write fails (EPIPE: the reader of a pipe has gone) it ends the CLI's
+// context, as SIGPIPE would end a program that does not clean up; the rest of
+// the output is dropped.
 func streamOutput(stream string, data []byte) {
+	f := os.Stdout
 	if stream == "stderr" {
-		_, _ = os.Stderr.Write(data)
-		return
+		f = os.Stderr
 	}
-	_, _ = os.Stdout.Write(data)
+	if _, err := f.Write(data); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			abort(signalled{syscall.SIGPIPE})
+		} else {
+			abort(fmt.Errorf("writing the command's %s: %w", stream, err))
+		}
+	}
 }
 
 func newRunCmd() *cobra.Command {
 	var f createFlags
+	var noStdin bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run one command in a fresh sandbox, stream its output, exit with its code",
 		Long: `Creates a sandbox, runs CMD in it streaming stdout and stderr, destroys the
-sandbox (also on Ctrl-C) and exits with CMD's exit code. Runtime's own
-messages go to stderr only. One word after -- is run by bash (pipes work);
-several words are run as a program and its arguments.`,
+sandbox (also on Ctrl-C, SIGTERM, SIGHUP, or when stdout is a closed pipe)
+and exits with CMD's exit code. Runtime's own messages go to stderr only. One
+word after -- is run by bash (pipes work); several words are run as a
+program and its arguments. ` + stdinHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := f.request()
 			if err != nil {
 				return err
 			}
+			ereq, err := execRequest(args, float64(req.TimeoutSeconds))
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
+			if ereq.Stdin, err = commandStdin(ctx, os.Stdin, noStdin); err != nil {
+				return err
+			}
 			s, err := connect(ctx, f.template)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			sb, err := s.CreateSandbox(ctx, req)
+			sb, err := createForRun(ctx, s, req)
 			if err != nil {
 				return err
 			}
-			defer func() {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				defer cancel()
-				if err := s.DeleteSandbox(dctx, sb.ID); err != nil {
-					fmt.Fprintf(os.Stderr, "withruntime: destroying %s: %v\n", sb.ID, err)
-				}
-			}()
-			res, err := s.ExecStream(ctx, sb.ID, execRequest(args, float64(req.TimeoutSeconds)), streamOutput)
+			defer destroy(ctx, s, sb.ID)
+			if ctx.Err() != nil { // interrupted while the sandbox was being created
+				return interrupted(ctx, "; sandbox destroyed")
+			}
+			res, err := s.ExecStream(ctx, sb.ID, ereq, streamOutput)
 			if ctx.Err() != nil {
-				fmt.Fprintln(os.Stderr, "withruntime: interrupted; sandbox destroyed")
-				return exitError{130}
+				return interrupted(ctx, "; sandbox destroyed")
 			}
 			if err != nil {
-				return err
+				return whyStreamEnded(ctx, s, sb.ID, err, "the sandbox", "after "+shortDuration(time.Duration(req.TimeoutSeconds)*time.Second)+" (--timeout); give a longer --timeout")
 			}
 			return resultExit(res)
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "do not read stdin (the command reads end-of-file), as ssh -n")
 	return cmd
+}
+
+// createForRun creates run's sandbox. The create is not cancelled by a
+// signal, since the server could finish it after the CLI had gone and leave
+// the sandbox running for its lease: when ctx ends, it still waits (up to
+// 30 s) for the sandbox to destroy it.
+func createForRun(ctx context.Context, s *session, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	type created struct {
+		sb  api.Sandbox
+		err error
+	}
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	ch := make(chan created, 1)
+	go func() {
+		sb, err := s.CreateSandbox(cctx, req)
+		ch <- created{sb, err}
+	}()
+	var c created
+	select {
+	case c = <-ch:
+	case <-ctx.Done():
+		select {
+		case c = <-ch:
+		case <-time.After(30 * time.Second):
+			return api.Sandbox{}, interrupted(ctx, "; the sandbox being created may run until its lease ends")
+		}
+	}
+	if c.err != nil && ctx.Err() != nil {
+		return api.Sandbox{}, interrupted(ctx, "")
+	}
+	return c.sb, c.err
+}
+
+// destroy destroys run's sandbox, also when ctx has ended.
+func destroy(ctx context.Context, s *session, id string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := s.DeleteSandbox(dctx, id); err != nil {
+		fmt.Fprintf(os.Stderr, "withruntime: destroying %s: %v\n", id, err)
+	}
+}
+
+// stdinHelp is the part of run's and exec's help about stdin.
+const stdinHelp = `When stdin is a pipe or a file, it is read to its end and given
+to CMD as its stdin (at most 16 MiB of UTF-8 text; base64-encode binary
+data); when it is a terminal, or with --no-stdin, CMD reads end-of-file.`
+
+// interrupted reports (on stderr) that a signal stopped the CLI while a
+// command ran, with what was done about it, and returns the error that
+// makes main exit with the signal's status. A closed stdout (SIGPIPE) is
+// not reported, as it kills other programs silently.
+func interrupted(ctx context.Context, done string) error {
+	err := interruption(ctx)
+	var sig signalled
+	if errors.As(err, &sig) {
+		if sig.sig != syscall.SIGPIPE {
+			fmt.Fprintf(os.Stderr, "withruntime: %s%s\n", interruptedText(sig.sig), done)
+		}
+		return sig
+	}
+	fmt.Fprintf(os.Stderr, "withruntime: %v%s\n", err, done)
+	return exitError{exitRuntimeError}
+}
+
+// Exit statuses for a sandbox that stopped while a command ran in it.
+const (
+	exitLeaseEnded  = 124 // as a command killed by its own timeout
+	exitOutOfMemory = 137 // as a process killed (SIGKILL) for memory
+)
+
+// whyStreamEnded explains an exec stream that ended before the command's
+// exit: it asks the server what became of sandbox id and says so. what names
+// the sandbox in messages; leaseHint ends the message for a lease end.
+// Errors other than a broken stream are returned as they are.
+func whyStreamEnded(ctx context.Context, s *session, id string, err error, what, leaseHint string) error {
+	var se *client.StreamError
+	if !errors.As(err, &se) {
+		return err
+	}
+	sb, ok := stoppedSandbox(ctx, s, id)
+	if !ok {
+		return err
+	}
+	msg, code := "", exitRuntimeError
+	switch sb.EndReason {
+	case "lease_ended":
+		msg, code = fmt.Sprintf("%s's lease ended %s", what, leaseHint), exitLeaseEnded
+	case "out_of_memory":
+		msg, code = fmt.Sprintf("%s went over its memory (%d MiB) and was stopped; a larger --memory gives a sandbox more", what, sb.MemoryMiB), exitOutOfMemory
+	case "spending_limit":
+		msg = what + " was stopped: its API key reached its daily spending limit (see `withruntime usage`)"
+	case "failed":
+		msg = what + " failed (it ended on its own, not by its lease or a request) and was stopped"
+	case "deleted":
+		msg = what + " was destroyed while the command ran"
+	default:
+		msg = fmt.Sprintf("%s stopped while the command ran (%s)", what, sb.EndReason)
+	}
+	fmt.Fprintln(os.Stderr, "withruntime: "+msg)
+	return exitError{code}
+}
+
+// stoppedSandbox waits briefly for sandbox id to show as stopped (the server
+// marks a sandbox stopped before it destroys it, but one that died on its
+// own is noticed a moment later). A running sandbox whose lease has passed
+// counts as stopped by its lease. ok is false when the sandbox still runs
+// or the server cannot tell.
+func stoppedSandbox(ctx context.Context, s *session, id string) (api.Sandbox, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for {
+		sb, err := s.GetSandbox(ctx, id)
+		switch {
+		case err != nil:
+			return sb, false
+		case sb.State == "stopped":
+			return sb, true
+		case !sb.LeaseEndsAt.After(time.Now()):
+			sb.EndReason = "lease_ended"
+			return sb, true
+		}
+		select {
+		case <-ctx.Done():
+			return sb, false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// shortDuration prints d without zero trailing units: 5m, 1h30m, 3s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // resultExit reports how the command ended (on stderr) and passes its code on.
@@ -175,10 +341,16 @@ func newCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Println(sb.ID)
+			if _, err := fmt.Println(sb.ID); err != nil {
+				// Nobody got its id (stdout is closed): don't leave it running.
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 30*time.Second)
+				defer cancel()
+				_ = s.DeleteSandbox(dctx, sb.ID)
+				return err
+			}
 			if s.embedded != nil {
-				fmt.Fprintf(os.Stderr, "withruntime: %s runs until %s; with no server running, its lease is enforced by the next withruntime command (run `withruntime serve` to enforce it on time)\n",
-					sb.ID, sb.LeaseEndsAt.Local().Format(time.TimeOnly))
+				fmt.Fprintf(os.Stderr, "withruntime: %s runs until %s, its lease end; with no server running, the sandbox ends itself about %s later and the next withruntime command records it as lease_ended\n",
+					sb.ID, sb.LeaseEndsAt.Local().Format(time.TimeOnly), shortDuration(agent.LeaseGrace))
 			}
 			return nil
 		},
@@ -191,25 +363,41 @@ func newExecCmd() *cobra.Command {
 	var timeout time.Duration
 	var cwd string
 	var env []string
+	var noStdin bool
 	cmd := &cobra.Command{
 		Use:   "exec ID -- CMD [ARGS...]",
 		Short: "Run a command in a running sandbox, streaming its output",
-		Args:  cobra.MinimumNArgs(2),
+		Long: `Runs CMD in sandbox ID streaming stdout and stderr, and exits with CMD's exit
+code. On Ctrl-C (or SIGTERM, SIGHUP) CMD is killed; the sandbox keeps
+running. One word after -- is run by bash (pipes work); several words are run
+as a program and its arguments. ` + stdinHelp,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			envMap, err := pairs("--env", env)
 			if err != nil {
 				return err
 			}
-			s, err := connect(cmd.Context(), "")
+			req, err := execRequest(args[1:], timeout.Seconds())
+			if err != nil {
+				return err
+			}
+			req.Cwd, req.Env = cwd, envMap
+			ctx := cmd.Context()
+			if req.Stdin, err = commandStdin(ctx, os.Stdin, noStdin); err != nil {
+				return err
+			}
+			s, err := connect(ctx, "")
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			req := execRequest(args[1:], timeout.Seconds())
-			req.Cwd, req.Env = cwd, envMap
-			res, err := s.ExecStream(cmd.Context(), args[0], req, streamOutput)
+			id := args[0]
+			res, err := s.ExecStream(ctx, id, req, streamOutput)
+			if ctx.Err() != nil {
+				return interrupted(ctx, "; the command was killed (sandbox "+id+" keeps running)")
+			}
 			if err != nil {
-				return err
+				return whyStreamEnded(ctx, s, id, err, "sandbox "+id, "and it was stopped; create one with a longer --timeout")
 			}
 			return resultExit(res)
 		},
@@ -217,6 +405,7 @@ func newExecCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (default 120s)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default /workspace)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	cmd.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "do not read stdin (the command reads end-of-file), as ssh -n")
 	return cmd
 }
 
@@ -280,4 +469,65 @@ func newKillCmd() *cobra.Command {
 			return errors.Join(errs...)
 		},
 	}
+}
+
+// maxStdinBytes caps the stdin that run and exec read and send: the API
+// carries stdin as text inside the exec request.
+const maxStdinBytes = 16 << 20
+
+// commandStdin is what run and exec give the command as its stdin: all of
+// f when it is a pipe or a file (read to its end), nothing when it is a
+// terminal or skip is set. It refuses input over maxStdinBytes and input
+// that is not UTF-8 (a JSON string cannot carry it) rather than alter it.
+// A signal while it waits for input ends the wait.
+func commandStdin(ctx context.Context, f *os.File, skip bool) (string, error) {
+	if skip || isTerminal(f) {
+		return "", nil
+	}
+	type result struct {
+		data string
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		data, err := readStdin(f)
+		ch <- result{data, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.data, r.err
+	case <-ctx.Done():
+		return "", interrupted(ctx, " while reading stdin")
+	}
+}
+
+// readStdin reads r to its end as a command's stdin (see commandStdin).
+func readStdin(r io.Reader) (string, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxStdinBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading stdin: %w (use --no-stdin to give the command none)", err)
+	}
+	if len(data) > maxStdinBytes {
+		return "", fmt.Errorf("stdin is more than %d MiB, the most the CLI sends as a command's stdin; "+
+			"put large input in a file in the sandbox instead (the API's file upload), or pass --no-stdin to give the command none", maxStdinBytes>>20)
+	}
+	if !utf8.Valid(data) {
+		i := 0
+		for i < len(data) {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return "", fmt.Errorf("stdin is not UTF-8 text (at byte offset %d), and a command's stdin travels as text; "+
+			"send binary data base64-encoded and decode it in the sandbox, e.g. base64 < FILE | withruntime sandbox run -- 'base64 -d | CMD'", i)
+	}
+	return string(data), nil
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -35,6 +35,28 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Message }
 
+// StreamError is an exec stream that ended before the command's exit event:
+// the connection broke, or the server closed it because the sandbox stopped.
+// Ask the server for the sandbox (GetSandbox) to learn why.
+type StreamError struct {
+	// Err is the read error; nil when the stream just ended.
+	Err error
+}
+
+func (e *StreamError) Error() string {
+	if e.Err == nil {
+		return "exec stream ended without an exit event (the sandbox may have been stopped)"
+	}
+	return "exec stream broke: " + e.Err.Error()
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// ErrNoAPIKey is returned, without asking the server, when the client has no
+// API key: every route but the health check needs one.
+var ErrNoAPIKey = errors.New("missing API key: set WITHRUNTIME_API_KEY (or \"apiKey\" in ~/.config/withruntime/config.json) " +
+	"to a key of this server; create one on the server's host with `withruntime keys create NAME`")
+
 // do sends a JSON request and decodes a JSON answer into out (if non-nil).
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
@@ -59,6 +81,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 
 // send performs a request and turns an error status into *APIError.
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, accept string) (*http.Response, error) {
+	if c.APIKey == "" {
+		return nil, ErrNoAPIKey
+	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, err
@@ -104,6 +129,12 @@ func (c *Client) ListSandboxes(ctx context.Context, state string) ([]api.Sandbox
 	return out.Sandboxes, c.do(ctx, http.MethodGet, path, nil, &out)
 }
 
+// GetSandbox returns one sandbox, running or stopped.
+func (c *Client) GetSandbox(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.do(ctx, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(id), nil, &sb)
+}
+
 // DeleteSandbox destroys a sandbox.
 func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(id), nil, nil)
@@ -111,8 +142,12 @@ func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
 
 // ExecStream runs a command and calls onOutput with each chunk's exact
 // bytes (stream is "stdout" or "stderr") as it arrives, then returns the result.
+// A stream that ends before the command's exit event is a *StreamError.
 func (c *Client) ExecStream(ctx context.Context, id string, req agentapi.ExecRequest, onOutput func(stream string, data []byte)) (agentapi.ExecResult, error) {
-	b, _ := json.Marshal(req)
+	b, err := ExecBody(req)
+	if err != nil {
+		return agentapi.ExecResult{}, err
+	}
 	resp, err := c.send(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/exec", bytes.NewReader(b), agentapi.ContentTypeNDJSON)
 	if err != nil {
 		return agentapi.ExecResult{}, err
@@ -145,10 +180,20 @@ func (c *Client) ExecStream(ctx context.Context, id string, req agentapi.ExecReq
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return agentapi.ExecResult{}, fmt.Errorf("exec stream broke: %w", err)
+	return agentapi.ExecResult{}, &StreamError{Err: sc.Err()}
+}
+
+// ExecBody is the JSON body of an exec request. It leaves <, > and & as they
+// are (json.Marshal would send each as a 6-byte escape), since stdin, which
+// travels in the body, is often source code or HTML.
+func ExecBody(req agentapi.ExecRequest) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(req); err != nil {
+		return nil, err
 	}
-	return agentapi.ExecResult{}, errors.New("exec stream ended without an exit event (the sandbox may have been stopped)")
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // CreateKey creates an API key; the answer holds its secret.
