@@ -443,6 +443,15 @@ func (m *Manager) Close() error {
 		m.stop(sb)
 		delete(m.sandboxes, id)
 	}
+	// With no sandbox left on it, the table is only base chains: delete it,
+	// so that servers on short-lived data directories (a CLI's, a test's)
+	// leave nothing behind. A server that starts again makes it anew; one
+	// whose sandboxes keep running keeps it for them.
+	if links, err := m.fw.Links(); err == nil && len(links) == 0 {
+		if err := m.fw.Destroy(); err != nil {
+			return fmt.Errorf("egress close: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -107,6 +107,11 @@ func TestHostAddressesRefused(t *testing.T) {
 		t.Fatalf("the host cannot reach its own listener: %v", err)
 	}
 	c.Close()
+	// The listener counts the connection when Accept returns, which may be
+	// after the dial did: wait for it before starting from zero.
+	for deadline := time.Now().Add(2 * time.Second); selfHits.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	selfHits.Store(0)
 	time.Sleep(1500 * time.Millisecond)
 

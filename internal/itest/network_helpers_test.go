@@ -43,11 +43,18 @@ func networkLeftovers(cfg server.EgressConfig) []string {
 			left = append(left, "veth "+i.Name)
 		}
 	}
+	// A server closed with no sandbox left deletes its table.
+	if fw, err := firewall.New(cfg.Name, cfg.LinkPrefix); err == nil {
+		if ok, _ := fw.Exists(); ok {
+			left = append(left, "nftables table "+cfg.Name)
+		}
+	}
 	return left
 }
 
-// destroyEgressTable removes a test server's nftables table, which a server
-// keeps across restarts.
+// destroyEgressTable removes a test server's nftables table, should a
+// failed test have left one (a server whose sandboxes keep running keeps it
+// across restarts).
 func destroyEgressTable(t *testing.T, cfg server.EgressConfig) {
 	fw, err := firewall.New(cfg.Name, cfg.LinkPrefix)
 	if err != nil {
