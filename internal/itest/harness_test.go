@@ -125,16 +125,22 @@ func withMaxUpload(n int64) option { return func(c *server.Config) { c.MaxUpload
 // it destroys every sandbox and checks that nothing was left on the host.
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "wr-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := server.Config{
-		DataDir: dir, TemplatesDir: templatesDir, Runsc: runscBin, Agent: agentBin,
+		TemplatesDir: templatesDir, Runsc: runscBin, Agent: agentBin,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	// A data directory of the test's own (withDataDir) is the test's to
+	// remove; otherwise the env makes one and removes it.
+	dir := ""
+	if cfg.DataDir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("/tmp", "wr-"); err != nil {
+			t.Fatal(err)
+		}
+		cfg.DataDir = dir
 	}
 	testEgressNames(&cfg)
 	srv, err := server.Open(context.Background(), cfg)

@@ -156,7 +156,14 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
 	flags = append(flags, d.cfg.ExtraFlags...)
-	if err := d.start(ctx, dir, flags, bundle, spec.ID); err != nil {
+	// runsc run is never killed half-way: a runsc killed between creating
+	// the sandbox and recording it leaves a sandbox process that no runsc
+	// command knows, which Destroy cannot find (seen when a server shut
+	// down during a warm-pool boot). A cancelled ctx ends the create right
+	// after, through the readiness wait and the deferred Destroy.
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
+	defer cancel()
+	if err := d.start(startCtx, dir, flags, bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
 	socket := filepath.Join(sockDir, "agent.sock")
@@ -166,6 +173,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	st, _ := json.Marshal(state{Dir: dir, Socket: socket})
 	return &driver.Handle{ID: spec.ID, State: st, Dial: unixDialer(socket)}, nil
 }
+
+// runTimeout bounds `runsc run --detach`, which takes well under a second.
+const runTimeout = 2 * time.Minute
 
 // start runs `runsc run --detach`. The sandbox it leaves running inherits
 // runsc's stdout and stderr, so they go to a file (console.log in the
