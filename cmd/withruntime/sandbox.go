@@ -165,7 +165,7 @@ program and its arguments. ` + stdinHelp,
 	return cmd
 }
 
-// createForRun creates run's sandbox. The create is not cancelled by a
+// createForRun creates run's (or create's) sandbox. The create is not cancelled by a
 // signal, since the server could finish it after the CLI had gone and leave
 // the sandbox running for its lease: when ctx ends, it still waits (up to
 // 30 s) for the sandbox to destroy it.
@@ -337,9 +337,14 @@ func newCreateCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			sb, err := s.CreateSandbox(cmd.Context(), req)
+			ctx := cmd.Context()
+			sb, err := createForRun(ctx, s, req)
 			if err != nil {
 				return err
+			}
+			if ctx.Err() != nil { // interrupted while it was being created: nobody got its id
+				destroy(ctx, s, sb.ID)
+				return interrupted(ctx, "; sandbox destroyed")
 			}
 			if _, err := fmt.Println(sb.ID); err != nil {
 				// Nobody got its id (stdout is closed): don't leave it running.

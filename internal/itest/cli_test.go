@@ -313,11 +313,18 @@ func TestCLIMessages(t *testing.T) {
 	}
 }
 
-// TestCLIRunInterruptedCreate: a Ctrl-C while run's sandbox is being
-// created still destroys it (the create finishes on the server regardless).
+// TestCLIRunInterruptedCreate: a Ctrl-C while run's (or create's) sandbox
+// is being created still destroys it (the create finishes on the server
+// regardless), since nobody will have its id.
 func TestCLIRunInterruptedCreate(t *testing.T) {
+	for _, args := range [][]string{{"sandbox", "run", "--", "sleep 100"}, {"sandbox", "create"}} {
+		t.Run(args[1], func(t *testing.T) { interruptCreate(t, args...) })
+	}
+}
+
+func interruptCreate(t *testing.T, args ...string) {
 	e := newEnv(t)
-	cmd := e.cliCmd("sandbox", "run", "--", "sleep 100")
+	cmd := e.cliCmd(args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
