@@ -379,11 +379,11 @@ func TestLeaseEndsWithNoServer(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	a := newEnv(t, withDataDir(dataDir))
+	created := time.Now() // no later than the lease start, so the bounds below are never too tight
 	short := a.create(api.CreateSandboxRequest{TimeoutSeconds: 2})
 	// Created with 1 s, extended to 4 s: the agent must follow the extension.
 	extended := a.create(api.CreateSandboxRequest{TimeoutSeconds: 1})
 	a.must(http.StatusOK, "POST", "/v1/sandboxes/"+extended.ID+"/timeout", api.SetTimeoutRequest{TimeoutSeconds: 4}, nil)
-	created := time.Now()
 	a.detach()
 
 	running := func(id string) bool {
