@@ -44,7 +44,7 @@ func TestDataDirLock(t *testing.T) {
 
 	// Held by a server that does not serve the API (another CLI command's
 	// embedded server): the CLI waits, and says so.
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, stderr, err := cli(ctx, "sandbox", "ls")
 	cancel()
 	if err == nil || !strings.Contains(stderr, "waiting for another withruntime command") {
