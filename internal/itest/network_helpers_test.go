@@ -1,8 +1,6 @@
 package itest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net"
 	"os"
 	"strings"
@@ -11,21 +9,6 @@ import (
 	"withruntime.dev/runtime/internal/egress/firewall"
 	"withruntime.dev/runtime/internal/server"
 )
-
-// testEgressNames gives each data directory its own nftables table,
-// namespace names and veth prefix, so that servers of parallel tests never
-// touch each other's networks, while a restarted server on the same data
-// directory finds its predecessor's.
-func testEgressNames(cfg *server.Config) {
-	sum := sha256.Sum256([]byte(cfg.DataDir))
-	h := hex.EncodeToString(sum[:])
-	if cfg.Egress.Name == "" {
-		cfg.Egress.Name = "writ" + h[:8]
-	}
-	if cfg.Egress.LinkPrefix == "" {
-		cfg.Egress.LinkPrefix = "i" + h[:5]
-	}
-}
 
 // networkLeftovers lists the namespaces and host veths of a server's
 // egress configuration that remain.

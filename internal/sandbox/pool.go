@@ -158,7 +158,7 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) error {
 		if full {
 			return nil // a claim or a destroy wakes the pool again
 		}
-		ps, err := m.bootPooled(ctx, tpl)
+		ps, err := m.bootPooled(ctx, p, tpl)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -175,7 +175,7 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) error {
 // bootPooled boots one sandbox of the default shape for template, with a
 // network namespace whose policy allows nothing when egress is enabled
 // (so that a claim only has to set the policy).
-func (m *Manager) bootPooled(ctx context.Context, template string) (*pooled, error) {
+func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*pooled, error) {
 	rootfs, err := m.templates.RootFS(template)
 	if err != nil {
 		return nil, err
@@ -185,7 +185,7 @@ func (m *Manager) bootPooled(ctx context.Context, template string) (*pooled, err
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
 		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
-		LeaseEndsAt: m.now().Add(m.currentPool().cfg.MaxAge + time.Minute)}
+		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute)}
 	if m.network != nil {
 		att, err := m.network.egress.Attach(ctx, id, egress.Policy{})
 		if err != nil {

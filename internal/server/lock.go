@@ -96,10 +96,12 @@ func (s *Server) Advertise(url string) error {
 	return writeHolder(s.dataDir, Holder{PID: os.Getpid(), URL: url})
 }
 
-// egressNames gives a server on a data directory other than the default its
-// own nftables table, namespace names and veth prefix, so that servers on
-// different directories never take each other's networks for leftovers.
-func egressNames(cfg *EgressConfig, dataDir string) {
+// EgressNames fills in the names a server on dataDir uses unless cfg sets
+// them: on a data directory other than the default, its own nftables table,
+// namespace names and veth prefix, so that servers on different directories
+// never take each other's networks for leftovers. Open applies it; tests
+// call it to know the names a server will use.
+func EgressNames(cfg *EgressConfig, dataDir string) {
 	abs, err := filepath.Abs(dataDir)
 	if err != nil || abs == DefaultDataDir {
 		return

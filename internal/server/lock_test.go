@@ -10,14 +10,14 @@ import (
 // default's veths ("wr").
 func TestEgressNames(t *testing.T) {
 	var def EgressConfig
-	egressNames(&def, DefaultDataDir)
+	EgressNames(&def, DefaultDataDir)
 	if def.Name != "" || def.LinkPrefix != "" {
 		t.Errorf("default data dir: %+v", def)
 	}
 	var a, a2, b EgressConfig
-	egressNames(&a, "/tmp/one")
-	egressNames(&a2, "/tmp/one/")
-	egressNames(&b, "/tmp/two")
+	EgressNames(&a, "/tmp/one")
+	EgressNames(&a2, "/tmp/one/")
+	EgressNames(&b, "/tmp/two")
 	if a.Name == "" || a.Name != a2.Name || a.LinkPrefix != a2.LinkPrefix || a.Name == b.Name || a.LinkPrefix == b.LinkPrefix {
 		t.Errorf("names: %+v %+v %+v", a, a2, b)
 	}
@@ -25,7 +25,7 @@ func TestEgressNames(t *testing.T) {
 		t.Errorf("link prefix %q", a.LinkPrefix)
 	}
 	set := EgressConfig{Name: "mine", LinkPrefix: "m"}
-	egressNames(&set, "/tmp/one")
+	EgressNames(&set, "/tmp/one")
 	if set.Name != "mine" || set.LinkPrefix != "m" {
 		t.Errorf("configured names were replaced: %+v", set)
 	}

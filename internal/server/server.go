@@ -93,7 +93,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	egressNames(&cfg.Egress, cfg.DataDir)
+	EgressNames(&cfg.Egress, cfg.DataDir)
 	srv, err := open(ctx, cfg)
 	if err != nil {
 		lock.Close()

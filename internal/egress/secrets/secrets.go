@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"withruntime.dev/runtime/internal/egress/policy"
@@ -88,12 +89,7 @@ func reservedName(name string) bool {
 	if strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "LC_") || strings.HasPrefix(up, "BASH_FUNC_") {
 		return true
 	}
-	for _, r := range append(reservedNames, TrustEnvNames...) {
-		if up == r {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(reservedNames, up) || slices.Contains(TrustEnvNames, up)
 }
 
 func looksLikeAddr(h string) bool {
