@@ -18,6 +18,12 @@ import (
 // ErrNotFound says the driver has no sandbox of that id (already gone).
 var ErrNotFound = errors.New("sandbox not found in driver")
 
+// ErrChannel says a Dial refused to connect: what answers at the sandbox's
+// agent address is not that sandbox's own agent (root inside the sandbox
+// replaced it, e.g. with a link to another sandbox's socket). Nothing was
+// sent; the server logs it as tampering.
+var ErrChannel = errors.New("agent channel refused")
+
 // Spec is everything a driver needs to boot one sandbox.
 type Spec struct {
 	// ID is the sandbox id, unique on the host ([a-z0-9_-]).
@@ -62,7 +68,9 @@ type Handle struct {
 	// State is the driver's own record of the sandbox (JSON), persisted by the
 	// manager so that Recover can re-attach after a server restart.
 	State []byte
-	// Dial connects to the agent inside the sandbox.
+	// Dial connects to the agent inside the sandbox, and only to it: a
+	// driver verifies the other end and returns ErrChannel (wrapped) when
+	// it is anything else.
 	Dial func(ctx context.Context) (net.Conn, error)
 }
 

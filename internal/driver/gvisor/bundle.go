@@ -97,7 +97,7 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 			{Destination: socketDirInSandbox, Type: "bind", Source: socketDir, Options: []string{"rbind", "rw"}},
 		},
 		Linux: &specs.Linux{
-			CgroupsPath: "/withruntime/" + spec.ID,
+			CgroupsPath: cgroupPath(spec.ID),
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &memLimit},
 				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
@@ -113,6 +113,9 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 		},
 	}
 }
+
+// cgroupPath is a sandbox's host cgroup, under each hierarchy's root.
+func cgroupPath(id string) string { return "/withruntime/" + id }
 
 // rlimits are the agent's resource limits, inherited by every command.
 //

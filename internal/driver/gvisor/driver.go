@@ -133,6 +133,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
+	if err := mountSocketDir(sockDir); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
 	oci := ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir)
 	if err := addNetwork(oci, spec.Network, dir); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
@@ -166,12 +169,12 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := d.start(startCtx, dir, flags, bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	socket := filepath.Join(sockDir, "agent.sock")
-	if err := waitReady(ctx, socket, d.cfg.ReadyTimeout); err != nil {
+	agent := newAgentDialer(spec.ID, sockDir)
+	if err := waitReady(ctx, agent, d.cfg.ReadyTimeout); err != nil {
 		return nil, fmt.Errorf("gvisor create: agent did not start: %w", err)
 	}
-	st, _ := json.Marshal(state{Dir: dir, Socket: socket})
-	return &driver.Handle{ID: spec.ID, State: st, Dial: unixDialer(socket)}, nil
+	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName)})
+	return &driver.Handle{ID: spec.ID, State: st, Dial: agent.dial}, nil
 }
 
 // runTimeout bounds `runsc run --detach`, which takes well under a second.
@@ -226,10 +229,13 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 	if err := json.Unmarshal(out, &cs); err != nil || cs.Status != "running" {
 		return nil, fmt.Errorf("gvisor recover %s: container is %q: %w", id, cs.Status, driver.ErrNotFound)
 	}
-	if err := ping(ctx, st.Socket); err != nil {
+	// The socket's place comes from the sandbox id, not from the stored
+	// state, and is dialed with the same checks as at create.
+	agent := newAgentDialer(id, filepath.Join(d.sandboxDir(id), "sock"))
+	if err := ping(ctx, agent); err != nil {
 		return nil, fmt.Errorf("gvisor recover %s: agent does not answer (%v): %w", id, err, driver.ErrNotFound)
 	}
-	return &driver.Handle{ID: id, State: raw, Dial: unixDialer(st.Socket)}, nil
+	return &driver.Handle{ID: id, State: raw, Dial: agent.dial}, nil
 }
 
 // Destroy implements driver.Driver. It kills the sandbox, deletes the runsc
@@ -244,6 +250,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 		return fmt.Errorf("gvisor destroy %s: %w", id, delErr)
 	}
 	if err := removeCgroups(id); err != nil {
+		return fmt.Errorf("gvisor destroy %s: %w", id, err)
+	}
+	if err := unmountSocketDir(filepath.Join(d.sandboxDir(id), "sock")); err != nil {
 		return fmt.Errorf("gvisor destroy %s: %w", id, err)
 	}
 	if err := os.RemoveAll(d.sandboxDir(id)); err != nil {
@@ -320,23 +329,21 @@ func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
 	}, nil
 }
 
-func unixDialer(socket string) func(ctx context.Context) (net.Conn, error) {
-	var dialer net.Dialer
-	return func(ctx context.Context) (net.Conn, error) {
-		return dialer.DialContext(ctx, "unix", socket)
-	}
-}
-
 // waitReady polls the agent's socket until /health answers. The agent is up
 // within a few hundred milliseconds of runsc returning; polling every
 // millisecond keeps that delay off the create path.
-func waitReady(ctx context.Context, socket string, timeout time.Duration) error {
+func waitReady(ctx context.Context, agent *agentDialer, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for {
-		if last = ping(ctx, socket); last == nil {
+		if last = ping(ctx, agent); last == nil {
 			return nil
+		}
+		if errors.Is(last, driver.ErrChannel) && !errors.Is(last, os.ErrNotExist) {
+			// Nothing inside runs user code yet, but never wait on a
+			// channel that is not the sandbox's own.
+			return last
 		}
 		select {
 		case <-ctx.Done():
@@ -346,10 +353,10 @@ func waitReady(ctx context.Context, socket string, timeout time.Duration) error 
 	}
 }
 
-func ping(ctx context.Context, socket string) error {
+func ping(ctx context.Context, agent *agentDialer) error {
 	client := http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return unixDialer(socket)(ctx)
+			return agent.dial(ctx)
 		},
 		DisableKeepAlives: true,
 	}}

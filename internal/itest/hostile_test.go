@@ -1,0 +1,232 @@
+package itest
+
+// The adversarial suite: root inside a sandbox attacks the host side. Every
+// test here runs its attack as root inside a real gVisor sandbox, the way a
+// tenant with an API key could, and checks that the server neither follows
+// nor relays anything the sandbox planted.
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/api"
+)
+
+// rootSh runs command as root in sandbox id.
+func (e *env) rootSh(id, command string) agentapi.ExecResult {
+	e.t.Helper()
+	return e.exec(id, agentapi.ExecRequest{Command: command, User: "root"})
+}
+
+// agentSocket is the host path of sandbox id's agent socket.
+func (e *env) agentSocket(id string) string {
+	return filepath.Join(e.dataDir, "gvisor", "sandboxes", id, "sock", "agent.sock")
+}
+
+// readMany reads path from sandbox id n times at once (so that new agent
+// connections are dialed, not only a kept-alive one) and returns each
+// answer as "status body".
+func (e *env) readMany(id, path string, n int) []string {
+	var wg sync.WaitGroup
+	out := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			status, data := e.do("GET", "/v1/sandboxes/"+id+"/files?path="+path, nil)
+			out[i] = fmt.Sprintf("%d %s", status, strings.TrimSpace(string(data)))
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// plant replaces sandbox id's agent socket, from inside as root, with what
+// command makes at /run/withruntime/agent.sock.
+func (e *env) plant(id, command string) {
+	e.t.Helper()
+	res := e.rootSh(id, "cd /run/withruntime && rm -f agent.sock && "+command+" && ls -la /run/withruntime")
+	if res.ExitCode != 0 {
+		e.t.Fatalf("planting %q: exit %d: %s %s", command, res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// TestHostileSocketToOtherSandbox: root in A points A's agent socket at B's.
+// Before the fix, new connections for A went to B: reads through A's file
+// API returned B's file and an upload to A landed in B (billed to A).
+func TestHostileSocketToOtherSandbox(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.create(api.CreateSandboxRequest{}), e.create(api.CreateSandboxRequest{})
+	e.must(200, "PUT", "/v1/sandboxes/"+a.ID+"/files?path=/workspace/who", "sandbox-A", nil)
+	e.must(200, "PUT", "/v1/sandboxes/"+b.ID+"/files?path=/workspace/who", "sandbox-B", nil)
+
+	e.plant(a.ID, "ln -s "+e.agentSocket(b.ID)+" agent.sock")
+
+	refused := 0
+	for _, got := range e.readMany(a.ID, "/workspace/who", 6) {
+		if strings.Contains(got, "sandbox-B") {
+			t.Fatalf("a read through sandbox A's file API returned sandbox B's file: %s", got)
+		}
+		if strings.HasPrefix(got, "502 ") && strings.Contains(got, "agent_channel_refused") {
+			refused++
+		} else if got != "200 sandbox-A" {
+			t.Errorf("read of A: %s; want A's own file or a 502 agent_channel_refused", got)
+		}
+	}
+	if refused == 0 {
+		t.Errorf("no read dialed a new connection to A's agent; the test did not test anything")
+	}
+	for range 3 {
+		status, data := e.do("PUT", "/v1/sandboxes/"+a.ID+"/files?path=/workspace/planted", "from-A")
+		if status == 200 {
+			t.Logf("upload to A went to A's own agent over a kept-alive connection: %s", data)
+		}
+	}
+	if res := e.sh(b.ID, "cat /workspace/who; test -e /workspace/planted && echo LEAKED; true"); res.Stdout != "sandbox-B" {
+		t.Fatalf("sandbox B after the attack: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+// TestHostileSocketToHostSocket: root in a sandbox points its agent socket at
+// a unix socket of the host. The root-owned server must never connect to it.
+func TestHostileSocketToHostSocket(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	hostSock := filepath.Join(dir, "host.sock")
+	l, err := net.Listen("unix", hostSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhost-secret\n")
+			c.Close()
+		}
+	}()
+	sb := e.create(api.CreateSandboxRequest{})
+	e.plant(sb.ID, "ln -s "+hostSock+" agent.sock")
+	for _, got := range e.readMany(sb.ID, "/etc/hostname", 6) {
+		if strings.Contains(got, "host-secret") {
+			t.Fatalf("the server relayed a host socket's answer: %s", got)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the server connected to a host socket %d times through a planted link", n)
+	}
+}
+
+// TestHostileSocketReplaced: whatever root puts at the socket's place (a
+// file, a directory, a FIFO, a hard link to its own socket under another
+// name is fine), the server answers at once with a clear error and stays up.
+func TestHostileSocketReplaced(t *testing.T) {
+	e := newEnv(t)
+	for _, plant := range []string{
+		"echo x > agent.sock",
+		"mkdir agent.sock",
+		"mkfifo agent.sock",
+		"ln -s /run/withruntime agent.sock",
+		"ln -s ../../../../../../run/systemd/private agent.sock",
+	} {
+		t.Run(plant, func(t *testing.T) {
+			sb := e.create(api.CreateSandboxRequest{})
+			e.plant(sb.ID, plant)
+			for _, got := range e.readMany(sb.ID, "/etc/hostname", 4) {
+				if !strings.HasPrefix(got, "200 ") && !strings.HasPrefix(got, "502 ") {
+					t.Errorf("read after %q: %s", plant, got)
+				}
+			}
+			// The server still serves everyone else.
+			other := e.create(api.CreateSandboxRequest{})
+			if res := e.sh(other.ID, "echo ok"); res.Stdout != "ok\n" {
+				t.Fatalf("another sandbox after the attack: %+v", res)
+			}
+			e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+sb.ID, nil, nil)
+			e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+other.ID, nil, nil)
+		})
+	}
+}
+
+// TestHostileFillMounts: root writes as much as it can into every mount it
+// sees. Each write stops at its mount's cap (the disk for the root, /tmp's
+// size, a few KiB for the agent's socket directory, nothing for read-only
+// ones), and the host's data directory does not grow past the disk cap.
+// Before the fix, the socket directory was a plain host directory: root
+// wrote 300 MiB into the data directory past a 64 MiB disk limit.
+func TestHostileFillMounts(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{DiskMiB: 64, MemoryMiB: 512})
+	var before unix.Statfs_t
+	if err := unix.Statfs(e.dataDir, &before); err != nil {
+		t.Fatal(err)
+	}
+	// For every mount point: write up to 400 MiB, then print how much got in.
+	script := `awk '{print $2}' /proc/self/mounts | sort -u | while read -r mp; do
+  case "$mp" in /proc*|/sys*|/dev*) continue;; esac
+  f="$mp/.fill-$$"
+  head -c 400M /dev/zero > "$f" 2>/dev/null
+  n=$(stat -c %s "$f" 2>/dev/null || echo 0)
+  echo "$mp $n"
+done`
+	res := e.rootSh(sb.ID, script)
+	if res.ExitCode != 0 {
+		t.Fatalf("fill: %+v", res)
+	}
+	var after unix.Statfs_t
+	if err := unix.Statfs(e.dataDir, &after); err != nil {
+		t.Fatal(err)
+	}
+	caps := map[string]int64{
+		"/":                64 << 20,
+		"/tmp":             256 << 20,
+		"/run/withruntime": 64 << 10,
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		var mp string
+		var n int64
+		if _, err := fmt.Sscan(line, &mp, &n); err != nil {
+			t.Fatalf("fill output %q: %v", line, err)
+		}
+		seen[mp] = true
+		limit, ok := caps[mp]
+		if !ok {
+			limit = 0 // every other mount is read-only
+		}
+		if n > limit {
+			t.Errorf("root wrote %d bytes into %s (cap %d)", n, mp, limit)
+		}
+	}
+	if !seen["/run/withruntime"] || !seen["/"] {
+		t.Fatalf("the fill did not reach the socket directory or the root: %q", res.Stdout)
+	}
+	t.Logf("written per mount:\n%s", res.Stdout)
+	grew := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize
+	t.Logf("the data directory's filesystem lost %d MiB", grew>>20)
+	if grew > 160<<20 { // 64 MiB of disk, and room for other processes on the host
+		t.Errorf("the host's disk lost %d MiB to a sandbox with a 64 MiB disk", grew>>20)
+	}
+	var sock unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(e.agentSocket(sb.ID)), &sock); err != nil {
+		t.Fatal(err)
+	}
+	if used := int64(sock.Blocks-sock.Bfree) * sock.Bsize; used > 64<<10 {
+		t.Errorf("the socket directory on the host holds %d bytes", used)
+	}
+	if res := e.sh(sb.ID, "echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("the sandbox after the fill: %+v", res)
+	}
+}
