@@ -230,3 +230,21 @@ done`
 		t.Fatalf("the sandbox after the fill: %+v", res)
 	}
 }
+
+// TestHostileMountOverSocketDir: root tries to mount over or move the socket
+// directory. Mounts inside gVisor change only the sandbox's own view (and the
+// agent's commands have no CAP_SYS_ADMIN): the host keeps reaching the agent.
+func TestHostileMountOverSocketDir(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	res := e.rootSh(sb.ID, `mount -t tmpfs none /run/withruntime; echo "tmpfs:$?"
+mount --bind /tmp /run/withruntime; echo "bind:$?"
+mv /run/withruntime /run/moved; echo "mv:$?"
+true`)
+	t.Logf("attempts: %s %s", res.Stdout, res.Stderr)
+	for _, got := range e.readMany(sb.ID, "/etc/hostname", 4) {
+		if !strings.HasPrefix(got, "200 ") {
+			t.Errorf("read after mounting over the socket directory: %s", got)
+		}
+	}
+}
