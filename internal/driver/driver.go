@@ -11,6 +11,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"time"
 )
@@ -103,9 +104,20 @@ type Stats struct {
 	At time.Time
 }
 
+// VisibleCPUs is the number of CPUs that a sandbox of cpu vCPUs shows to
+// the programs inside (nproc, os.cpu_count(), /proc/cpuinfo): cpu rounded
+// up, at least 1, so that a one-vCPU sandbox on a 64-core host does not tell
+// build tools to start 64 jobs. Drivers fix it at boot.
+func VisibleCPUs(cpu float64) int {
+	return max(1, int(math.Ceil(cpu)))
+}
+
 // CPUSetter is implemented by drivers that can change a running sandbox's
 // CPU limit (vCPUs, may be fractional), which lets the warm pool serve a
 // create that asks for another CPU count.
+//
+// SetCPU changes the CPU time a sandbox may use, not the CPU count it sees
+// (VisibleCPUs of its boot-time grant).
 type CPUSetter interface {
 	SetCPU(ctx context.Context, id string, cpu float64) error
 }

@@ -21,7 +21,8 @@ import (
 // with the default memory and disk takes one and applies its own
 // environment, lease, metadata, network policy and CPU limit (when the
 // driver can change it: driver.CPUSetter). A create that asks for another
-// memory or disk size (fixed when gVisor boots), or for secrets
+// memory or disk size or another visible CPU count (driver.VisibleCPUs; all
+// fixed when gVisor boots), or for secrets
 // (whose CA bundle is written into the sandbox at boot), starts cold, as does
 // any create while the pool is empty: a burst larger than the pool is slower,
 // never refused for it.
@@ -238,7 +239,9 @@ func (m *Manager) destroyPooled(ctx context.Context, ps *pooled) {
 func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 	pl := m.currentPool()
 	_, canSetCPU := m.driver.(driver.CPUSetter)
-	if pl == nil || len(p.Secrets) > 0 || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
+	// The CPU count a sandbox sees is fixed at boot: another count starts cold.
+	sameCPUs := driver.VisibleCPUs(p.CPU) == driver.VisibleCPUs(m.limits.DefaultCPU)
+	if pl == nil || len(p.Secrets) > 0 || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
 		p.MemoryMiB != m.limits.DefaultMemoryMiB || p.DiskMiB != m.limits.DefaultDiskMiB ||
 		!slices.Contains(pl.cfg.Templates, p.Template) {
 		return nil

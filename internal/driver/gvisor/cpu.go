@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"golang.org/x/sys/unix"
 	"withruntime.dev/runtime/internal/driver"
 )
 
@@ -42,4 +43,40 @@ func writeCgroup(path, value string) error {
 		return fmt.Errorf("gvisor set cpu: %w", err)
 	}
 	return nil
+}
+
+// The CPU count a sandbox sees (nproc, os.cpu_count(), /proc/cpuinfo,
+// sched_getaffinity) is what gVisor's kernel is told at boot: the number of
+// CPUs in the sandbox's host cpuset, lowered to ceil(quota) by
+// --cpu-num-from-quota, but never below 2 that way (runsc's own floor). So a
+// sandbox granted more than one vCPU sees ceil(vCPUs) through the quota and
+// can run on any host core, and a sandbox of one vCPU or less is given a
+// cpuset of one host core, taken in turn from the cores this server may use
+// so that such sandboxes spread over the host. The count is fixed at boot;
+// SetCPU changes only the quota (the warm pool serves a create only when the
+// visible count stays the same: driver.VisibleCPUs).
+
+// cpusetFor returns the host cpuset of a sandbox of cpu vCPUs: one core in
+// turn when it sees one CPU, "" (all cores) otherwise.
+func (d *Driver) cpusetFor(cpu float64) string {
+	if driver.VisibleCPUs(cpu) > 1 || len(d.hostCPUs) == 0 {
+		return ""
+	}
+	n := d.nextCPU.Add(1) - 1
+	return strconv.Itoa(d.hostCPUs[n%uint64(len(d.hostCPUs))])
+}
+
+// allowedCPUs lists the host cores this process may run on.
+func allowedCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for i := 0; i < len(set)*64; i++ {
+		if set.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus
 }

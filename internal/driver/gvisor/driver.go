@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"withruntime.dev/runtime/internal/driver"
@@ -62,6 +63,10 @@ const (
 type Driver struct {
 	cfg      Config
 	agentDir string
+	// hostCPUs are the cores this server may use; one-vCPU sandboxes get
+	// one each in turn (nextCPU), see cpusetFor.
+	hostCPUs []int
+	nextCPU  atomic.Uint64
 }
 
 // state is what the manager persists for Recover.
@@ -86,7 +91,7 @@ func New(cfg Config) (*Driver, error) {
 	if _, err := os.Stat(cfg.Runsc); err != nil {
 		return nil, fmt.Errorf("gvisor driver: runsc not found at %q (build it with scripts/install.sh): %w", cfg.Runsc, err)
 	}
-	d := &Driver{cfg: cfg, agentDir: filepath.Join(cfg.StateDir, "agent")}
+	d := &Driver{cfg: cfg, agentDir: filepath.Join(cfg.StateDir, "agent"), hostCPUs: allowedCPUs()}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor driver: %w", err)
 	}
@@ -137,6 +142,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
 	oci := ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir)
+	oci.Linux.Resources.CPU.Cpus = d.cpusetFor(spec.CPU)
 	if err := addNetwork(oci, spec.Network, dir); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
@@ -156,6 +162,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	flags := []string{
 		networkFlag(spec.Network),
 		"--host-uds=create",
+		"--cpu-num-from-quota", // the CPU count inside follows the grant: cpu.go
 		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
 	flags = append(flags, d.cfg.ExtraFlags...)
