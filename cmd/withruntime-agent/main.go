@@ -58,8 +58,33 @@ func main() {
 	defer stop()
 	log.Info("serving", "socket", *socket, "user", *user, "workspace", *workspace, "version", version,
 		"memoryBytes", *memoryBytes)
+	if agent.IsPID1() {
+		// PID 1's standard streams are runsc's console, a file on the host
+		// with no size cap. Root inside the sandbox could write into it
+		// through /proc/1/fd/1, so the agent lets go of it once booted:
+		// boot errors still reach the host; later logs go nowhere.
+		if err := detachConsole(); err != nil {
+			log.Error("cannot let go of the console", "err", err)
+			os.Exit(1)
+		}
+	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		log.Error("serve", "err", err)
 		os.Exit(1)
 	}
+}
+
+// detachConsole points the agent's stdin, stdout and stderr at /dev/null.
+func detachConsole() error {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	for fd := 0; fd <= 2; fd++ {
+		if err := syscall.Dup3(int(null.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("dup3 onto %d: %w", fd, err)
+		}
+	}
+	return nil
 }

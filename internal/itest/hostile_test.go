@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -246,5 +247,26 @@ true`)
 		if !strings.HasPrefix(got, "200 ") {
 			t.Errorf("read after mounting over the socket directory: %s", got)
 		}
+	}
+}
+
+// TestHostileConsoleFlood: the agent's stdout and stderr were runsc's
+// console.log, a host file in the data directory with no cap, which root
+// inside reached through /proc/1/fd/1. Nothing inside may write there.
+func TestHostileConsoleFlood(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	res := e.rootSh(sb.ID, `for fd in 0 1 2; do head -c 50M /dev/zero > /proc/1/fd/$fd 2>/dev/null; done
+for f in /proc/1/fd/*; do readlink "$f"; done | sort -u; true`)
+	t.Logf("PID 1's files: %s", res.Stdout)
+	st, err := os.Stat(filepath.Join(e.dataDir, "gvisor", "sandboxes", sb.ID, "console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 1<<20 {
+		t.Fatalf("root inside wrote %d bytes into the host's console.log", st.Size())
+	}
+	if res := e.sh(sb.ID, "echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("the sandbox after the flood: %+v", res)
 	}
 }
