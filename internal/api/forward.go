@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/errs"
 )
@@ -98,6 +100,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 		Transport:     tr,
 		FlushInterval: -1, // NDJSON events go out as the agent writes them
 		ModifyResponse: func(resp *http.Response) error {
+			sanitizeAgentResponse(resp)
 			body.closeIfUnread(resp.Header)
 			return nil
 		},
@@ -206,4 +209,39 @@ func (s *Server) forwardError(ctx context.Context, id string, err error) error {
 			msg: fmt.Sprintf("sandbox %s: its agent cannot be reached safely: the agent's socket was removed or replaced from inside the sandbox; delete the sandbox and create a new one", id)}
 	}
 	return fmt.Errorf("sandbox %s: the agent did not answer: %w", id, err)
+}
+
+// agentContentTypes are the only content types the agent sends. An answer
+// comes from inside the sandbox, where root may have replaced the agent, so
+// it may say anything.
+var agentContentTypes = map[string]bool{
+	"application/json":         true,
+	agentapi.ContentTypeNDJSON: true,
+	"application/octet-stream": true,
+}
+
+// sanitizeAgentResponse keeps only the headers the agent protocol uses, so
+// that a forged answer cannot set cookies, redirect, or have a browser
+// render a sandbox's bytes as a page of the server's origin.
+func sanitizeAgentResponse(resp *http.Response) {
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if !agentContentTypes[ct] {
+		ct = "application/octet-stream"
+	}
+	kept := http.Header{}
+	kept.Set("Content-Type", ct)
+	kept.Set("X-Content-Type-Options", "nosniff")
+	kept.Set("Cache-Control", "no-store")
+	for _, name := range []string{"Content-Length", "X-Accel-Buffering"} {
+		if v := resp.Header.Get(name); v != "" {
+			kept.Set(name, v)
+		}
+	}
+	resp.Header = kept
+	resp.Trailer = nil
+	if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) || resp.StatusCode > 599 {
+		// The agent never redirects or answers informationally.
+		resp.StatusCode = http.StatusBadGateway
+		resp.Status = ""
+	}
 }

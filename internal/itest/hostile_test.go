@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -268,5 +269,58 @@ for f in /proc/1/fd/*; do readlink "$f"; done | sort -u; true`)
 	}
 	if res := e.sh(sb.ID, "echo ok"); res.Stdout != "ok\n" {
 		t.Fatalf("the sandbox after the flood: %+v", res)
+	}
+}
+
+// TestHostileForgedAgent: root replaces the agent with a server of its own
+// that answers with cookies, a redirect and an HTML page. The answer reaches
+// only this sandbox's caller, and without anything a browser would act on.
+func TestHostileForgedAgent(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	fake := `import os, socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        while self.rfile.readline() not in (b"\r\n", b""): pass
+        body = b"<script>alert(document.cookie)</script>"
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nSet-Cookie: session=evil; Path=/\r\n"
+            b"Location: http://evil.example/\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+os.rename("/run/withruntime/agent.sock", "/run/withruntime/real.sock")
+socketserver.UnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
+`
+	e.must(200, "PUT", "/v1/sandboxes/"+sb.ID+"/files?path=/workspace/fake.py", fake, nil)
+	e.must(201, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{Command: "python3 /workspace/fake.py", User: "root"}, nil)
+	waitFor(t, 10*time.Second, "the forged agent", func() bool {
+		st, err := os.Stat(filepath.Join(filepath.Dir(e.agentSocket(sb.ID)), "real.sock"))
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	})
+	time.Sleep(200 * time.Millisecond) // the forged agent listens
+	var forged atomic.Int32
+	var wg sync.WaitGroup
+	for range 6 { // at once, so that new connections are dialed
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", e.http.URL+"/v1/sandboxes/"+sb.ID+"/files?path=/etc/hostname", nil)
+			req.Header.Set("Authorization", "Bearer "+e.key)
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Location") != "" {
+				t.Errorf("a forged agent's headers reached the client: %v", resp.Header)
+			}
+			ct := resp.Header.Get("Content-Type")
+			if strings.Contains(ct, "html") || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("a forged agent's answer may render in a browser: %v", resp.Header)
+			}
+			if resp.StatusCode == 200 && resp.ContentLength == 39 {
+				forged.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if forged.Load() == 0 {
+		t.Fatalf("no request reached the forged agent; the test tested nothing")
 	}
 }
