@@ -324,3 +324,29 @@ socketserver.UnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
 		t.Fatalf("no request reached the forged agent; the test tested nothing")
 	}
 }
+
+// TestHostileSocketAfterRestart: a sandbox adopted by a restarted server is
+// dialed with the same checks as one it created.
+func TestHostileSocketAfterRestart(t *testing.T) {
+	dataDir, err := os.MkdirTemp("/tmp", "wr-hostile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	a := newEnv(t, withDataDir(dataDir))
+	victim := a.create(api.CreateSandboxRequest{})
+	a.must(200, "PUT", "/v1/sandboxes/"+victim.ID+"/files?path=/workspace/who", "victim", nil)
+	attacker := a.create(api.CreateSandboxRequest{})
+	a.detach()
+
+	b := newEnv(t, withDataDir(dataDir))
+	b.plant(attacker.ID, "ln -s "+b.agentSocket(victim.ID)+" agent.sock")
+	for _, got := range b.readMany(attacker.ID, "/workspace/who", 6) {
+		if strings.Contains(got, "victim") {
+			t.Fatalf("after a restart, a read through the attacker's sandbox returned the victim's file: %s", got)
+		}
+	}
+	if res := b.sh(victim.ID, "cat /workspace/who"); res.Stdout != "victim" {
+		t.Fatalf("the victim after the attack: %+v", res)
+	}
+}
