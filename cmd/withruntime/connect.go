@@ -85,12 +85,19 @@ func embed(ctx context.Context, needTemplate string) (*session, error) {
 		return remote, nil
 	}
 	if needTemplate != "" {
-		if _, err := srv.Templates.Get(needTemplate); errors.Is(err, template.ErrNotFound) {
-			fmt.Fprintf(os.Stderr, "withruntime: building template %q (first use only; about a minute)\n", needTemplate)
-			if _, err := srv.Templates.Ensure(ctx, needTemplate, printProgress); err != nil {
-				srv.Close()
-				return nil, err
+		// Builds the template on first use, and again when this
+		// withruntime's recipe for it differs from the one it was built from.
+		announced := false
+		progress := func(p template.Progress) {
+			if !announced {
+				announced = true
+				fmt.Fprintf(os.Stderr, "withruntime: building template %q (first use of this version only; a few minutes)\n", needTemplate)
 			}
+			printProgress(p)
+		}
+		if _, err := srv.Templates.Ensure(ctx, needTemplate, progress); err != nil {
+			srv.Close()
+			return nil, err
 		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

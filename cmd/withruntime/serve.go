@@ -21,6 +21,7 @@ func newServeCmd() *cobra.Command {
 	var meter func() sandbox.MeterConfig
 	var pool sandbox.PoolConfig
 	var maxSandboxes int
+	var sandboxCAs []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -31,7 +32,8 @@ func newServeCmd() *cobra.Command {
 				return fmt.Errorf("--max-sandboxes and --pool-size must be 0 or more (0: no limit, no pool)")
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes)})
+			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes),
+				Egress: server.EgressConfig{SandboxCAs: sandboxCAs}})
 			if err != nil {
 				return err
 			}
@@ -55,6 +57,7 @@ func newServeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7780", "address to serve the API on")
+	cmd.Flags().StringArrayVar(&sandboxCAs, "sandbox-ca", nil, "PEM file of CA certificates every sandbox trusts besides its template's (repeatable): e.g. the CA of a TLS-intercepting proxy on the host's network, so pip, npm, curl and git work inside")
 	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")

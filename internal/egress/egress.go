@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"sync"
 	"sync/atomic"
 
@@ -80,6 +81,11 @@ type Config struct {
 	// Log receives DNS and proxy decisions (default: discarded). Secret
 	// values are never logged.
 	Log *slog.Logger
+	// Upstream, when set, returns the HTTP proxy that the egress proxy
+	// reaches host through for scheme ("http", "https"), or nil for a
+	// direct connection: for networks where only a proxy reaches out (see
+	// proxy.Proxy.Upstream). Sandboxes never see it.
+	Upstream func(scheme, host string) *url.URL
 }
 
 // Secret is a credential a sandbox uses without holding it.
@@ -241,12 +247,19 @@ func (m *Manager) serve(sb *sandbox) error {
 		_ = pc.Close()
 		return err
 	}
-	sb.dns, err = dnsserver.Start(pc, dnsTCP, &dnsserver.Handler{
+	dh := &dnsserver.Handler{
 		Policy:   sb.matcher.Load,
 		Resolver: m.cfg.Resolver,
 		Guard:    m.guard,
 		Log:      log,
-	})
+	}
+	if up := m.cfg.Upstream; up != nil {
+		// Names reached through the upstream proxy over HTTPS (the
+		// usual case; plain HTTP follows the same NO_PROXY rules).
+		dh.ViaUpstream = func(name string) bool { return up("https", name) != nil }
+		dh.Gateway = sb.link.Gateway
+	}
+	sb.dns, err = dnsserver.Start(pc, dnsTCP, dh)
 	if err != nil {
 		_ = pc.Close()
 		_ = dnsTCP.Close()
@@ -264,6 +277,7 @@ func (m *Manager) serve(sb *sandbox) error {
 		CA:            m.cfg.CA,
 		UpstreamRoots: m.cfg.UpstreamRoots,
 		Log:           log,
+		Upstream:      m.cfg.Upstream,
 	}
 	go func() {
 		defer close(sb.served)

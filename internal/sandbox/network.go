@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/egress"
@@ -24,6 +27,79 @@ const sandboxCABundle = "/etc/ssl/certs/ca-certificates.crt"
 type network struct {
 	egress *egress.Manager
 	ca     *secrets.CA
+	// extraCAs (PEM) are trusted by every sandbox (TrustCAs).
+	extraCAs []byte
+}
+
+// TrustCAs makes every sandbox created from now on trust the CA
+// certificates in pem (checked by the caller) besides its template's roots:
+// they are added to its CA bundle, which the variables in
+// secrets.TrustEnvNames point at. Call it after EnableNetwork.
+func (m *Manager) TrustCAs(pem []byte) {
+	if m.network != nil {
+		m.network.extraCAs = pem
+	}
+}
+
+// maxCABundleBytes caps the template CA bundle the host reads.
+const maxCABundleBytes = 16 << 20
+
+// trustBundle is the CA bundle (and its variables) of a sandbox from rootfs:
+// the template's own roots, the TrustCAs certificates and, for a sandbox
+// with secrets, the Runtime CA. It is nil when there is nothing to add. The
+// template's bundle is read inside rootfs only: a template made from an
+// image is not the host's, and its bundle may be a link to a host file.
+func (m *Manager) trustBundle(rootfs string, withSecrets bool) ([]byte, []string, error) {
+	if len(m.network.extraCAs) == 0 && !withSecrets {
+		return nil, nil, nil
+	}
+	bundle, err := readInRoot(rootfs, sandboxCABundle, maxCABundleBytes)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("sandbox CA bundle: %w", err)
+	}
+	if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+		bundle = append(bundle, '\n')
+	}
+	bundle = append(bundle, m.network.extraCAs...)
+	if withSecrets {
+		bundle = m.network.ca.Bundle(bundle)
+	}
+	env := make([]string, 0, len(secrets.TrustEnvNames))
+	for _, n := range secrets.TrustEnvNames {
+		env = append(env, n+"="+sandboxCABundle)
+	}
+	return bundle, env, nil
+}
+
+// readInRoot reads the regular file at path inside the directory root,
+// resolving every symlink as if root were "/" (openat2 RESOLVE_IN_ROOT), so
+// nothing outside root is ever read; at most max bytes.
+func readInRoot(root, path string, max int64) ([]byte, error) {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, strings.TrimPrefix(path, "/"), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s in the template is not a regular file", path)
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("%s in the template is %d bytes, over %d", path, st.Size(), max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // EnableNetwork gives every sandbox created from now on a network on the
@@ -101,26 +177,22 @@ func (m *Manager) attachNetwork(ctx context.Context, id, rootfs string, plan *ne
 		return nil, nil, err
 	}
 	dn := &driver.Network{NetnsPath: att.NetnsPath, ResolvConf: att.ResolvConf}
+	bundle, env, err := m.trustBundle(rootfs, len(plan.secrets) > 0)
+	if err != nil {
+		m.detachNetwork(context.WithoutCancel(ctx), id)
+		return nil, nil, err
+	}
+	dn.CABundle = bundle
 	if len(plan.secrets) == 0 {
-		return dn, nil, nil
+		return dn, env, nil
 	}
 	placeholders, err := m.network.egress.SetSecrets(id, plan.secrets)
 	if err != nil {
 		m.detachNetwork(context.WithoutCancel(ctx), id)
 		return nil, nil, err
 	}
-	var env []string
 	for _, name := range plan.names {
 		env = append(env, name+"="+placeholders[name])
-	}
-	system, err := os.ReadFile(filepath.Join(rootfs, sandboxCABundle))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		m.detachNetwork(context.WithoutCancel(ctx), id)
-		return nil, nil, fmt.Errorf("sandbox CA bundle: %w", err)
-	}
-	dn.CABundle = m.network.ca.Bundle(system)
-	for _, n := range secrets.TrustEnvNames {
-		env = append(env, n+"="+sandboxCABundle)
 	}
 	return dn, env, nil
 }

@@ -193,6 +193,12 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 			return nil, err
 		}
 		spec.Network = &driver.Network{NetnsPath: att.NetnsPath, ResolvConf: att.ResolvConf}
+		bundle, env, err := m.trustBundle(rootfs, false)
+		if err != nil {
+			m.detachNetwork(context.WithoutCancel(ctx), id)
+			return nil, err
+		}
+		spec.Network.CABundle, spec.Env = bundle, env
 	}
 	h, err := m.driver.Create(ctx, spec)
 	if err != nil {

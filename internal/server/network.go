@@ -2,9 +2,14 @@ package server
 
 import (
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/netip"
+	"net/url"
+	"os"
 	"path/filepath"
+
+	"golang.org/x/net/http/httpproxy"
 
 	"withruntime.dev/runtime/internal/egress"
 	"withruntime.dev/runtime/internal/egress/secrets"
@@ -34,6 +39,48 @@ type EgressConfig struct {
 	// UpstreamRoots verifies the hosts the proxy intercepts for secrets
 	// (default: the host's roots; tests use their own CA).
 	UpstreamRoots *x509.CertPool
+	// Upstream returns the HTTP proxy the egress proxy dials out through
+	// for scheme and host, or nil to connect directly (default: from the
+	// server's own HTTPS_PROXY, HTTP_PROXY and NO_PROXY, any case; none
+	// when they are unset). Sandboxes never see it.
+	Upstream func(scheme, host string) *url.URL
+	// SandboxCAs are PEM files of CA certificates that every sandbox
+	// trusts besides its template's own roots (serve --sandbox-ca): e.g.
+	// the CA of a TLS-intercepting proxy that the host's outbound HTTPS
+	// passes through, so that pip, npm, curl and git inside work there.
+	SandboxCAs []string
+}
+
+// loadSandboxCAs reads and checks the SandboxCAs files: each must hold at
+// least one PEM certificate, and only certificates.
+func loadSandboxCAs(files []string) ([]byte, error) {
+	var all []byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox-ca %s: %w", f, err)
+		}
+		n := 0
+		for rest := data; ; {
+			var b *pem.Block
+			b, rest = pem.Decode(rest)
+			if b == nil {
+				break
+			}
+			if b.Type != "CERTIFICATE" {
+				return nil, fmt.Errorf("--sandbox-ca %s: holds a %q block; give only CA certificates (PEM), never a private key", f, b.Type)
+			}
+			if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+				return nil, fmt.Errorf("--sandbox-ca %s: certificate %d: %w", f, n+1, err)
+			}
+			all = append(all, pem.EncodeToMemory(b)...)
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("--sandbox-ca %s: no PEM certificate in it (want -----BEGIN CERTIFICATE----- blocks)", f)
+		}
+	}
+	return all, nil
 }
 
 // egressCloser stops serving sandbox networks at server close (nil-safe).
@@ -52,18 +99,52 @@ func openEgress(cfg Config, mgr *sandbox.Manager) (egressCloser, error) {
 	if cfg.Egress.Disabled {
 		return egressCloser{}, nil
 	}
+	extraCAs, err := loadSandboxCAs(cfg.Egress.SandboxCAs)
+	if err != nil {
+		return egressCloser{}, err
+	}
 	ca, err := secrets.LoadOrCreateCA(filepath.Join(cfg.DataDir, "egress"))
 	if err != nil {
 		return egressCloser{}, fmt.Errorf("egress CA: %w", err)
 	}
 	e := cfg.Egress
+	upstream := e.Upstream
+	if upstream == nil {
+		if upstream, err = upstreamFromEnv(); err != nil {
+			return egressCloser{}, err
+		}
+	}
 	m, err := egress.New(egress.Config{
 		Name: e.Name, LinkPrefix: e.LinkPrefix, Pool: e.Pool, Exempt: e.Exempt,
 		Resolver: e.Resolver, UpstreamRoots: e.UpstreamRoots, CA: ca, Log: cfg.Log,
+		Upstream: upstream,
 	})
 	if err != nil {
 		return egressCloser{}, fmt.Errorf("sandbox networks: %w (the server needs nftables and network namespaces; Egress.Disabled runs sandboxes without any network)", err)
 	}
 	mgr.EnableNetwork(m, ca)
+	mgr.TrustCAs(extraCAs)
 	return egressCloser{m}, nil
+}
+
+// upstreamFromEnv is the upstream proxy from this process's HTTPS_PROXY,
+// HTTP_PROXY and NO_PROXY (either case), or nil when none is set.
+func upstreamFromEnv() (func(scheme, host string) *url.URL, error) {
+	cfg := httpproxy.FromEnvironment()
+	if cfg.HTTPProxy == "" && cfg.HTTPSProxy == "" {
+		return nil, nil
+	}
+	proxyFor := cfg.ProxyFunc()
+	for _, scheme := range []string{"http", "https"} {
+		if _, err := proxyFor(&url.URL{Scheme: scheme, Host: "registry.invalid"}); err != nil {
+			return nil, fmt.Errorf("the upstream proxy in HTTP_PROXY/HTTPS_PROXY: %w; fix or unset it", err)
+		}
+	}
+	return func(scheme, host string) *url.URL {
+		u, err := proxyFor(&url.URL{Scheme: scheme, Host: host})
+		if err != nil {
+			return nil
+		}
+		return u
+	}, nil
 }

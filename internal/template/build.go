@@ -46,19 +46,23 @@ func (s *Store) Build(ctx context.Context, name string, progress func(Progress))
 	return s.build(ctx, name, r, tr)
 }
 
-// Ensure returns the template name, building it first if it does not exist.
+// Ensure returns the template name, building it first if it does not exist
+// or was built from another version of its recipe.
 // When several callers (in any process) ensure the same template at once,
 // exactly one builds it and the others wait for it.
 func (s *Store) Ensure(ctx context.Context, name string, progress func(Progress)) (Info, error) {
 	info, err := s.Get(name)
-	if err == nil || !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return info, err
 	}
-	tr := newTracker(progress)
-	r, err := s.recipe(name)
-	if err != nil {
-		return Info{}, err
+	r, rerr := s.recipe(name)
+	if err == nil && (rerr != nil || info.Recipe == r.version()) {
+		return info, nil // built, and current (or not from a recipe)
 	}
+	if rerr != nil {
+		return Info{}, rerr
+	}
+	tr := newTracker(progress)
 	unlock, err := s.lock(ctx, name, tr)
 	if err != nil {
 		return Info{}, err
@@ -66,7 +70,10 @@ func (s *Store) Ensure(ctx context.Context, name string, progress func(Progress)
 	defer unlock()
 	// Someone else may have built it while we waited for the lock.
 	info, err = s.Get(name)
-	if err == nil || !errors.Is(err, ErrNotFound) {
+	if err == nil && info.Recipe == r.version() {
+		return info, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return info, err
 	}
 	return s.build(ctx, name, r, tr)
@@ -239,6 +246,7 @@ func (s *Store) build(ctx context.Context, name string, r recipe, tr *tracker) (
 		SizeBytes: size,
 		Packages:  append([]string{}, r.packages...),
 		Suite:     r.suite,
+		Recipe:    r.version(),
 	}
 	if err := writeInfo(filepath.Join(tmp, infoFile), info); err != nil {
 		return Info{}, err

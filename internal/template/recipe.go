@@ -3,6 +3,8 @@ package template
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,13 +26,21 @@ type recipe struct {
 	run func(ctx context.Context, env *buildEnv) error
 }
 
+// version identifies what r builds: a template built from another version
+// of its recipe (an older withruntime's) is rebuilt by Ensure.
+func (r recipe) version() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", r.suite, strings.Join(r.packages, ","), customizeHook, strings.Join(mountPoints, ","))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
 // builtinRecipes are the templates `withruntime template build` knows.
 var builtinRecipes = map[string]recipe{
 	"base": {
 		suite: "bookworm",
 		packages: []string{
-			"python3", "python3-pip", "python3-venv", "nodejs", "curl", "git",
-			"ca-certificates", "procps", "tzdata", "coreutils", "iproute2",
+			"python3", "python3-pip", "python3-venv", "nodejs", "npm", "curl", "git",
+			"ca-certificates", "procps", "tzdata", "coreutils", "iproute2", "sudo",
 		},
 		check: checkMmdebstrap,
 		run:   runMmdebstrap,
@@ -65,6 +75,14 @@ echo '` + stepMarker + stepConfigure + `'
 chroot "$1" groupadd --gid ` + sandboxUID + ` user
 chroot "$1" useradd --uid ` + sandboxUID + ` --gid ` + sandboxUID + ` --create-home --home-dir /home/user --shell /bin/bash user
 install -d -m 0755 -o ` + sandboxUID + ` -g ` + sandboxUID + ` "$1/workspace"
+# sudo without a password for the sandbox user: the sandbox is the boundary,
+# root inside it is already allowed (exec as "root").
+echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > "$1/etc/sudoers.d/withruntime-user"
+chmod 0440 "$1/etc/sudoers.d/withruntime-user"
+# pip installs where asked (pip install --user, or system-wide with sudo):
+# a sandbox is disposable, so Debian's guard for the system's own Python
+# (PEP 668, "externally-managed-environment") only gets in the way.
+printf '[global]\nbreak-system-packages = true\n' > "$1/etc/pip.conf"
 echo '` + stepMarker + `done'
 `
 

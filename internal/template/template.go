@@ -43,6 +43,10 @@ type Info struct {
 	Packages []string `json:"packages"`
 	// Suite is the Debian suite the rootfs was built from, e.g. "bookworm".
 	Suite string `json:"suite"`
+	// Recipe is the version of the recipe it was built from (a hash of its
+	// packages and steps); empty for templates of older versions, which
+	// Ensure rebuilds like any other out-of-date one.
+	Recipe string `json:"recipe,omitempty"`
 }
 
 // Progress reports that a build step begins (Done false) or has finished

@@ -41,6 +41,14 @@ type Handler struct {
 	Timeout time.Duration
 	// Log receives one debug line per query (optional).
 	Log *slog.Logger
+	// ViaUpstream, when set, says which allowed names the egress proxy
+	// reaches through an upstream HTTP proxy. Those are not resolved on the
+	// host (where only the upstream may resolve them): they are answered
+	// with Gateway, whose ports 80 and 443 lead to the egress proxy like
+	// every other address's.
+	ViaUpstream func(name string) bool
+	// Gateway is the sandbox's gateway address (with ViaUpstream).
+	Gateway netip.Addr
 }
 
 // ServeDNS implements dns.Handler.
@@ -85,6 +93,18 @@ func (h *Handler) answer(req *dns.Msg) *dns.Msg {
 		h.debug("dns: no data for type", name, q.Qtype)
 		return resp
 	}
+	ttl := h.TTL
+	if ttl == 0 {
+		ttl = 30
+	}
+	if h.ViaUpstream != nil && h.Gateway.IsValid() && h.ViaUpstream(name) {
+		h.debug("dns: answered for the upstream proxy", name, q.Qtype)
+		resp.Answer = append(resp.Answer, &dns.A{
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl},
+			A:   h.Gateway.AsSlice(),
+		})
+		return resp
+	}
 	timeout := h.Timeout
 	if timeout == 0 {
 		timeout = 5 * time.Second
@@ -99,10 +119,6 @@ func (h *Handler) answer(req *dns.Msg) *dns.Msg {
 		}
 		h.debug("dns: upstream failed", name, q.Qtype, "err", err)
 		return resp.SetRcode(req, dns.RcodeServerFailure)
-	}
-	ttl := h.TTL
-	if ttl == 0 {
-		ttl = 30
 	}
 	for _, a := range addrs {
 		a = a.Unmap()

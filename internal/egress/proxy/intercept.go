@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ import (
 // their values, and forwards the requests over TLS verified against
 // UpstreamRoots. Requests for another Host on the same connection are
 // refused (421), so a value only ever goes to its own host.
-func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port uint16, set *secrets.Set) {
+func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port uint16, set *secrets.Set, upstream *url.URL) {
 	host := req.host
 	cert, err := p.CA.Certificate(host)
 	if err != nil {
@@ -59,6 +60,10 @@ func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port u
 		TLSHandshakeTimeout: 10 * time.Second,
 		IdleConnTimeout:     90 * time.Second,
 	}
+	if upstream != nil {
+		tr.Proxy = http.ProxyURL(upstream)
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dialUpstream(ctx, upstream) }
+	}
 	defer tr.CloseIdleConnections()
 	target := host
 	if port != 443 {
@@ -82,10 +87,7 @@ func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port u
 		},
 		ErrorLog: quiet,
 	}
-	var handlers sync.WaitGroup
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handlers.Add(1)
-		defer handlers.Done()
 		h := r.Host
 		if hh, _, err := net.SplitHostPort(h); err == nil {
 			h = hh
@@ -96,22 +98,7 @@ func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port u
 		}
 		rp.ServeHTTP(w, r)
 	})
-	done := make(chan struct{})
-	var once sync.Once
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          quiet,
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateClosed || s == http.StateHijacked {
-				once.Do(func() { close(done) })
-			}
-		},
-	}
-	_ = srv.Serve(&oneConnListener{c: tc})
-	<-done
-	handlers.Wait()
+	serveOneConn(tc, handler, quiet)
 }
 
 func sameHost(a, b string) bool {

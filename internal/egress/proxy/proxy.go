@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,11 @@ type Proxy struct {
 	MaxConns int
 	// Log receives one line per connection (optional).
 	Log *slog.Logger
+	// Upstream, when set, returns the HTTP proxy to reach host through for
+	// scheme ("http" for port 80, "https" for 443), or nil to connect
+	// directly (see upstream.go). The server builds it from its own
+	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
+	Upstream func(scheme, host string) *url.URL
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -182,8 +188,15 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	if p.Policy != nil {
 		m = p.Policy()
 	}
-	targets, reason := p.decide(m, req.host, dst.Addr())
-	attrs := []any{"host", req.host, "dst", dst, "tls", req.tls}
+	upstream := p.upstreamFor(req, dst.Addr(), port)
+	var targets []netip.Addr
+	var reason string
+	if upstream != nil {
+		reason = p.decideUpstream(m, req.host, dst.Addr())
+	} else {
+		targets, reason = p.decide(m, req.host, dst.Addr())
+	}
+	attrs := []any{"host", req.host, "dst", dst, "tls", req.tls, "viaUpstream", upstream != nil}
 	if reason != "" {
 		p.logf(slog.LevelInfo, "egress: refused", append(attrs, "reason", reason)...)
 		if m == nil || m.None() {
@@ -199,16 +212,25 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	if req.tls && req.host != "" && p.Secrets != nil && p.CA != nil {
 		if set := p.Secrets(); set.Covers(req.host) {
 			p.logf(slog.LevelInfo, "egress: intercepting for secrets", attrs...)
-			p.intercept(c, req, targets, port, set)
+			p.intercept(c, req, targets, port, set, upstream)
 			return
 		}
+	}
+	if upstream != nil && !req.tls {
+		p.forwardHTTP(c, req, port, upstream)
+		return
 	}
 	timeout := p.DialTimeout
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	up, err := p.dial(ctx, targets, port)
+	var up net.Conn
+	if upstream != nil {
+		up, err = connectVia(ctx, upstream, net.JoinHostPort(displayHost(req.host, dst.Addr()), strconv.Itoa(int(port))))
+	} else {
+		up, err = p.dial(ctx, targets, port)
+	}
 	cancel()
 	if err != nil {
 		p.logf(slog.LevelInfo, "egress: upstream unreachable", append(attrs, "err", err)...)
@@ -243,11 +265,8 @@ func (p *Proxy) decide(m *policy.Matcher, host string, dst netip.Addr) ([]netip.
 		addr, isLiteral = dst.Unmap(), true
 	}
 	if isLiteral {
-		if p.Guard.Blocked(addr) {
-			return nil, addr.String() + " is a private, loopback, link-local or metadata address or one of this host's own, which no sandbox may reach"
-		}
-		if !m.AllowAddr(addr) {
-			return nil, addr.String() + " is not on this sandbox's allow list"
+		if reason := p.checkAddr(m, addr); reason != "" {
+			return nil, reason
 		}
 		return []netip.Addr{addr}, ""
 	}
@@ -276,6 +295,17 @@ func (p *Proxy) decide(m *policy.Matcher, host string, dst netip.Addr) ([]netip.
 		return nil, fmt.Sprintf("%s resolves only to private, loopback, link-local, metadata, this host's own or denied addresses, which no sandbox may reach", host)
 	}
 	return ok, ""
+}
+
+// checkAddr says why a sandbox may not connect to the address addr, or "".
+func (p *Proxy) checkAddr(m *policy.Matcher, addr netip.Addr) string {
+	if p.Guard.Blocked(addr) {
+		return addr.String() + " is a private, loopback, link-local or metadata address or one of this host's own, which no sandbox may reach"
+	}
+	if !m.AllowAddr(addr) {
+		return addr.String() + " is not on this sandbox's allow list"
+	}
+	return ""
 }
 
 func parseAddrLiteral(host string) (netip.Addr, bool) {

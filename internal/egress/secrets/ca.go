@@ -20,7 +20,7 @@ import (
 )
 
 // The environment variables that point common clients at a CA bundle.
-var TrustEnvNames = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
+var TrustEnvNames = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "GIT_SSL_CAINFO"}
 
 // CA is the Runtime CA: the proxy mints a certificate for each intercepted
 // host with it, and sandboxes trust it.
