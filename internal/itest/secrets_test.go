@@ -397,4 +397,19 @@ func TestSecretsAtRest(t *testing.T) {
 	if seen := sendSecret(e2, in, tsb.ID); !strings.Contains(seen, valT) {
 		t.Errorf("after rotation the tenant's sandbox did not send its value; the upstream saw %s", seen)
 	}
+
+	// A value that does not open (here the tenant's sealed box copied over
+	// the server's API_KEY) is an error that says so, never injected.
+	raw, err = sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`UPDATE secrets SET value = (SELECT value FROM secrets WHERE owner = ?) WHERE owner = '' AND name = 'API_KEY'`, tn.key.ID); err != nil {
+		t.Fatal(err)
+	}
+	st, data = e2.do("POST", "/v1/sandboxes", api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{inetAPI}}, Secrets: []string{"API_KEY"}})
+	if st != http.StatusInternalServerError || !strings.Contains(string(data), "does not decrypt") {
+		t.Errorf("create with a secret whose value does not open: %d %s, want 500 saying it does not decrypt", st, data)
+	}
 }
