@@ -47,7 +47,7 @@ func (f *networkFlags) apply(req *api.CreateSandboxRequest) error {
 
 func newSecretsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "secrets", Short: "Manage secrets that sandboxes use without holding them"}
-	var hosts string
+	var hosts, owner string
 	set := &cobra.Command{
 		Use:   "set NAME --hosts HOST[,HOST...]",
 		Short: "Store a secret; its value is read from stdin (never from arguments)",
@@ -72,7 +72,7 @@ func newSecretsCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			sec, err := s.SetSecret(cmd.Context(), api.CreateSecretRequest{Name: args[0], Value: value, Hosts: strings.Split(hosts, ",")})
+			sec, err := s.SetSecret(cmd.Context(), api.CreateSecretRequest{Name: args[0], Value: value, Hosts: strings.Split(hosts, ","), Owner: owner})
 			if err != nil {
 				return err
 			}
@@ -81,9 +81,10 @@ func newSecretsCmd() *cobra.Command {
 		},
 	}
 	set.Flags().StringVar(&hosts, "hosts", "", "comma-separated hosts (names or *.wildcards) whose HTTPS requests get the value")
+	set.Flags().StringVar(&owner, "owner", "", "the tenant key (key_...) the secret is for (keys without a daily limit only; default: the server's own secrets)")
 	ls := &cobra.Command{
 		Use:   "ls",
-		Short: "List secrets (names and hosts; values are never shown)",
+		Short: "List secrets (owners, names and hosts; values are never shown)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := connect(cmd.Context(), "")
@@ -96,9 +97,13 @@ func newSecretsCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tHOSTS\tUPDATED")
+			fmt.Fprintln(tw, "NAME\tOWNER\tHOSTS\tUPDATED")
 			for _, sec := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", sec.Name, strings.Join(sec.Hosts, ","), sec.UpdatedAt.Local().Format(time.DateTime))
+				own := sec.Owner
+				if own == "" {
+					own = "-" // the server's own
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sec.Name, own, strings.Join(sec.Hosts, ","), sec.UpdatedAt.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},
@@ -113,9 +118,10 @@ func newSecretsCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			return s.DeleteSecret(cmd.Context(), args[0])
+			return s.DeleteSecret(cmd.Context(), args[0], owner)
 		},
 	}
+	rm.Flags().StringVar(&owner, "owner", "", "the tenant key (key_...) whose secret to delete (keys without a daily limit only)")
 	cmd.AddCommand(set, ls, rm)
 	return cmd
 }

@@ -22,6 +22,8 @@ func newServeCmd() *cobra.Command {
 	var pool sandbox.PoolConfig
 	var maxSandboxes int
 	var sandboxCAs []string
+	var secretsKey string
+	var rotateKey, discardSecrets bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -33,7 +35,8 @@ func newServeCmd() *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes),
-				Egress: server.EgressConfig{SandboxCAs: sandboxCAs}})
+				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
+				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets})
 			if err != nil {
 				return err
 			}
@@ -66,6 +69,9 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
 	cmd.Flags().DurationVar(&pool.MaxAge, "pool-max-age", 10*time.Minute, "replace a pooled sandbox that waited this long")
 	cmd.Flags().StringSliceVar(&pool.Templates, "pool-templates", []string{"base"}, "templates that get a warm pool")
+	cmd.Flags().StringVar(&secretsKey, "secrets-key-file", os.Getenv(server.SecretsKeyEnv), "file of the key that seals secret values in the database (64 hex characters, mode 0600; created if missing) (default DATA_DIR/secrets.key)")
+	cmd.Flags().BoolVar(&rotateKey, "rotate-secrets-key", false, "make a new secrets key at start, re-seal every secret value with it and replace the key file, then serve")
+	cmd.Flags().BoolVar(&discardSecrets, "discard-unreadable-secrets", false, "delete the secrets sealed with a key this server does not have (a lost key) instead of refusing to start")
 	meter = addMeterFlags(cmd)
 	return cmd
 }

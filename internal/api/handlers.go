@@ -28,7 +28,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	sb, err := s.cfg.Manager.Create(r.Context(), sandbox.CreateParams{
 		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
-		Network: req.Network.policy(), Secrets: req.Secrets, MaxCostMicros: req.MaxCostMicros,
+		Network: req.Network.policy(), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
+		MaxCostMicros: req.MaxCostMicros,
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -8,6 +9,14 @@ import (
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/store"
 )
+
+// Secrets belong to keys. A tenant key (one with a daily limit) creates,
+// lists, uses and deletes only its own secrets; another key's secret is
+// answered as if it did not exist (404), in these routes and when a create
+// names it. Keys without a limit share the server's own secrets (owner "",
+// all secrets from before owners existed), and also see and manage every
+// tenant's secrets by naming the owner. Secrets are keyed by (owner, name),
+// so two tenants may each have a secret of the same name.
 
 // CreateSecretRequest is the body of POST /v1/secrets. The value is
 // write-only: no API returns it.
@@ -18,11 +27,18 @@ type CreateSecretRequest struct {
 	Value string `json:"value"`
 	// Hosts are the names (or *.wildcards) whose HTTPS requests get the value.
 	Hosts []string `json:"hosts"`
+	// Owner is the id of the tenant key the secret is for. A key without a
+	// limit may name any tenant key (empty: the server's own secrets); a
+	// tenant key may only leave it empty or name itself.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Secret is a secret as listed: never its value.
 type Secret struct {
-	Name      string    `json:"name"`
+	Name string `json:"name"`
+	// Owner is the id of the tenant key the secret belongs to; absent for
+	// the server's own secrets (those of keys without a limit).
+	Owner     string    `json:"owner,omitempty"`
 	Hosts     []string  `json:"hosts"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -38,7 +54,46 @@ func toSecret(s store.Secret) Secret {
 	if hosts == nil {
 		hosts = []string{}
 	}
-	return Secret{Name: s.Name, Hosts: hosts, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	return Secret{Name: s.Name, Owner: s.Owner, Hosts: hosts, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// secretOwner is whose secrets the request's key uses in its sandboxes and
+// reaches by default: its own id for a tenant key, "" (the server's) for
+// a key without a limit.
+func secretOwner(ctx context.Context) string {
+	if tenantOf(ctx) {
+		return keyFrom(ctx).ID
+	}
+	return ""
+}
+
+// ownerFor resolves the owner a request names (the body's owner or the
+// ?owner= parameter; "" when absent). A tenant key reaches only its own
+// secrets: naming another key answers 404, whether that key exists or not.
+// A key without a limit may name any tenant key.
+func (s *Server) ownerFor(ctx context.Context, named string) (string, error) {
+	if tenantOf(ctx) {
+		if named != "" && named != keyFrom(ctx).ID {
+			return "", notFound("no key %q among yours: a tenant key's secrets are its own; leave owner out", named)
+		}
+		return keyFrom(ctx).ID, nil
+	}
+	if named == "" {
+		return "", nil
+	}
+	if _, err := s.cfg.Store.GetKey(ctx, named); errors.Is(err, store.ErrNotFound) {
+		return "", notFound("no key %q; list keys with GET /v1/keys", named)
+	} else if err != nil {
+		return "", err
+	}
+	limit, err := s.cfg.Store.KeyDailyLimit(ctx, named)
+	if err != nil {
+		return "", err
+	}
+	if limit <= 0 {
+		return "", badRequest("owner %q is a key without a daily limit; such keys share the server's own secrets, so leave owner out", named)
+	}
+	return named, nil
 }
 
 // putSecret creates or replaces a secret. Running sandboxes created with it
@@ -52,12 +107,17 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 	if err := secrets.Validate(secrets.Secret{Name: req.Name, Value: req.Value, Hosts: req.Hosts}); err != nil {
 		return badRequest("%v", err)
 	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	if err := s.cfg.Store.PutSecret(r.Context(), store.Secret{Name: req.Name, Value: req.Value, Hosts: req.Hosts}, now); err != nil {
+	owner, err := s.ownerFor(r.Context(), req.Owner)
+	if err != nil {
 		return err
 	}
-	s.cfg.Manager.SecretChanged(r.Context(), req.Name)
-	sec, err := s.cfg.Store.GetSecret(r.Context(), req.Name)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sec := store.Secret{Owner: owner, Name: req.Name, Value: req.Value, Hosts: req.Hosts}
+	if err := s.cfg.Store.PutSecret(r.Context(), sec, now); err != nil {
+		return err
+	}
+	s.cfg.Manager.SecretChanged(r.Context(), owner, req.Name)
+	sec, err = s.cfg.Store.SecretInfo(r.Context(), owner, req.Name)
 	if err != nil {
 		return err
 	}
@@ -65,8 +125,18 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// listSecrets lists a tenant key's own secrets; for a key without a limit,
+// every owner's, or one owner's with ?owner= (empty: the server's own).
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
-	list, err := s.cfg.Store.ListSecrets(r.Context())
+	f := store.SecretFilter{AllOwners: !tenantOf(r.Context()) && !r.URL.Query().Has("owner")}
+	if !f.AllOwners {
+		owner, err := s.ownerFor(r.Context(), r.URL.Query().Get("owner"))
+		if err != nil {
+			return err
+		}
+		f.Owner = owner
+	}
+	list, err := s.cfg.Store.ListSecrets(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -78,16 +148,22 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// deleteSecret deletes the key's own secret (a tenant's), or for a key
+// without a limit the server's own or, with ?owner=, a tenant's.
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	err := s.cfg.Store.DeleteSecret(r.Context(), name)
+	owner, err := s.ownerFor(r.Context(), r.URL.Query().Get("owner"))
+	if err != nil {
+		return err
+	}
+	err = s.cfg.Store.DeleteSecret(r.Context(), owner, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound("no secret %q; list them with GET /v1/secrets", name)
+		return notFound("no secret %q; list yours with GET /v1/secrets", name)
 	}
 	if err != nil {
 		return err
 	}
-	s.cfg.Manager.SecretChanged(r.Context(), name)
+	s.cfg.Manager.SecretChanged(r.Context(), owner, name)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -13,19 +13,18 @@ import (
 // Keys with a daily spending limit are tenant keys: the limit is only worth
 // something if the key cannot get around it. A tenant key sees and uses only
 // the sandboxes it created (others' answer 404, as if they did not exist),
-// sees only its own usage, and cannot manage keys or secrets (403) — it
-// could otherwise make itself a key without a limit, revoke others, or point
-// a secret at a host of its own. Keys without a limit administer the server.
+// sees only its own usage, manages and uses only its own secrets (others'
+// answer 404; see secrets.go), and cannot manage keys (403) — it could
+// otherwise make itself a key without a limit or revoke others. Keys
+// without a limit administer the server.
 
 type limitedCtx struct{}
 
 // adminRoutes are the routes a tenant key may not use.
 var adminRoutes = map[string]bool{
-	"POST /v1/keys":             true,
-	"GET /v1/keys":              true,
-	"DELETE /v1/keys/{id}":      true,
-	"POST /v1/secrets":          true,
-	"DELETE /v1/secrets/{name}": true,
+	"POST /v1/keys":        true,
+	"GET /v1/keys":         true,
+	"DELETE /v1/keys/{id}": true,
 }
 
 // tenantOf reports whether the request's key is a tenant key.
@@ -46,7 +45,7 @@ func (s *Server) scope(r *http.Request, key store.Key, route string) (context.Co
 		return ctx, nil
 	}
 	if adminRoutes[route] {
-		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys or secrets; use a key without a limit (the server's local key) for that")
+		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys; use a key without a limit (the server's local key) for that")
 	}
 	_, pattern, _ := strings.Cut(route, " ")
 	if strings.HasPrefix(pattern, "/v1/sandboxes/{id}") {

@@ -14,16 +14,22 @@ func (c *Client) SetSecret(ctx context.Context, req api.CreateSecretRequest) (ap
 	return out, err
 }
 
-// ListSecrets lists the secrets (names and hosts, never values).
+// ListSecrets lists the secrets the key may see: a tenant key's own, every
+// owner's for a key without a limit (names, owners and hosts, never values).
 func (c *Client) ListSecrets(ctx context.Context) ([]api.Secret, error) {
 	var out api.SecretList
 	err := c.do(ctx, "GET", "/v1/secrets", nil, &out)
 	return out.Secrets, err
 }
 
-// DeleteSecret deletes a secret.
-func (c *Client) DeleteSecret(ctx context.Context, name string) error {
-	return c.do(ctx, "DELETE", "/v1/secrets/"+url.PathEscape(name), nil, nil)
+// DeleteSecret deletes a secret of the key, or (for a key without a
+// limit) of the tenant key owner when owner is not empty.
+func (c *Client) DeleteSecret(ctx context.Context, name, owner string) error {
+	path := "/v1/secrets/" + url.PathEscape(name)
+	if owner != "" {
+		path += "?owner=" + url.QueryEscape(owner)
+	}
+	return c.do(ctx, "DELETE", path, nil, nil)
 }
 
 // Network returns a sandbox's network policy.

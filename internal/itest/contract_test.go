@@ -300,7 +300,8 @@ func TestContract(t *testing.T) {
 	mustDecode(t, c.do(apiCall{method: "GET", path: "/v1/keys", want: 200}), &keys)
 	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=sandbox&from=2026-01-01", want: 200})
 	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=week", invalid: true, want: 400})
-	c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "capped", "dailyLimitMicros": 1_000_000}, want: 201})
+	var capped api.Key
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "capped", "dailyLimitMicros": 1_000_000}, want: 201}), &capped)
 	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 3600, "cpu": 2, "maxCostMicros": 1}, want: 400})
 	own := ""
 	for _, k := range keys.Keys {
@@ -348,6 +349,19 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: "/v1/secrets", want: 200})
 	c.do(apiCall{method: "DELETE", path: "/v1/secrets/CONTRACT_KEY", want: 204})
 	c.do(apiCall{method: "DELETE", path: "/v1/secrets/CONTRACT_KEY", want: 404})
+	// A tenant's secrets (with their owner), reached by the admin with owner.
+	tenantSecret := map[string]any{"name": "CONTRACT_KEY", "value": "v-tenant", "hosts": []string{"api.example.com"}}
+	c.do(apiCall{method: "POST", path: "/v1/secrets", key: capped.Secret, body: tenantSecret, want: 201})
+	c.do(apiCall{method: "GET", path: "/v1/secrets", key: capped.Secret, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/secrets?owner=" + own, key: capped.Secret, want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/secrets", body: map[string]any{"name": "CONTRACT_KEY", "value": "v", "hosts": []string{"api.example.com"}, "owner": capped.ID}, want: 201})
+	c.do(apiCall{method: "POST", path: "/v1/secrets", body: map[string]any{"name": "CONTRACT_KEY", "value": "v", "hosts": []string{"api.example.com"}, "owner": "key_nosuchkey"}, want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/secrets", body: map[string]any{"name": "CONTRACT_KEY", "value": "v", "hosts": []string{"api.example.com"}, "owner": own}, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/secrets", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/secrets?owner=" + capped.ID, want: 200})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"secrets": []string{"CONTRACT_KEY"}}, want: 404})
+	c.do(apiCall{method: "DELETE", path: "/v1/secrets/CONTRACT_KEY?owner=" + capped.ID, want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/secrets/CONTRACT_KEY", key: capped.Secret, want: 404})
 
 	// Exec, collected and streamed, with lossy output, a timeout and errors.
 	var res agentapi.ExecResult

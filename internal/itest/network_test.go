@@ -333,8 +333,8 @@ func TestNetworkAllowListAndUpdate(t *testing.T) {
 		}
 	}
 	status, data := e.do("POST", "/v1/sandboxes", map[string]any{"secrets": []string{"NO_SUCH_SECRET"}})
-	if status != http.StatusBadRequest {
-		t.Errorf("create with an unknown secret: %d %s, want 400", status, data)
+	if status != http.StatusNotFound {
+		t.Errorf("create with an unknown secret: %d %s, want 404 (as for another key's)", status, data)
 	}
 
 	sb := e.create(api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{inetAPI, inetPrivate}}})

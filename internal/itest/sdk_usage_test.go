@@ -132,7 +132,11 @@ func TestSDKUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A sandbox of that key, with the secret and an allow list.
+	// A sandbox of that key, with a secret of its own (the admin's of the
+	// same name is another secret) and an allow list.
+	if sec, err := keyed.SetSecret(ctx, "SDK_TOKEN", value, []string{"api.example.com"}); err != nil || sec.Owner != key.ID {
+		t.Fatalf("the tenant's own secret: %+v %v", sec, err)
+	}
 	sbx, err := keyed.Create(ctx, withruntime.Options{TimeoutSeconds: 120, MemoryMiB: 256, Secrets: []string{"SDK_TOKEN"},
 		Network: &withruntime.NetworkPolicy{Allow: []string{"api.example.com"}}, MaxCostMicros: 1_000_000})
 	if err != nil {
@@ -142,6 +146,12 @@ func TestSDKUsage(t *testing.T) {
 	res, err := sbx.Run(ctx, `printf %s "$SDK_TOKEN"`)
 	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "wr_placeholder_") || strings.Contains(res.Stdout, value) {
 		t.Fatalf("the secret's variable in the sandbox: %+v %v", res, err)
+	}
+	if secs, err := keyed.ListSecrets(ctx); err != nil || len(secs) != 1 || secs[0].Owner != key.ID {
+		t.Fatalf("the tenant's secrets: %+v %v", secs, err)
+	}
+	if err := keyed.DeleteSecret(ctx, "SDK_TOKEN"); err != nil {
+		t.Fatalf("the tenant deletes its own secret: %v", err)
 	}
 
 	// Network policy: read, change, refuse an invalid one.

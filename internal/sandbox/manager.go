@@ -149,6 +149,10 @@ type CreateParams struct {
 	Network *egress.Policy
 	// Secrets names stored secrets the sandbox may use through its network.
 	Secrets []string
+	// SecretOwner is whose secrets Secrets names: the creating tenant key's
+	// id, or "" for the server's own (keys without a daily limit). Another
+	// owner's secret is not found.
+	SecretOwner string
 	// MaxCostMicros refuses the create (errs.CostCap) if the first lease
 	// could cost more (0: no cap).
 	MaxCostMicros int64

@@ -112,9 +112,10 @@ func (m *Manager) EnableNetwork(e *egress.Manager, ca *secrets.CA) {
 }
 
 // netPlan is a create's checked network: its normalized policy and the
-// secrets it binds (with their values).
+// secrets it binds (with their values), all of owner.
 type netPlan struct {
 	policy  egress.Policy
+	owner   string
 	names   []string
 	secrets []egress.Secret
 }
@@ -127,7 +128,7 @@ func (m *Manager) planNetwork(ctx context.Context, p CreateParams) (*netPlan, er
 		}
 		return nil, nil
 	}
-	plan := &netPlan{}
+	plan := &netPlan{owner: p.SecretOwner}
 	if p.Network != nil {
 		plan.policy = *p.Network
 	}
@@ -145,9 +146,10 @@ func (m *Manager) planNetwork(ctx context.Context, p CreateParams) (*netPlan, er
 		if _, ok := p.Env[name]; ok {
 			return nil, errs.New(errs.Invalid, "secrets: %q is also set in env; a secret's variable holds its placeholder", name)
 		}
-		sec, err := m.store.GetSecret(ctx, name)
+		// Another key's secret answers exactly as a missing one.
+		sec, err := m.store.GetSecret(ctx, p.SecretOwner, name)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errs.New(errs.Invalid, "secrets: no secret %q; create it with POST /v1/secrets (list them with GET /v1/secrets)", name)
+			return nil, errs.New(errs.NotFound, "secrets: no secret %q; create it with POST /v1/secrets (list yours with GET /v1/secrets)", name)
 		}
 		if err != nil {
 			return nil, err
@@ -169,7 +171,7 @@ func (m *Manager) attachNetwork(ctx context.Context, id, rootfs string, plan *ne
 		return nil, nil, nil
 	}
 	pol, _ := json.Marshal(plan.policy)
-	if err := m.store.SetSandboxNetwork(ctx, id, store.SandboxNetwork{Policy: pol, Secrets: plan.names}); err != nil {
+	if err := m.store.SetSandboxNetwork(ctx, id, store.SandboxNetwork{Policy: pol, Secrets: plan.names, SecretOwner: plan.owner}); err != nil {
 		return nil, nil, err
 	}
 	att, err := m.network.egress.Attach(ctx, id, plan.policy)
@@ -208,9 +210,9 @@ func (m *Manager) detachNetwork(ctx context.Context, id string) {
 }
 
 // reattachNetwork serves a running sandbox's network again after a server
-// restart: Attach adopts its namespace and veth, and its secrets are bound
-// again with their current values (same placeholders). A secret deleted
-// meanwhile is no longer injected.
+// restart: Attach adopts its namespace and veth, and its secrets (of the
+// owner recorded at create) are bound again with their current values (same
+// placeholders). A secret deleted meanwhile is no longer injected.
 func (m *Manager) reattachNetwork(ctx context.Context, id string) {
 	if m.network == nil {
 		return
@@ -230,23 +232,24 @@ func (m *Manager) reattachNetwork(ctx context.Context, id string) {
 		return
 	}
 	if len(rec.Secrets) > 0 {
-		m.bindSecrets(ctx, id, rec.Secrets)
+		m.bindSecrets(ctx, id, rec)
 	}
 }
 
 // bindSecrets gives the egress proxy the current value and hosts of each
-// named secret for sandbox id. Placeholders derive from the sandbox and the
-// name, so they stay the same; a secret deleted meanwhile is no longer
-// injected.
-func (m *Manager) bindSecrets(ctx context.Context, id string, names []string) {
+// secret the sandbox's network record names, of the owner it records.
+// Placeholders derive from the sandbox and the name, so they stay the same;
+// a secret deleted meanwhile, or whose value does not decrypt, is not
+// injected (its placeholder goes out as is).
+func (m *Manager) bindSecrets(ctx context.Context, id string, rec store.SandboxNetwork) {
 	var ss []egress.Secret
-	for _, name := range names {
-		sec, err := m.store.GetSecret(ctx, name)
+	for _, name := range rec.Secrets {
+		sec, err := m.store.GetSecret(ctx, rec.SecretOwner, name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			m.log.Warn("bind sandbox secret", "sandbox", id, "secret", name, "err", err)
+			m.log.Error("bind sandbox secret", "sandbox", id, "secret", name, "err", err)
 			continue
 		}
 		ss = append(ss, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
@@ -256,11 +259,11 @@ func (m *Manager) bindSecrets(ctx context.Context, id string, names []string) {
 	}
 }
 
-// SecretChanged applies a stored secret's new value and hosts, or its
-// deletion, to the running sandboxes created with it: their next requests
-// carry the new value (a deleted secret's placeholder goes out unreplaced).
-// Requests already sent are not changed.
-func (m *Manager) SecretChanged(ctx context.Context, name string) {
+// SecretChanged applies the new value and hosts, or the deletion, of the
+// secret (owner, name) to the running sandboxes created with it: their next
+// requests carry the new value (a deleted secret's placeholder goes out
+// unreplaced). Requests already sent are not changed.
+func (m *Manager) SecretChanged(ctx context.Context, owner, name string) {
 	if m.network == nil {
 		return
 	}
@@ -272,10 +275,10 @@ func (m *Manager) SecretChanged(ctx context.Context, name string) {
 	m.mu.Unlock()
 	for _, id := range ids {
 		rec, err := m.store.GetSandboxNetwork(ctx, id)
-		if err != nil || !slices.Contains(rec.Secrets, name) {
+		if err != nil || rec.SecretOwner != owner || !slices.Contains(rec.Secrets, name) {
 			continue
 		}
-		m.bindSecrets(ctx, id, rec.Secrets)
+		m.bindSecrets(ctx, id, rec)
 	}
 }
 

@@ -54,6 +54,16 @@ type Config struct {
 	// Metering configures the usage sampler and prices (zero value: every
 	// 5 s at the reference prices; a negative Interval turns it off).
 	Metering sandbox.MeterConfig
+	// SecretsKeyFile is the key that seals secret values in the database
+	// (default: WITHRUNTIME_SECRETS_KEY_FILE, then DataDir/secrets.key;
+	// created 0600 at first start; see atrest.go).
+	SecretsKeyFile string
+	// RotateSecretsKey makes a new secrets key at start and re-seals every
+	// secret value with it before serving.
+	RotateSecretsKey bool
+	// DiscardUnreadableSecrets deletes, at start, secrets sealed with a key
+	// the server does not have, instead of refusing to start.
+	DiscardUnreadableSecrets bool
 }
 
 // Server is a running Runtime server.
@@ -93,6 +103,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := restrictDataDir(cfg.DataDir); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	EgressNames(&cfg.Egress, cfg.DataDir)
 	srv, err := open(ctx, cfg)
 	if err != nil {
@@ -115,6 +129,11 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "runtime.db"))
 	if err != nil {
+		return nil, err
+	}
+	if err := openSecretsKey(ctx, st, secretsKeyOptions{path: secretsKeyPath(cfg),
+		rotate: cfg.RotateSecretsKey, discard: cfg.DiscardUnreadableSecrets}, cfg.Log); err != nil {
+		st.Close()
 		return nil, err
 	}
 	drv, err := gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent,

@@ -36,6 +36,10 @@ type CreateSecretRequest struct {
 	// Hosts are the host names (or "*.wildcards"; not IP addresses) whose
 	// HTTPS requests get the value.
 	Hosts []string `json:"hosts"`
+	// Owner is the id of the tenant key the secret is for: a key without a
+	// daily limit may name any tenant key (empty: the server's own
+	// secrets); a tenant key may only leave it empty or name itself.
+	Owner string `json:"owner,omitempty"`
 }
 
 // SecretInfo is a stored secret as the server describes it: never its
@@ -43,6 +47,9 @@ type CreateSecretRequest struct {
 type SecretInfo struct {
 	// Name is the secret's name and environment variable.
 	Name string `json:"name"`
+	// Owner is the id of the tenant key the secret belongs to; empty for
+	// the server's own secrets (those of keys without a daily limit).
+	Owner string `json:"owner,omitempty"`
 	// Hosts are the hosts whose HTTPS requests get the value.
 	Hosts []string `json:"hosts"`
 	// CreatedAt is when the secret was first stored; UpdatedAt when its
@@ -81,8 +88,10 @@ func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) (NetworkPolic
 // Options.Secrets naming it sees name as an environment variable holding a
 // placeholder ("wr_placeholder_..."); the egress proxy replaces the
 // placeholder with value in the headers of HTTPS requests to hosts, and
-// nowhere else. Sandboxes created afterwards get a replaced value; running
-// ones keep theirs. Errors: ErrBadRequest (a bad name, value or host; the
+// nowhere else. Replacing a secret reaches the running sandboxes created
+// with it from their next request. A secret belongs to the client's key: a
+// tenant key's (one with a daily limit) are its own, others' are invisible
+// to it. Errors: ErrBadRequest (a bad name, value or host; the
 // message never contains the value), ErrUnauthorized.
 func (c *Client) SetSecret(ctx context.Context, name, value string, hosts []string) (SecretInfo, error) {
 	var out SecretInfo
@@ -90,8 +99,9 @@ func (c *Client) SetSecret(ctx context.Context, name, value string, hosts []stri
 	return out, err
 }
 
-// ListSecrets lists the stored secrets by name, with their hosts and times;
-// values are never returned. Errors: ErrUnauthorized.
+// ListSecrets lists the client's key's secrets (every owner's for a key
+// without a daily limit), with their hosts and times; values are never
+// returned. Errors: ErrUnauthorized.
 func (c *Client) ListSecrets(ctx context.Context) ([]SecretInfo, error) {
 	var out SecretList
 	if err := c.doJSON(ctx, "GET", "/v1/secrets", nil, &out); err != nil {
@@ -100,9 +110,9 @@ func (c *Client) ListSecrets(ctx context.Context) ([]SecretInfo, error) {
 	return out.Secrets, nil
 }
 
-// DeleteSecret deletes a stored secret. Running sandboxes created with it
-// keep using it until the server restarts; new ones cannot name it.
-// Errors: ErrNotFound (no such secret), ErrUnauthorized.
+// DeleteSecret deletes a stored secret of the client's key. Running
+// sandboxes created with it send its placeholder unreplaced from their next
+// request; new ones cannot name it. Errors: ErrNotFound (no such secret), ErrUnauthorized.
 func (c *Client) DeleteSecret(ctx context.Context, name string) error {
 	return c.doJSON(ctx, "DELETE", "/v1/secrets/"+url.PathEscape(name), nil, nil)
 }

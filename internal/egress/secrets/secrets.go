@@ -53,8 +53,8 @@ func Validate(s Secret) error {
 	if !nameRE.MatchString(s.Name) {
 		return fmt.Errorf("secret name %q: use letters, digits and _ (an environment variable name)", s.Name)
 	}
-	if reservedName(s.Name) {
-		return fmt.Errorf("secret name %q: the sandbox's programs need this variable for itself (a placeholder there would break them); choose another name such as %s_TOKEN", s.Name, s.Name)
+	if why := reservedName(s.Name); why != "" {
+		return fmt.Errorf("secret name %q is reserved: %s; choose another name such as %s_TOKEN", s.Name, why, strings.ToUpper(s.Name))
 	}
 	if s.Value == "" {
 		return fmt.Errorf("secret %s: empty value", s.Name)
@@ -84,12 +84,29 @@ var reservedNames = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", 
 	"HOSTNAME", "TERM", "LANG", "IFS", "ENV", "BASH_ENV", "CDPATH", "PS4", "PYTHONPATH", "PYTHONHOME",
 	"PYTHONSTARTUP", "NODE_OPTIONS", "NODE_PATH"}
 
-func reservedName(name string) bool {
+// proxyNames are the variables that tell HTTP clients which proxy to use
+// or not to use; clients read them in either case (curl only lower-case
+// http_proxy, Python and Go both).
+var proxyNames = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY"}
+
+// trustNames are the variables that choose which certificate authorities
+// TLS clients trust.
+var trustNames = []string{"SSL_CERT_DIR"}
+
+// reservedName says why name (in any case) may not be a secret's, or ""
+// when it may.
+func reservedName(name string) string {
 	up := strings.ToUpper(name)
-	if strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "LC_") || strings.HasPrefix(up, "BASH_FUNC_") {
-		return true
+	switch {
+	case slices.Contains(proxyNames, up):
+		return "HTTP clients read it, in any case, to pick the proxy for their connections (a placeholder there would break every request)"
+	case slices.Contains(TrustEnvNames, up) || slices.Contains(trustNames, up):
+		return "it chooses the certificate authorities TLS clients trust, which Runtime sets itself for a sandbox with secrets"
+	case strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "LC_") || strings.HasPrefix(up, "BASH_FUNC_") ||
+		slices.Contains(reservedNames, up):
+		return "the sandbox's programs need this variable for themselves (a placeholder there would break them)"
 	}
-	return slices.Contains(reservedNames, up) || slices.Contains(TrustEnvNames, up)
+	return ""
 }
 
 func looksLikeAddr(h string) bool {

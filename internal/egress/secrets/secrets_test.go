@@ -22,7 +22,16 @@ func TestValidate(t *testing.T) {
 		{Secret{Name: "1BAD", Value: value, Hosts: []string{"a.example.com"}}, "environment variable name"},
 		{Secret{Name: "PATH", Value: value, Hosts: []string{"a.example.com"}}, "need this variable"},
 		{Secret{Name: "LD_PRELOAD", Value: value, Hosts: []string{"a.example.com"}}, "need this variable"},
-		{Secret{Name: "SSL_CERT_FILE", Value: value, Hosts: []string{"a.example.com"}}, "need this variable"},
+		{Secret{Name: "SSL_CERT_FILE", Value: value, Hosts: []string{"a.example.com"}}, "certificate authorities"},
+		{Secret{Name: "SSL_CERT_DIR", Value: value, Hosts: []string{"a.example.com"}}, "certificate authorities"},
+		{Secret{Name: "ssl_cert_dir", Value: value, Hosts: []string{"a.example.com"}}, "certificate authorities"},
+		{Secret{Name: "HTTP_PROXY", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
+		{Secret{Name: "http_proxy", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
+		{Secret{Name: "Https_Proxy", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
+		{Secret{Name: "ALL_PROXY", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
+		{Secret{Name: "all_proxy", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
+		{Secret{Name: "NO_PROXY", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
+		{Secret{Name: "no_Proxy", Value: value, Hosts: []string{"a.example.com"}}, "pick the proxy"},
 		{Secret{Name: "OK", Value: "", Hosts: []string{"a.example.com"}}, "empty value"},
 		{Secret{Name: "OK", Value: "a\nb", Hosts: []string{"a.example.com"}}, "line breaks"},
 		{Secret{Name: "OK", Value: value}, "no hosts"},
@@ -35,6 +44,12 @@ func TestValidate(t *testing.T) {
 		}
 		if err != nil && c.s.Value != "" && strings.Contains(err.Error(), c.s.Value) {
 			t.Errorf("error shows the value: %v", err)
+		}
+	}
+	// Names that only contain a reserved one stay free.
+	for _, name := range []string{"HTTP_PROXY_TOKEN", "MY_HTTPS_PROXY", "NO_PROXY_KEY", "SSL_CERT_DIR_X", "PATHS"} {
+		if err := Validate(Secret{Name: name, Value: value, Hosts: []string{"a.example.com"}}); err != nil {
+			t.Errorf("Validate(%s) = %v, want it accepted", name, err)
 		}
 	}
 }

@@ -121,6 +121,9 @@ def test_secrets_network_keys_and_usage(server: Server, recorded: tuple[Client, 
     assert not listed[0].revoked and listed[0].name == "py-sdk"
 
     with Client(server.url, key.secret) as keyed:
+        # The key's own secret: the admin's of the same name is another one.
+        own = keyed.set_secret("PY_TOKEN", VALUE, ["api.example.com"])
+        assert own.owner == key.id and [s.owner for s in keyed.list_secrets()] == [key.id]
         # A sandbox of that key with the secret: its variable holds a placeholder.
         with Sandbox.create(
             client=keyed,
@@ -132,6 +135,7 @@ def test_secrets_network_keys_and_usage(server: Server, recorded: tuple[Client, 
         ) as sbx:
             res = sbx.exec('printf %s "$PY_TOKEN"')
             assert res.exit_code == 0 and res.stdout.startswith("wr_placeholder_") and VALUE not in res.stdout
+            keyed.delete_secret("PY_TOKEN")
 
             # Network policy: read, change, refuse an invalid one.
             assert sbx.network() == NetworkPolicy(allow=["api.example.com"])

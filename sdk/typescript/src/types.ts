@@ -179,6 +179,8 @@ export interface FileInfo {
 export interface SecretInfo {
   /** The secret's name: the environment variable a sandbox created with `secrets: [name]` sees, holding a placeholder. */
   name: string;
+  /** The id of the tenant key the secret belongs to; absent for the server's own secrets (those of keys without a daily limit). */
+  owner?: string;
   /** The host names (or `*.wildcards`) whose HTTPS requests get the value. */
   hosts: string[];
   /** When the secret was first stored (RFC 3339, UTC). */

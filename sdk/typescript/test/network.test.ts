@@ -62,6 +62,11 @@ test("secrets, network policy, keys, usage and the cost cap", async () => {
   assert.equal(listed[0]!.revokedAt, undefined);
   const keyed = new Client({ baseURL: url, apiKey: key.secret, fetch: recording });
 
+  // The key's own secret: the admin's of the same name is another one.
+  const own = await keyed.setSecret("TS_TOKEN", VALUE, ["api.example.com"]);
+  assert.equal(own.owner, key.id);
+  assert.deepEqual((await keyed.listSecrets()).map((s) => s.owner), [key.id]);
+
   let id = "";
   {
     // A sandbox of that key with the secret: its variable holds a placeholder.
@@ -76,6 +81,7 @@ test("secrets, network policy, keys, usage and the cost cap", async () => {
     const res = await sbx.exec('printf %s "$TS_TOKEN"');
     assert.equal(res.exitCode, 0);
     assert.match(res.stdout, /^wr_placeholder_ts_token_[0-9a-f]+$/);
+    await keyed.deleteSecret("TS_TOKEN");
 
     // Network policy: read, change, refuse an invalid one.
     assert.deepEqual(await sbx.network(), { internet: false, allow: ["api.example.com"] });

@@ -361,6 +361,9 @@ class SecretInfo:
     created_at: datetime | None
     #: When its value or hosts last changed (UTC).
     updated_at: datetime | None
+    #: The id of the tenant key the secret belongs to; ``""`` for the
+    #: server's own secrets (those of keys without a daily limit).
+    owner: str = ""
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -370,6 +373,7 @@ class SecretInfo:
             hosts=_strings(d.get("hosts")),
             created_at=parse_time(d.get("createdAt")),
             updated_at=parse_time(d.get("updatedAt")),
+            owner=d.get("owner", ""),
             _raw=dict(d),
         )
 
