@@ -146,6 +146,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := addNetwork(oci, spec.Network, dir); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
+	if err := addHosts(oci, dir); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
 	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
@@ -163,6 +166,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		networkFlag(spec.Network),
 		"--host-uds=create",
 		"--cpu-num-from-quota", // the CPU count inside follows the grant: cpu.go
+		// sudo (and other setuid programs) work inside: root inside the
+		// sandbox is already allowed, and is gVisor's root, not the host's.
+		"--allow-suid",
 		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
 	flags = append(flags, d.cfg.ExtraFlags...)
