@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/egress/firewall"
 	"withruntime.dev/runtime/internal/egress/netns"
@@ -338,4 +339,52 @@ func sweep(t *testing.T, dir string, names server.EgressConfig) {
 	_ = srv.Close()
 	destroyEgressTable(t, names)
 	os.RemoveAll(dir)
+}
+
+// TestLeaseEndedWhileDown (D12): a lease that ended while no server ran is
+// recorded as ended at the lease end, not when the next server started, and
+// billed up to then only: whether the agent's backstop ended the sandbox
+// meanwhile (x, LeaseGrace after its lease end) or it still ran (y).
+func TestLeaseEndedWhileDown(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wr-ended-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	a := newEnv(t, withDataDir(dir), withMeterInterval(time.Second))
+	x := a.create(api.CreateSandboxRequest{TimeoutSeconds: 300, MemoryMiB: 256})
+	y := a.create(api.CreateSandboxRequest{TimeoutSeconds: 300, MemoryMiB: 256})
+	time.Sleep(1200 * time.Millisecond) // a sample or so while the server runs
+	// The leases end shortly after the server goes (set now, so that slow
+	// creates do not make them end before).
+	a.must(http.StatusOK, "POST", "/v1/sandboxes/"+x.ID+"/timeout", api.SetTimeoutRequest{TimeoutSeconds: 2}, &x)
+	a.must(http.StatusOK, "POST", "/v1/sandboxes/"+y.ID+"/timeout", api.SetTimeoutRequest{TimeoutSeconds: 9}, &y)
+	a.detach()
+
+	// Down until x's backstop ended it, y's lease ended but its backstop
+	// has not.
+	xGone := x.LeaseEndsAt.Add(agent.LeaseGrace + time.Second)
+	if wait := time.Until(xGone); wait > 0 {
+		time.Sleep(wait)
+	}
+	if time.Now().After(y.LeaseEndsAt.Add(agent.LeaseGrace - 2*time.Second)) {
+		t.Skip("the creates took too long for the two cases to fall apart; try on a less loaded host")
+	}
+	b := newEnv(t, withDataDir(dir), withMeterInterval(time.Second))
+	restart := time.Now()
+	for _, sb := range []api.Sandbox{x, y} {
+		got := b.get(sb.ID)
+		if got.State != "stopped" || got.EndReason != "lease_ended" || got.EndedAt == nil {
+			t.Errorf("sandbox %s after the restart: %+v", sb.ID, got)
+			continue
+		}
+		if !got.EndedAt.Equal(sb.LeaseEndsAt) {
+			t.Errorf("sandbox %s: endedAt %s, want its lease end %s (stored %s; the server restarted at %s)",
+				sb.ID, got.EndedAt.Format(time.StampMilli), sb.LeaseEndsAt.Format(time.StampMilli), got.LeaseEndsAt.Format(time.StampMilli), restart.Format(time.StampMilli))
+		}
+		// The ledger covers creation to endedAt exactly, so nothing past the
+		// lease end is billed.
+		b.ledgerSpan(got)
+		b.assertGone(sb.ID)
+	}
 }
