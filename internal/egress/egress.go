@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -163,6 +164,12 @@ func New(cfg Config) (*Manager, error) {
 		Pool:        cfg.Pool,
 	}
 	if _, err := nc.List(); err != nil { // checks the configuration too
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	if foreign, err := nc.Foreign(); err != nil || len(foreign) > 0 {
+		if err == nil {
+			err = fmt.Errorf("links %s start with this server's link prefix %q but belong to another server: give one of them another LinkPrefix", strings.Join(foreign, ", "), cfg.LinkPrefix)
+		}
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	fw, err := firewall.New(cfg.Name, cfg.LinkPrefix)

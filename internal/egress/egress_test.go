@@ -349,7 +349,7 @@ func TestDetachCleanupAndAdopt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m2.Detach(ctx, "never-attached"); err != nil {
+	if err := m2.Detach(ctx, "never_attached"); err != nil {
 		t.Fatal(err)
 	}
 	if ids, _ := m2.nc.List(); len(ids) != 0 {

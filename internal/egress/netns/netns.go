@@ -304,6 +304,29 @@ func (c Config) List() ([]string, error) {
 	return ids, nil
 }
 
+// Foreign returns the host links that start with this configuration's
+// LinkPrefix but whose alias names another configuration: another Runtime
+// instance uses the same prefix, and the two would drop each other's
+// traffic (see Config.LinkPrefix). Links with no alias yet (being created)
+// are not counted.
+func (c Config) Foreign() ([]string, error) {
+	if err := c.defaults(); err != nil {
+		return nil, err
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	var out []string
+	for _, l := range links {
+		a := l.Attrs()
+		if strings.HasPrefix(a.Name, c.LinkPrefix) && a.Alias != "" && !strings.HasPrefix(a.Alias, c.AliasPrefix) {
+			out = append(out, a.Name+" ("+a.Alias+")")
+		}
+	}
+	return out, nil
+}
+
 // allocate picks a free /30 in the pool: the first free one from a place
 // that depends on the id, skipping every /30 that overlaps an address on
 // any host interface (other sandboxes, other Runtime instances, anything).

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -130,5 +131,15 @@ func TestListOnlyOwnNames(t *testing.T) {
 	}
 	if _, err := netlink.LinkByName(l.HostIf); err != nil {
 		t.Errorf("veth %s: %v", l.HostIf, err)
+	}
+	// A configuration with the other's link prefix sees its links as
+	// foreign (the two would drop each other's traffic); the owner does not.
+	if f, err := long.Foreign(); err != nil || len(f) != 0 {
+		t.Errorf("owner's Foreign = %v %v", f, err)
+	}
+	clash := short
+	clash.LinkPrefix = long.LinkPrefix
+	if f, err := clash.Foreign(); err != nil || len(f) != 1 || !strings.HasPrefix(f[0], l.HostIf) {
+		t.Errorf("Foreign with a clashing prefix = %v %v, want %s", f, err, l.HostIf)
 	}
 }
