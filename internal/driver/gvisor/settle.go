@@ -64,10 +64,12 @@ func (d *Driver) strayCommands() []int {
 }
 
 // isRunscCommand reports whether a /proc cmdline is `<runsc> ... --root
-// <root> ...`, as this driver runs runsc (see Driver.runsc and start).
+// <root> ...`, as this driver runs runsc (see Driver.runsc and start); the
+// binary is this driver's or any named runsc (the last server may have been
+// configured with another path).
 func isRunscCommand(cmdline []byte, runsc, root string) bool {
 	args := bytes.Split(bytes.TrimSuffix(cmdline, []byte{0}), []byte{0})
-	if len(args) < 3 || string(args[0]) != runsc {
+	if len(args) < 3 || string(args[0]) != runsc && filepath.Base(string(args[0])) != "runsc" {
 		return false
 	}
 	for i := 1; i+1 < len(args); i++ {
