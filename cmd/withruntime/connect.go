@@ -127,7 +127,7 @@ func embed(ctx context.Context, needTemplate string) (*session, error) {
 func openOrShare(ctx context.Context, dir string) (*server.Server, *session, error) {
 	said := false
 	for {
-		srv, err := server.Open(ctx, server.Config{DataDir: dir})
+		srv, err := server.Open(ctx, server.Config{DataDir: dir, TemplatesDir: os.Getenv("WITHRUNTIME_TEMPLATES_DIR")})
 		var inUse *server.ErrInUse
 		if !errors.As(err, &inUse) {
 			return srv, nil, err

@@ -113,7 +113,8 @@ func newRoot() *cobra.Command {
 With WITHRUNTIME_URL (and WITHRUNTIME_API_KEY) set, or a config file at
 ~/.config/withruntime/config.json ({"url": ..., "apiKey": ...}), the CLI talks to
 that server. Otherwise it runs an embedded server in-process on the local data
-directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime), which needs root.`,
+directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime; templates in
+WITHRUNTIME_TEMPLATES_DIR, default DATA_DIR/templates), which needs root.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

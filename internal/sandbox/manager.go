@@ -435,11 +435,18 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	return m.stop(ctx, id, EndDeleted)
 }
 
-// stop destroys the sandbox in the driver and records why. The record is
-// marked stopped first, so a concurrent call sees it gone at once. Stops of
-// one sandbox are serialised: a second caller waits for the first and gets
-// its result (the first reason recorded wins).
+// stop destroys the sandbox in the driver and records why, ended now. The
+// record is marked stopped first, so a concurrent call sees it gone at once.
+// Stops of one sandbox are serialised: a second caller waits for the first
+// and gets its result (the first reason recorded wins).
 func (m *Manager) stop(ctx context.Context, id, reason string) error {
+	return m.stopAt(ctx, id, reason, time.Time{})
+}
+
+// stopAt is stop with the time the sandbox ended, when that was before now
+// (zero: now): Recover records a lease that ended while no server ran at
+// its lease end.
+func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Time) error {
 	m.mu.Lock()
 	if op := m.stopping[id]; op != nil {
 		m.mu.Unlock()
@@ -467,7 +474,10 @@ func (m *Manager) stop(ctx context.Context, id, reason string) error {
 	// The destroy must finish even if the caller goes away: a half-destroyed
 	// sandbox would leak until the next restart.
 	ctx = context.WithoutCancel(ctx)
-	if err := m.store.MarkStopped(ctx, id, reason, m.now()); err != nil {
+	if endedAt.IsZero() {
+		endedAt = m.now()
+	}
+	if err := m.store.MarkStopped(ctx, id, reason, endedAt); err != nil {
 		op.err = err
 		return err
 	}

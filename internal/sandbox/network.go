@@ -283,8 +283,8 @@ func (m *Manager) SecretChanged(ctx context.Context, owner, name string) {
 }
 
 // cleanupNetworks removes the networks of sandboxes that no longer run
-// (leftovers of an earlier process). Sandboxes another process is creating
-// (state starting) keep theirs.
+// (leftovers of an earlier process), of this server's egress names only.
+// Recover calls it last, when no record is left starting.
 func (m *Manager) cleanupNetworks(ctx context.Context) {
 	if m.network == nil {
 		return

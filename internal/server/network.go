@@ -25,8 +25,10 @@ type EgressConfig struct {
 	Disabled bool
 	// Name names the nftables table and starts the namespace names
 	// (default "withruntime"); LinkPrefix starts host veth names (at most
-	// 6 characters, default "wr"). Two servers on one host with different
-	// data directories need different ones.
+	// 6 characters, default "wr"). Servers on one host need different
+	// names, and link prefixes neither of which starts the other's veth
+	// names (see egress.Config). Open derives both from the data directory
+	// when they are empty (EgressNames).
 	Name, LinkPrefix string
 	// Pool is where sandbox links come from (default 100.64.0.0/10).
 	Pool netip.Prefix

@@ -76,7 +76,8 @@ type Server struct {
 	LocalKey string
 	log      *slog.Logger
 	egress   egressCloser
-	lock     *os.File // the data directory's lock (lock.go), held until Close
+	lock     *os.File   // the data directory's lock (lock.go), held until Close
+	names    []*os.File // the host-wide locks on its egress names (lock.go)
 	dataDir  string
 }
 
@@ -108,12 +109,18 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	EgressNames(&cfg.Egress, cfg.DataDir)
-	srv, err := open(ctx, cfg)
+	names, err := lockNames(cfg.Egress, cfg.DataDir)
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	srv.lock, srv.dataDir = lock, cfg.DataDir
+	srv, err := open(ctx, cfg)
+	if err != nil {
+		closeAll(names)
+		lock.Close()
+		return nil, err
+	}
+	srv.lock, srv.names, srv.dataDir = lock, names, cfg.DataDir
 	return srv, nil
 }
 
@@ -204,8 +211,15 @@ func (s *Server) Close() error {
 	err := s.Store.Close()
 	// The holder file stays: it names a process that no longer holds the
 	// lock, which readers check.
+	closeAll(s.names)
 	s.lock.Close()
 	return err
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // localKey returns the local key's secret, creating the key and its file on

@@ -286,8 +286,13 @@ func isNotExist(err error) bool {
 }
 
 // List implements driver.Driver: every container runsc knows plus every
-// sandbox directory, so half-created sandboxes are found too.
+// sandbox directory, so half-created sandboxes are found too. It first
+// waits for runsc commands that a process which died mid-create left on
+// this state directory (see settle), so that what it returns stays true.
 func (d *Driver) List(ctx context.Context) ([]string, error) {
+	if err := d.settle(ctx); err != nil {
+		return nil, fmt.Errorf("gvisor list: %w", err)
+	}
 	seen := map[string]bool{}
 	out, err := d.runsc(ctx, nil, "list", "--quiet")
 	if err == nil {
