@@ -98,7 +98,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 func usageRow(g sandbox.UsageGroup) UsageRow {
 	return UsageRow{Group: g.Group, CPUSeconds: round3(g.CPUSeconds), OverheadCPUSeconds: round3(g.OverheadCPUSeconds),
 		BilledCPUSeconds: round3(g.Cost.BilledCPUSeconds),
-		GiBSeconds: round3(g.GiBSeconds), CostMicros: g.Cost.Micros()}
+		GiBSeconds:       round3(g.GiBSeconds), CostMicros: g.Cost.Micros()}
 }
 
 // round3 keeps measured quantities to the millisecond for display; costs

@@ -27,7 +27,7 @@ func TestInSandboxCgroup(t *testing.T) {
 		{v1, true},
 		{v2, true},
 		{"2:cpuacct:/withruntime/sbx_other\n0::/withruntime/sbx_abc\n", false}, // v1 cpuacct decides
-		{"2:cpuacct:/withruntime/sbx_abcd\n", false},                         // no prefix match
+		{"2:cpuacct:/withruntime/sbx_abcd\n", false},                           // no prefix match
 		{"2:cpuacct:/\n", false},
 		{"0::/withruntime/sbx_other\n", false},
 		{"garbage", false},
