@@ -22,7 +22,11 @@ func newUsageCmd() *cobra.Command {
 
 --from and --to take an RFC 3339 time or a UTC date (YYYY-MM-DD; --to is then
 inclusive). The default window is the last 30 days. Costs are micro-dollars
-summed per row and rounded once; USD is shown to the micro-dollar.`,
+summed per row and rounded once; USD is shown to the micro-dollar.
+
+CPU-S is the CPU the sandboxes' own processes used (billed, with the floor:
+BILLED CPU-S); OVERHEAD CPU-S is the host CPU their isolation layer (gVisor)
+spent on top, not billed. The host's CPU cost is CPU-S + OVERHEAD CPU-S.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := connect(cmd.Context(), "")
@@ -38,12 +42,12 @@ summed per row and rounded once; USD is shown to the micro-dollar.`,
 				rep.From.Format("2006-01-02 15:04Z"), rep.To.Format("2006-01-02 15:04Z"), rep.GroupBy,
 				rep.Prices.CPUMicrosPerVCPUHour/1e6, rep.Prices.CPUFloorVCPU, rep.Prices.MemoryMicrosPerGiBHour/1e6)
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "%s\tCPU-S\tBILLED CPU-S\tGIB-S\tCOST USD\t\n", groupTitle(rep.GroupBy))
+			fmt.Fprintf(tw, "%s\tCPU-S\tBILLED CPU-S\tOVERHEAD CPU-S\tGIB-S\tCOST USD\t\n", groupTitle(rep.GroupBy))
 			for _, r := range rep.Rows {
-				fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t\n", r.Group, r.CPUSeconds, r.BilledCPUSeconds, r.GiBSeconds, usd(r.CostMicros))
+				fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n", r.Group, r.CPUSeconds, r.BilledCPUSeconds, r.OverheadCPUSeconds, r.GiBSeconds, usd(r.CostMicros))
 			}
 			t := rep.Total
-			fmt.Fprintf(tw, "TOTAL\t%.3f\t%.3f\t%.3f\t%s\t\n", t.CPUSeconds, t.BilledCPUSeconds, t.GiBSeconds, usd(t.CostMicros))
+			fmt.Fprintf(tw, "TOTAL\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n", t.CPUSeconds, t.BilledCPUSeconds, t.OverheadCPUSeconds, t.GiBSeconds, usd(t.CostMicros))
 			return tw.Flush()
 		},
 	}

@@ -14,8 +14,13 @@ type UsageRow struct {
 	// Group is the UTC day (YYYY-MM-DD), the sandbox id or the key id, or
 	// "total".
 	Group string `json:"group"`
-	// CPUSeconds is CPU time actually used.
+	// CPUSeconds is the CPU time the sandboxes' own processes used, as the
+	// host measures it (their host CPU less their isolation layer's).
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// OverheadCPUSeconds is the host CPU time the sandboxes' isolation layer
+	// (gVisor's kernel and file proxy) spent, not billed: the host's cost is
+	// CPUSeconds + OverheadCPUSeconds.
+	OverheadCPUSeconds float64 `json:"overheadCpuSeconds"`
 	// BilledCPUSeconds is CPU time billed: per sandbox, the larger of what
 	// it used and the floor (cpuFloorVcpu × its wall-clock seconds).
 	BilledCPUSeconds float64 `json:"billedCpuSeconds"`
@@ -91,8 +96,9 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func usageRow(g sandbox.UsageGroup) UsageRow {
-	return UsageRow{Group: g.Group, CPUSeconds: round3(g.CPUSeconds), BilledCPUSeconds: round3(g.Cost.BilledCPUSeconds),
-		GiBSeconds: round3(g.GiBSeconds), CostMicros: g.Cost.Micros()}
+	return UsageRow{Group: g.Group, CPUSeconds: round3(g.CPUSeconds), OverheadCPUSeconds: round3(g.OverheadCPUSeconds),
+		BilledCPUSeconds: round3(g.Cost.BilledCPUSeconds),
+		GiBSeconds:       round3(g.GiBSeconds), CostMicros: g.Cost.Micros()}
 }
 
 // round3 keeps measured quantities to the millisecond for display; costs

@@ -108,3 +108,22 @@ func (p Prices) WorstCase(vcpus float64, memoryMiB int64, leaseSeconds float64) 
 func Round(micros float64) int64 {
 	return int64(math.Floor(micros + 0.5 + 1e-9))
 }
+
+// SplitCPU divides the host CPU seconds one sandbox used in an interval
+// (host) between its own processes (user: billed) and its isolation layer
+// (overhead: reported apart, not billed), given what the isolation layer's
+// own processes spent in the interval (isolation; known is false when it
+// could not be measured). Both figures come from the host kernel. The
+// results are never negative and add up to host (0 if host is negative):
+// isolation is clamped to [0, host], and when it is unknown the whole
+// interval is the sandbox's.
+func SplitCPU(host, isolation float64, known bool) (user, overhead float64) {
+	if !(host > 0) { // negative or NaN: a counter went back
+		return 0, 0
+	}
+	if !known || !(isolation > 0) {
+		return host, 0
+	}
+	overhead = math.Min(isolation, host)
+	return host - overhead, overhead
+}

@@ -32,12 +32,15 @@ type MeterConfig struct {
 }
 
 // meterState is the manager's metering: a sampler that, every Interval,
-// reads each running sandbox's cumulative CPU seconds (driver.StatsReader)
-// and writes the interval since the previous sample into the store's ledger,
-// with the sandbox's memory size × wall time. A last sample is taken when a
-// sandbox is stopped, before the driver destroys it. The ledger's cursor
-// (last sample time and CPU per sandbox) is written with each interval, so a
-// restarted server continues from it: the time it was down is one interval.
+// reads each running sandbox's cumulative CPU seconds from the host
+// (driver.StatsReader: the host's total and the part the isolation layer
+// spent) and writes the interval since the previous sample into the store's
+// ledger: the CPU the sandbox's own processes used (billed), the isolation
+// layer's CPU (reported apart), and its memory size × wall time. A last
+// sample is taken when a sandbox is stopped, before the driver destroys
+// it. The ledger's cursor (last sample time and cumulative CPU figures per
+// sandbox) is written with each interval, so a restarted server continues
+// from it: the time it was down is one interval.
 type meterState struct {
 	on     bool
 	cfg    MeterConfig
@@ -143,15 +146,20 @@ func (m *Manager) meterStart(ctx context.Context, sb store.Sandbox) {
 	if !m.meter.on {
 		return
 	}
-	var cpu float64
+	var mark store.CPUMark
 	if sr, ok := m.driver.(driver.StatsReader); ok {
 		if st, err := sr.Stats(ctx, sb.ID); err == nil {
-			cpu = st.CPUSeconds
+			mark = cpuMark(st)
 		}
 	}
-	if err := m.store.StartUsage(ctx, sb.ID, sb.CreatedAt, cpu); err != nil {
+	if err := m.store.StartUsage(ctx, sb.ID, sb.CreatedAt, mark); err != nil {
 		m.log.Warn("metering", "sandbox", sb.ID, "err", err)
 	}
+}
+
+// cpuMark is a sample's cumulative CPU figures for the ledger's cursor.
+func cpuMark(st driver.Stats) store.CPUMark {
+	return store.CPUMark{Host: st.CPUSeconds, Overhead: st.IsolationCPUSeconds, OverheadKnown: st.IsolationKnown}
 }
 
 // meterFinal takes a stopped sandbox's last sample (before the driver
@@ -172,6 +180,10 @@ func (m *Manager) meterFinal(ctx context.Context, id string) {
 // never billed past its lease end. When the driver cannot say the CPU used
 // (the sandbox is already gone), a final sample bills the wall time and
 // memory with no CPU beyond the last sample; a periodic one writes nothing.
+//
+// The interval's host CPU is split with metering.SplitCPU: what the
+// isolation layer's processes spent (when measured at both ends of the
+// interval) is overhead, the rest is the sandbox's processes' and billed.
 func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 	l := m.meterLock(id)
 	l.Lock()
@@ -186,7 +198,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 			return nil // never ran
 		}
 		// Running since before metering was on: bill from its creation.
-		if err := m.store.StartUsage(ctx, id, sb.CreatedAt, 0); err != nil {
+		if err := m.store.StartUsage(ctx, id, sb.CreatedAt, store.CPUMark{}); err != nil {
 			return err
 		}
 		cur, err = m.store.GetUsageCursor(ctx, id)
@@ -194,12 +206,13 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 	if err != nil || cur.Closed {
 		return err
 	}
-	cum := cur.LastCPU
+	// Without a new sample the cursor's figures stand: no CPU is billed.
+	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
 	var statsErr error
 	if sr, ok := m.driver.(driver.StatsReader); ok {
 		var st driver.Stats
 		if st, statsErr = sr.Stats(ctx, id); statsErr == nil {
-			cum = st.CPUSeconds
+			mark = cpuMark(st)
 		}
 	} else {
 		statsErr = errors.New("the driver cannot measure CPU")
@@ -217,16 +230,16 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 			return nil
 		}
 	}
-	delta := cum - cur.LastCPU
-	if delta < 0 { // the counter went back: never bill negative CPU
-		delta = 0
-	}
+	// A counter that went back (never expected) bills nothing negative.
+	user, overhead := metering.SplitCPU(mark.Host-cur.LastCPU, mark.Overhead-cur.LastOverheadCPU,
+		mark.OverheadKnown && cur.OverheadKnown)
 	wall := end.Sub(cur.LastAt).Seconds()
 	iv := store.UsageInterval{
 		SandboxID: id, KeyID: sb.KeyID, Start: cur.LastAt, End: end,
-		CPUSeconds: delta, WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
+		CPUSeconds: user, OverheadCPUSeconds: overhead,
+		WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
 	}
-	_, err = m.store.RecordUsage(ctx, iv, cum, final)
+	_, err = m.store.RecordUsage(ctx, iv, mark, final)
 	return err
 }
 
@@ -332,10 +345,14 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 // UsageGroup is one row of a usage report: the usage of a group of
 // sandboxes, each priced with its own CPU floor, summed.
 type UsageGroup struct {
-	Group      string
+	Group string
+	// CPUSeconds is the CPU the sandboxes' own processes used.
 	CPUSeconds float64
-	GiBSeconds float64
-	Cost       metering.Cost
+	// OverheadCPUSeconds is the host CPU their isolation layer spent (not
+	// billed): the host's cost is CPUSeconds + OverheadCPUSeconds.
+	OverheadCPUSeconds float64
+	GiBSeconds         float64
+	Cost               metering.Cost
 }
 
 // Usage groupings.
@@ -379,6 +396,7 @@ func (m *Manager) Usage(ctx context.Context, from, to time.Time, groupBy, keyID 
 		c := p.Price(metering.Usage{CPUSeconds: s.CPUSeconds, WallSeconds: s.WallSeconds, GiBSeconds: s.GiBSeconds})
 		for _, r := range []*UsageGroup{row, &total} {
 			r.CPUSeconds += s.CPUSeconds
+			r.OverheadCPUSeconds += s.OverheadCPUSeconds
 			r.GiBSeconds += s.GiBSeconds
 			r.Cost = r.Cost.Add(c)
 		}

@@ -38,9 +38,14 @@ type UsageRow struct {
 	// Group is the UTC day ("YYYY-MM-DD"), the sandbox id or the key id,
 	// as UsageQuery.GroupBy says; "total" in UsageReport.Total.
 	Group string `json:"group"`
-	// CPUSeconds is the CPU time the sandboxes actually used, in
-	// CPU-seconds (gVisor's accounting), to the millisecond.
+	// CPUSeconds is the CPU time the sandboxes' own processes used, in
+	// CPU-seconds, as the host measures it (their host CPU less their
+	// isolation layer's), to the millisecond.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// OverheadCPUSeconds is the host CPU time the sandboxes' isolation
+	// layer (gVisor's kernel and file proxy) spent, in CPU-seconds, not
+	// billed: the host's CPU cost is CPUSeconds + OverheadCPUSeconds.
+	OverheadCPUSeconds float64 `json:"overheadCpuSeconds"`
 	// BilledCPUSeconds is the CPU time billed, in CPU-seconds: per sandbox
 	// the larger of what it used and the floor (UsagePrices.CPUFloorVCPU ×
 	// its wall-clock seconds), summed.

@@ -316,7 +316,7 @@ func (d *Driver) List(ctx context.Context) ([]string, error) {
 
 // Stats implements driver.StatsReader from runsc's own accounting.
 func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
-	if st, ok := cgroupStats(id); ok {
+	if st, ok := d.cgroupStats(id); ok {
 		return st, nil
 	}
 	out, err := d.runsc(ctx, nil, "events", "--stats", id)

@@ -450,8 +450,9 @@ class UsageRow:
     #: The UTC day (``"YYYY-MM-DD"``), the sandbox id (``"sbx_..."``) or the
     #: key id (``"key_..."``), as the report is grouped; ``"total"`` for its total.
     group: str
-    #: CPU time the sandboxes actually used, in CPU-seconds (gVisor's
-    #: accounting), to the millisecond.
+    #: CPU time the sandboxes' own processes used, in CPU-seconds, as the
+    #: host measures it (their host CPU less their isolation layer's), to
+    #: the millisecond.
     cpu_seconds: float
     #: CPU time billed, in CPU-seconds: per sandbox the larger of what it
     #: used and the floor (``prices.cpu_floor_vcpu`` × its wall-clock
@@ -463,6 +464,10 @@ class UsageRow:
     #: at the report's prices, summed unrounded over the row's sandboxes
     #: and rounded once.
     cost_micros: int
+    #: Host CPU time the sandboxes' isolation layer (gVisor's kernel and
+    #: file proxy) spent, in CPU-seconds, not billed: the host's CPU cost is
+    #: ``cpu_seconds + overhead_cpu_seconds``.
+    overhead_cpu_seconds: float = 0.0
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageRow:
@@ -472,6 +477,7 @@ class UsageRow:
             billed_cpu_seconds=float(d.get("billedCpuSeconds", 0) or 0),
             gib_seconds=float(d.get("gibSeconds", 0) or 0),
             cost_micros=int(d.get("costMicros", 0) or 0),
+            overhead_cpu_seconds=float(d.get("overheadCpuSeconds", 0) or 0),
         )
 
 
