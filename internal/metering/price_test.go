@@ -82,7 +82,8 @@ func TestSplitCPU(t *testing.T) {
 	}{
 		{10, 0.7, true, 9.3, 0.7},
 		{10, 0.7, false, 10, 0},       // not measured: all of it is the sandbox's
-		{10, 12, true, 0, 10},         // never more overhead than host CPU
+		{10, 5, true, 8.8, 1.2},       // a syscall-heavy program: the sentry's work past 12% is billed
+		{10, 12, true, 8.8, 1.2},      // never more overhead than the cap
 		{10, -1, true, 10, 0},         // a counter that went back
 		{-1, 0.5, true, 0, 0},         // never negative
 		{math.NaN(), 0.5, true, 0, 0}, // nor NaN
