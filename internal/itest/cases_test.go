@@ -911,3 +911,101 @@ func TestC16Disk(t *testing.T) {
 	b.mustOK("rm -f /workspace/big /workspace/fill; echo again > /workspace/small && cat /workspace/small")
 	b.e.must(http.StatusOK, "PUT", b.path("files?path=more.bin"), bytes.Repeat([]byte("x"), 1<<20), nil)
 }
+
+// psLines lists `ps -eo pid,ppid,sid,args` lines of the sandbox whose args
+// contain one of words (ps itself excluded).
+func (b *box) psLines(words ...string) []string {
+	b.e.t.Helper()
+	res := b.exec(agentapi.ExecRequest{Argv: []string{"ps", "-eo", "pid,ppid,sid,args"}, User: "root"})
+	var out []string
+	for line := range strings.SplitSeq(res.Stdout, "\n") {
+		for _, w := range words {
+			if strings.Contains(line, w) && !strings.Contains(line, "ps -eo") {
+				out = append(out, strings.TrimSpace(line))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// C22: a timeout or a kill ends everything the command started, daemons
+// that called setsid and were re-parented to PID 1 included, whatever their
+// environment; a daemon of an earlier call survives (C05).
+func TestC22TimeoutKillsDaemons(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{TimeoutSeconds: 600})
+	b.logOnFailure(t)
+	// A detached process of an earlier background process: it must survive
+	// every unrelated timeout and kill below.
+	var early agentapi.Process
+	b.e.must(http.StatusCreated, "POST", b.path("processes"), agentapi.ExecRequest{Command: "setsid -f sleep 2201"}, &early)
+	waitFor(t, 3*time.Second, "the earlier daemon to start", func() bool { return len(b.psLines("sleep 2201")) == 1 })
+
+	const double = `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(2205)
+    os._exit(0)
+os.wait()
+time.sleep(5)`
+	for _, c := range []struct {
+		name  string
+		req   agentapi.ExecRequest
+		trace string
+	}{
+		{"setsid -f", agentapi.ExecRequest{Command: "setsid -f sleep 60; sleep 5"}, "sleep 60"},
+		{"env -i", agentapi.ExecRequest{Command: "env -i /usr/bin/setsid -f /bin/sleep 2202; sleep 5"}, "sleep 2202"},
+		{"as root", agentapi.ExecRequest{Command: "setsid -f sleep 2203; sleep 5", User: "root"}, "sleep 2203"},
+		{"nohup and disown", agentapi.ExecRequest{Command: "nohup setsid sleep 2204 >/dev/null 2>&1 & disown; sleep 5"}, "sleep 2204"},
+		{"python double fork", agentapi.ExecRequest{Argv: []string{"python3", "-c", double}}, "time.sleep(2205)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := b.on(t)
+			c.req.TimeoutSeconds = 1
+			t0 := time.Now()
+			res := b.exec(c.req)
+			took := time.Since(t0)
+			if !res.TimedOut || res.ExitCode != agentapi.TimeoutExitCode || took > 2*time.Second {
+				t.Errorf("result %+v after %v, want exit 124 after about 1 s", res, took)
+			}
+			if left := b.psLines(c.trace); len(left) > 0 {
+				t.Errorf("left after the timeout (pid ppid sid args): %q", left)
+			}
+		})
+	}
+
+	t.Run("CLI exec --timeout 1s", func(t *testing.T) {
+		b := b.on(t)
+		buildWithruntime(t) // not timed
+		t0 := time.Now()
+		r := b.e.cli(nil, "sandbox", "exec", "--timeout", "1s", b.id, "--", "setsid -f sleep 2206; sleep 5")
+		if took := time.Since(t0); r.code != agentapi.TimeoutExitCode || took > 3*time.Second {
+			t.Errorf("CLI: exit %d after %v (stderr %q), want 124 after about 1 s", r.code, took, r.stderr)
+		}
+		if left := b.psLines("sleep 2206"); len(left) > 0 {
+			t.Errorf("left after the CLI's timeout: %q", left)
+		}
+	})
+
+	for _, c := range []struct{ name, command, trace string }{
+		// The main process has exited at once; its daemon is still its.
+		{"kill after exit", "setsid -f sleep 300", "sleep 300"},
+		{"kill while running", "setsid -f sleep 2207; sleep 1000", "sleep 2207"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := b.on(t)
+			var p agentapi.Process
+			b.e.must(http.StatusCreated, "POST", b.path("processes"), agentapi.ExecRequest{Command: c.command}, &p)
+			waitFor(t, 3*time.Second, "the daemon to start", func() bool { return len(b.psLines(c.trace)) == 1 })
+			b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/kill", p.Pid)), nil, &p)
+			waitFor(t, 3*time.Second, "no "+c.trace+" left after the kill", func() bool { return len(b.psLines(c.trace)) == 0 })
+		})
+	}
+
+	if left := b.psLines("sleep 2201"); len(left) != 1 {
+		t.Errorf("the earlier call's daemon: %q, want it alive after the others' timeouts and kills", left)
+	}
+	b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/kill", early.Pid)), nil, &early)
+	waitFor(t, 3*time.Second, "the earlier daemon to die at its own kill", func() bool { return len(b.psLines("sleep 2201")) == 0 })
+}
