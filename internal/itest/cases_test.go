@@ -17,6 +17,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -1008,4 +1009,106 @@ time.sleep(5)`
 	}
 	b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/kill", early.Pid)), nil, &early)
 	waitFor(t, 3*time.Second, "the earlier daemon to die at its own kill", func() bool { return len(b.psLines("sleep 2201")) == 0 })
+}
+
+// C23: a 255-byte last component (NAME_MAX) is written, listed and read
+// back exactly through the file API; temporary names take none of it. 256
+// bytes is a 400 that names the limit.
+func TestC23LongFileNames(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	for _, name := range []string{strings.Repeat("z", 255), strings.Repeat("é", 85)} {
+		path := "/workspace/" + name
+		data := []byte("long name " + strconv.Itoa(len(name)) + "\n")
+		var fi agentapi.FileInfo
+		b.e.must(http.StatusOK, "PUT", b.path("files?path="+url.QueryEscape(path)), data, &fi)
+		if fi.Name != name || fi.Path != path || fi.Size != int64(len(data)) {
+			t.Errorf("upload of a %d-byte name: %+v", len(name), fi)
+		}
+		var list agentapi.FileList
+		b.e.must(http.StatusOK, "GET", b.path("files/list?path=/workspace"), nil, &list)
+		listed := false
+		for _, e := range list.Entries {
+			listed = listed || (e.Name == name && e.Path == path)
+		}
+		if !listed {
+			t.Errorf("the %d-byte name is not listed: %+v", len(name), list.Entries)
+		}
+		status, got := b.e.do("GET", b.path("files?path="+url.QueryEscape(path)), nil)
+		if status != http.StatusOK || !bytes.Equal(got, data) {
+			t.Errorf("read back of a %d-byte name: %d %q", len(name), status, got)
+		}
+		if res := b.sh("cat /workspace/" + name); res.Stdout != string(data) {
+			t.Errorf("inside, the %d-byte name holds %+v", len(name), res)
+		}
+	}
+	long := "/workspace/" + strings.Repeat("z", 256)
+	status, body := b.e.do("PUT", b.path("files?path="+url.QueryEscape(long)), []byte("x"))
+	if status != http.StatusBadRequest || errorCode(t, body) != agentapi.CodeBadRequest ||
+		!strings.Contains(string(body), "255 bytes (NAME_MAX)") {
+		t.Errorf("a 256-byte name: %d %s, want 400 naming the limit", status, body)
+	}
+	if res := b.sh("ls -A /workspace | grep -c upload"); res.Stdout != "0\n" {
+		t.Errorf("temporary files left: %+v", res)
+	}
+}
+
+// D5: file API writes never open, replace or write through a device, FIFO
+// or socket (also behind a symlink): 400 at once, the node unchanged.
+func TestD5FileWritesRefuseSpecialFiles(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	b.logOnFailure(t)
+	res := b.exec(agentapi.ExecRequest{User: "root", Command: `mkfifo /workspace/fifo && ln -s /dev/null /workspace/to-null &&
+		ln -s fifo /workspace/to-fifo && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/workspace/sock")' &&
+		echo plain > /workspace/plain`})
+	if res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	const kinds = `stat -c '%n %F' /dev/null /workspace/fifo /workspace/to-null /workspace/to-fifo /workspace/sock`
+	before := b.mustOK(kinds).Stdout
+	for _, target := range []string{"/dev/null", "/dev/zero", "/workspace/fifo", "/workspace/to-null", "/workspace/to-fifo", "/workspace/sock"} {
+		for _, c := range []struct {
+			method, path string
+			body         any
+		}{
+			{"PUT", "files?path=" + url.QueryEscape(target), []byte("data")},
+			{"POST", "files/mkdir", agentapi.MkdirRequest{Path: target, Parents: true}},
+			{"POST", "files/rename", agentapi.RenameRequest{From: "/workspace/plain", To: target}},
+		} {
+			t0 := time.Now()
+			status, body := b.e.do(c.method, b.path(c.path), c.body)
+			if took := time.Since(t0); status != http.StatusBadRequest || !strings.Contains(string(body), "not a regular file") || took > 2*time.Second {
+				t.Errorf("%s %s onto %s: %d %s after %v, want 400 at once", c.method, c.path, target, status, body, took)
+			}
+		}
+	}
+	status, body := b.e.do("GET", b.path("files?path=/workspace/fifo"), nil)
+	if status != http.StatusBadRequest {
+		t.Errorf("reading a FIFO: %d %s, want 400", status, body)
+	}
+	if after := b.mustOK(kinds).Stdout; after != before {
+		t.Errorf("special files changed:\n%s\nwas\n%s", after, before)
+	}
+	b.mustOK("echo x > /dev/null && cat /workspace/plain")
+}
+
+// D10: commands run only as the documented users, "user" (the default, uid
+// 1000) and "root"; another account of the image is a 400 naming them.
+func TestD10ExecUsers(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	for _, c := range []struct{ user, uid string }{{"", "1000"}, {"user", "1000"}, {"root", "0"}} {
+		if res := b.exec(agentapi.ExecRequest{Command: "id -u", User: c.user}); res.Stdout != c.uid+"\n" {
+			t.Errorf("user %q: %+v, want uid %s", c.user, res, c.uid)
+		}
+	}
+	for _, name := range []string{"nobody", "daemon", "www-data", "Root"} {
+		status, body := b.e.do("POST", b.path("exec"), agentapi.ExecRequest{Command: "id -u", User: name})
+		if status != http.StatusBadRequest || errorCode(t, body) != agentapi.CodeBadRequest ||
+			!strings.Contains(string(body), `\"user\"`) || !strings.Contains(string(body), `\"root\"`) {
+			t.Errorf("user %q: %d %s, want 400 naming the allowed users", name, status, body)
+		}
+		status, body = b.e.do("POST", b.path("processes"), agentapi.ExecRequest{Command: "id -u", User: name})
+		if status != http.StatusBadRequest {
+			t.Errorf("background process as %q: %d %s, want 400", name, status, body)
+		}
+	}
 }
