@@ -215,13 +215,15 @@ func (c *cgroups) sweepLocked() {
 	})
 }
 
-// procs lists the processes in cg (none once it is removed).
+// procs lists the processes in cg (none once it is removed), never PID 1
+// or the agent, which root inside could have moved there.
 func (cg *cgroup) procs() []int {
 	data, err := os.ReadFile(filepath.Join(cg.dir, "cgroup.procs"))
 	if err != nil {
 		return nil
 	}
-	return parsePids(data)
+	self := os.Getpid()
+	return slices.DeleteFunc(parsePids(data), func(pid int) bool { return pid <= 1 || pid == self })
 }
 
 // signal sends sig to every process in cg. For SIGKILL every member is

@@ -940,7 +940,7 @@ func TestC22TimeoutKillsDaemons(t *testing.T) {
 	// every unrelated timeout and kill below.
 	var early agentapi.Process
 	b.e.must(http.StatusCreated, "POST", b.path("processes"), agentapi.ExecRequest{Command: "setsid -f sleep 2201"}, &early)
-	waitFor(t, 3*time.Second, "the earlier daemon to start", func() bool { return len(b.psLines("sleep 2201")) == 1 })
+	waitFor(t, 10*time.Second, "the earlier daemon to start", func() bool { return len(b.psLines("sleep 2201")) == 1 })
 
 	const double = `import os, time
 if os.fork() == 0:
@@ -998,7 +998,7 @@ time.sleep(5)`
 			b := b.on(t)
 			var p agentapi.Process
 			b.e.must(http.StatusCreated, "POST", b.path("processes"), agentapi.ExecRequest{Command: c.command}, &p)
-			waitFor(t, 3*time.Second, "the daemon to start", func() bool { return len(b.psLines(c.trace)) == 1 })
+			waitFor(t, 10*time.Second, "the daemon to start", func() bool { return len(b.psLines(c.trace)) == 1 })
 			b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/kill", p.Pid)), nil, &p)
 			waitFor(t, 3*time.Second, "no "+c.trace+" left after the kill", func() bool { return len(b.psLines(c.trace)) == 0 })
 		})
