@@ -239,6 +239,33 @@ func TestStartInFallsBack(t *testing.T) {
 	}
 }
 
+// The guard counts a daemon that left a running command's session and
+// parent as the command's (it is in its cgroup): killing for memory kills
+// the command, which is reported as out of memory.
+func TestGuardUnitsIncludeCgroup(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("100\n200\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{pid: 100, exited: make(chan struct{}), done: make(chan struct{}), cg: &cgroup{dir: dir}}
+	g := &guard{live: newLiveSet()}
+	g.live.add(p)
+	defer close(p.done)
+	units := g.units([]procEntry{
+		{pid: 100, ppid: 1, pgid: 100, sid: 100, state: 'S', rssPages: 1},
+		{pid: 200, ppid: 1, pgid: 200, sid: 200, state: 'S', rssPages: 1000}, // setsid -f daemon
+	})
+	if len(units) != 1 || units[0].p != p || !slices.Equal(units[0].pids, []int{100, 200}) {
+		for _, u := range units {
+			t.Logf("unit root %d pids %v running %v", u.root, u.pids, u.p != nil)
+		}
+		t.Fatalf("want one unit, the command with its daemon")
+	}
+	if v := victim(units, byMemory); v != nil && v.p != p {
+		t.Errorf("victim %+v, want the command", v)
+	}
+}
+
 // writeCgroupFile writes one value to a cgroup control file (tests).
 func writeCgroupFile(path, value string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
