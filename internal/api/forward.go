@@ -102,8 +102,7 @@ func (ar agentRoute) check(r *http.Request) error {
 	if err := decodeJSON(data, req, bounds...); err != nil {
 		return err
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
-	r.Header.Del("Transfer-Encoding")
+	r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
 	return nil
 }
 

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,13 @@ func TestStrictInputForwarded(t *testing.T) {
 		t.Fatalf("exec with the largest timeout: %+v", res)
 	}
 	e.expectError(408, "timeout", "POST", wait+"?timeoutSeconds=0.1", nil)
+
+	// A checked body sent in chunks (no Content-Length) reaches the agent whole.
+	var res agentapi.ExecResult
+	e.must(200, "POST", sbx+"/exec", io.MultiReader(strings.NewReader(`{"command": "cat", `), strings.NewReader(`"stdin": "chunked"}`)), &res)
+	if res.Stdout != "chunked" {
+		t.Fatalf("a chunked exec body: %+v", res)
+	}
 
 	// A bare key is not a bearer token.
 	e.expectError(401, "unauthorized", "POST", sbx+"/exec", `{"command": "true"}`, "Authorization", e.key)
