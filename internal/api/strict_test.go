@@ -177,6 +177,8 @@ func TestNamesWithoutControls(t *testing.T) {
 		{"POST", sbx + "/exec", `{"command": "ls", "env": {"A\u0000": "1"}}`, []string{"env name"}},
 		{"POST", sbx + "/exec", `{"command": "ls", "env": {"A": "\u0000"}}`, []string{"NUL"}},
 		{"POST", sbx + "/exec", `{"command": "ls", "user": "root\n"}`, []string{"user"}},
+		{"POST", sbx + "/exec", `{"command": "ls", "user": "nobody"}`, []string{`use "user"`}},
+		{"POST", sbx + "/processes", `{"command": "ls", "user": "Root"}`, []string{`use "user"`}},
 		{"POST", sbx + "/processes/1/kill", `{"signal": "TERM\u0000"}`, []string{"signal"}},
 		{"POST", sbx + "/files/mkdir", `{"path": "a\u0000b"}`, []string{"path holds a NUL"}},
 		{"POST", sbx + "/files/rename", `{"from": "a", "to": "b\u0000"}`, []string{"to holds a NUL"}},

@@ -131,8 +131,12 @@ func (req *execRequest) check() error {
 	if err := checkNoNUL("cwd", req.Cwd); err != nil {
 		return err
 	}
-	if err := checkName("user", req.User); err != nil {
-		return err
+	switch req.User {
+	case "", "user", "root":
+	default:
+		// Only the documented users: a template or root inside a sandbox
+		// may add accounts, but the API's contract has these two.
+		return badRequest(`user %q is not one a command may run as; use "user" (the default, uid 1000) or "root"`, req.User)
 	}
 	return checkEnv("env", req.Env)
 }
