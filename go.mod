@@ -3,6 +3,7 @@ module withruntime.dev/runtime
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/spf13/cobra v1.10.2

@@ -16,6 +16,15 @@ echo "test: go vet" >&2
 go vet ./...
 echo "test: go test (real gVisor sandboxes)" >&2
 go test -count=1 -timeout 40m "$@" ./...
+# Fuzzing of the API's request decoders and handlers, bounded (~1.5 min).
+# A failing input is saved under internal/api/testdata/fuzz and then runs
+# with every `go test`.
+fuzz_start=$SECONDS
+for target in FuzzDecode:30s FuzzAPI:40s FuzzAuthorization:15s; do
+  echo "test: fuzz ${target%%:*} for ${target##*:}" >&2
+  go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${target##*:}" ./internal/api
+done
+echo "test: fuzzing took $((SECONDS - fuzz_start)) s" >&2
 (cd sdk/go && go test -count=1 ./...)
 (cd examples && go vet ./...)  # run against a server by TestSDKExampleDispatch
 (cd adapters/go/testserver && go vet ./...)

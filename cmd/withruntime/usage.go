@@ -70,12 +70,21 @@ func groupTitle(groupBy string) string {
 // usd formats micro-dollars as dollars to the micro-dollar.
 func usd(micros int64) string { return fmt.Sprintf("$%.6f", float64(micros)/1e6) }
 
-// usdToMicros converts a --daily-limit-usd value.
+// maxLimitUSD is the largest daily limit the API takes (1e15 µ$).
+const maxLimitUSD = 1e9
+
+// usdToMicros converts a --daily-limit-usd value (0: none). A limit that
+// would round to no limit, or past what the API takes, is refused rather
+// than wrapped or dropped.
 func usdToMicros(v float64) (int64, error) {
-	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("--daily-limit-usd must be a positive amount of dollars; got %v", v)
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v > maxLimitUSD {
+		return 0, fmt.Errorf("--daily-limit-usd must be an amount of dollars from 0.000001 to %d (0: no limit); got %v", int64(maxLimitUSD), v)
 	}
-	return int64(math.Round(v * 1e6)), nil
+	micros := int64(math.Round(v * 1e6))
+	if v > 0 && micros == 0 {
+		return 0, fmt.Errorf("--daily-limit-usd %v rounds to no limit at all; the smallest limit is 0.000001 (one micro-dollar)", v)
+	}
+	return micros, nil
 }
 
 // addMeterFlags adds the metering and price flags of `serve` and returns

@@ -54,22 +54,16 @@ type UsageReport struct {
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 	now := time.Now().UTC()
 	to, from, groupBy := now, time.Time{}, sandbox.GroupByDay
-	for name, values := range r.URL.Query() {
-		v := values[0]
-		var err error
-		switch name {
-		case "from":
-			from, err = parseWhen(v, false)
-		case "to":
-			to, err = parseWhen(v, true)
-		case "groupBy":
+	err := checkQuery(r.URL.RawQuery, map[string]queryRule{
+		"from": func(name, v string) (err error) { from, err = parseWhen(name, v, false); return err },
+		"to":   func(name, v string) (err error) { to, err = parseWhen(name, v, true); return err },
+		"groupBy": func(name, v string) error {
 			groupBy = v
-		default:
-			return badRequest("unknown query parameter %q; use from, to and groupBy", name)
-		}
-		if err != nil {
-			return badRequest("%s: %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a date (2026-01-02)", name, v)
-		}
+			return checkName("groupBy", v)
+		},
+	})
+	if err != nil {
+		return err
 	}
 	if from.IsZero() {
 		from = to.Add(-30 * 24 * time.Hour).Truncate(24 * time.Hour)
@@ -105,18 +99,33 @@ func usageRow(g sandbox.UsageGroup) UsageRow {
 // are computed from the unrounded figures.
 func round3(x float64) float64 { return float64(metering.Round(x*1000)) / 1000 }
 
-func parseWhen(v string, end bool) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UTC(), nil
-	}
-	d, err := time.Parse(time.DateOnly, v)
+// Usage windows lie between these times: a report's times must be
+// representable in JSON (RFC 3339 has four-digit years).
+var (
+	earliestWhen = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestWhen   = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+// parseWhen parses the usage query parameter name: an RFC 3339 time or a
+// UTC date, which is the end of that day when end is set.
+func parseWhen(name, v string, end bool) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, err
+		d, derr := time.Parse(time.DateOnly, v)
+		if derr != nil {
+			return time.Time{}, badRequest("%s: %q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a date (2026-01-02)", name, v)
+		}
+		if end {
+			d = d.Add(24 * time.Hour)
+		}
+		t = d
 	}
-	if end {
-		d = d.Add(24 * time.Hour)
+	t = t.UTC()
+	if t.Before(earliestWhen) || t.After(latestWhen) {
+		return time.Time{}, badRequest("%s: %q is out of range; give a time from %s to %s", name, v,
+			earliestWhen.Format(time.RFC3339), latestWhen.Format(time.RFC3339))
 	}
-	return d, nil
+	return t, nil
 }
 
 // addCosts sets each sandbox's costMicros from the ledger.

@@ -182,7 +182,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes})
+	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits})
 	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log, egress: eg}, nil
 }
 
