@@ -43,6 +43,9 @@ type Info struct {
 	Packages []string `json:"packages"`
 	// Suite is the Debian suite the rootfs was built from, e.g. "bookworm".
 	Suite string `json:"suite"`
+	// Origin is where a template not built from a recipe came from (an
+	// image); nil for recipe builds. See Create.
+	Origin *Origin `json:"origin,omitempty"`
 }
 
 // Progress reports that a build step begins (Done false) or has finished
