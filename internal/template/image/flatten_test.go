@@ -231,7 +231,7 @@ func TestFlattenHostile(t *testing.T) {
 		{"dotdot inside", [][]ent{{file("a/../../outside/victim", "pwned")}}, errs.Invalid, `contains ".."`},
 		{"absolute symlink then write", [][]ent{{symlink("evil", "/../outside"), file("evil/victim", "pwned")}}, errs.Invalid, "through a symlink"},
 		{"relative symlink then write", [][]ent{{symlink("evil", "../outside"), file("evil/victim", "pwned")}}, errs.Invalid, "through a symlink"},
-		{"symlink in a lower layer", [][]ent{{symlink("evil", "/proc/self/root/" + "x")}, {dir("evil/d")}}, errs.Invalid, "through a symlink"},
+		{"symlink in a lower layer", [][]ent{{symlink("evil", "/proc/self/root/"+"x")}, {dir("evil/d")}}, errs.Invalid, "through a symlink"},
 		{"symlink then whiteout through it", [][]ent{{symlink("evil", "../outside")}, {file("evil/.wh.victim", "")}}, errs.Invalid, "through a symlink"},
 		{"symlink then hard link through it", [][]ent{{symlink("evil", "../outside"), hardlink("x", "evil/victim")}}, errs.Invalid, "through a symlink"},
 		{"hard link outside", [][]ent{{hardlink("x", "../outside/victim")}}, errs.Invalid, "outside the image"},
