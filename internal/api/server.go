@@ -20,6 +20,7 @@ import (
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 // DefaultMaxUploadBytes caps one file upload (1.5 GiB).
@@ -36,6 +37,9 @@ type Config struct {
 	Log       *slog.Logger
 	// MaxUploadBytes caps one file upload; 0 means DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Images configures templates made from images (POST /v1/templates):
+	// the byte cap, registry access.
+	Images image.Options
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.
@@ -74,7 +78,7 @@ func (s *Server) routes() {
 	s.handle("POST", "/v1/keys", s.createKey)
 	s.handle("GET", "/v1/keys", s.listKeys)
 	s.handle("DELETE", "/v1/keys/{id}", s.revokeKey)
-	s.handle("GET", "/v1/templates", s.listTemplates)
+	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.

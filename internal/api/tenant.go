@@ -21,11 +21,13 @@ type limitedCtx struct{}
 
 // adminRoutes are the routes a tenant key may not use.
 var adminRoutes = map[string]bool{
-	"POST /v1/keys":             true,
-	"GET /v1/keys":              true,
-	"DELETE /v1/keys/{id}":      true,
-	"POST /v1/secrets":          true,
-	"DELETE /v1/secrets/{name}": true,
+	"POST /v1/keys":               true,
+	"GET /v1/keys":                true,
+	"DELETE /v1/keys/{id}":        true,
+	"POST /v1/secrets":            true,
+	"DELETE /v1/secrets/{name}":   true,
+	"POST /v1/templates":          true,
+	"DELETE /v1/templates/{name}": true,
 }
 
 // tenantOf reports whether the request's key is a tenant key.
@@ -46,7 +48,7 @@ func (s *Server) scope(r *http.Request, key store.Key, route string) (context.Co
 		return ctx, nil
 	}
 	if adminRoutes[route] {
-		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys or secrets; use a key without a limit (the server's local key) for that")
+		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys, secrets or templates; use a key without a limit (the server's local key) for that")
 	}
 	_, pattern, _ := strings.Cut(route, " ")
 	if strings.HasPrefix(pattern, "/v1/sandboxes/{id}") {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"withruntime.dev/runtime/internal/driver"
@@ -14,11 +13,15 @@ import (
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/store"
+	tplfs "withruntime.dev/runtime/internal/template/rootfs"
 )
 
 // sandboxCABundle is where a sandbox with secrets finds its CA bundle (the
 // template's own roots plus the Runtime CA), named by secrets.TrustEnvNames.
 const sandboxCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// maxCABundle caps the template's CA bundle as read (16 MiB).
+const maxCABundle = 16 << 20
 
 // network gives sandboxes their network through the egress manager.
 type network struct {
@@ -113,7 +116,9 @@ func (m *Manager) attachNetwork(ctx context.Context, id, rootfs string, plan *ne
 	for _, name := range plan.names {
 		env = append(env, name+"="+placeholders[name])
 	}
-	system, err := os.ReadFile(filepath.Join(rootfs, sandboxCABundle))
+	// The template may come from an image: its bundle may be a symlink to a
+	// host file (the Runtime CA's key). Read it as the sandbox would see it.
+	system, err := tplfs.ReadFile(rootfs, sandboxCABundle, maxCABundle)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		m.detachNetwork(context.WithoutCancel(ctx), id)
 		return nil, nil, fmt.Errorf("sandbox CA bundle: %w", err)
