@@ -196,12 +196,12 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		if err := s.cfg.Templates.CheckNew(name); err != nil {
 			return err
 		}
+		if image.IsLocal(req.FromImage) {
+			return badRequest("fromImage %q is a path: the server does not read files on a caller's behalf; upload the image instead (POST /v1/templates?name=NAME with Content-Type application/x-tar and a `docker save` tarball as the body; `withruntime template build NAME --from-image PATH` does this)", req.FromImage)
+		}
 		src, err := image.ParseSource(req.FromImage)
 		if err != nil {
 			return err
-		}
-		if src.Local() {
-			return badRequest("fromImage %q is a path: the server does not read files on a caller's behalf; upload the image instead (POST /v1/templates?name=NAME with Content-Type application/x-tar and a `docker save` tarball as the body; `withruntime template build NAME --from-image PATH` does this)", req.FromImage)
 		}
 		open = func(ctx context.Context) (image.Source, v1.Image, error) {
 			img, err := src.Open(ctx, s.cfg.Images.Fetch)

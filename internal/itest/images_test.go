@@ -257,8 +257,7 @@ func TestImageTemplateWithoutBash(t *testing.T) {
 	e := newEnv(t, withTemplatesDir(tdir))
 	img := imageOf(t, v1.Config{Env: []string{"GREETING=hi"}}, dashLayer(t))
 	var tb bytes.Buffer
-	tag, _ := name.NewTag("example.test/dash:1")
-	if err := tarball.Write(tag, img, &tb); err != nil {
+	if err := tarball.Write(mustTag(t, "example.test/dash:1"), img, &tb); err != nil {
 		t.Fatal(err)
 	}
 	status, data := e.do("POST", "/v1/templates?name=dash&image=dash.tar", tb.Bytes(), "Content-Type", api.ContentTypeTar)
@@ -282,6 +281,15 @@ func TestImageTemplateWithoutBash(t *testing.T) {
 	if res := e.exec(sb.ID, agentapi.ExecRequest{Argv: []string{"/bin/sh", "-c", "echo argv"}}); res.Stdout != "argv\n" {
 		t.Errorf("argv: %+v", res)
 	}
+}
+
+func mustTag(t *testing.T, s string) name.Tag {
+	t.Helper()
+	tag, err := name.NewTag(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag
 }
 
 func dirNames(t *testing.T, dir string) []string {

@@ -73,7 +73,7 @@ func ParseSource(ref string) (Source, error) {
 	if p, ok := strings.CutPrefix(ref, ArchivePrefix); ok {
 		return localSource(ref, p, Archive)
 	}
-	if strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, "./") || strings.HasPrefix(ref, "../") || strings.HasSuffix(ref, ".tar") {
+	if IsLocal(ref) {
 		st, err := os.Stat(ref)
 		if err != nil {
 			return Source{}, errs.New(errs.NotFound, "image %s: %v", ref, err)
@@ -88,6 +88,18 @@ func ParseSource(ref string) (Source, error) {
 		return Source{}, errs.New(errs.Invalid, "image %q is not a valid reference (%v); write [HOST[:PORT]/]REPO[:TAG] or REPO@sha256:DIGEST, or a path (oci-layout:DIR, FILE.tar)", ref, err)
 	}
 	return Source{Kind: Registry, Ref: ref, ref: r}, nil
+}
+
+// IsLocal reports whether ref names a file or directory (see ParseSource)
+// rather than a registry image, from its text alone.
+func IsLocal(ref string) bool {
+	ref = strings.TrimSpace(ref)
+	for _, p := range []string{LayoutPrefix, ArchivePrefix, "/", "./", "../"} {
+		if strings.HasPrefix(ref, p) {
+			return true
+		}
+	}
+	return strings.HasSuffix(ref, ".tar")
 }
 
 func localSource(ref, p string, k Kind) (Source, error) {
