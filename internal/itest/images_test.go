@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -304,4 +305,53 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestCLITemplateFromImage: `template build --from-image` with a registry
+// image, an OCI layout directory and a `docker save` tarball (the last two
+// uploaded by the CLI), then ls, run and rm.
+func TestCLITemplateFromImage(t *testing.T) {
+	tdir := filepath.Join(t.TempDir(), "templates")
+	e := newEnv(t, withTemplatesDir(tdir))
+	reg := newRegistry(t)
+	img := imageOf(t, v1.Config{Env: []string{"GREETING=hello"}}, dashLayer(t))
+	push(t, reg+"/cli/dash:1", img)
+	dir := t.TempDir()
+	lp, err := layout.Write(filepath.Join(dir, "oci"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	tarPath := filepath.Join(dir, "dash.tar")
+	if err := tarball.WriteToFile(tarPath, mustTag(t, "example.test/dash:1"), img); err != nil {
+		t.Fatal(err)
+	}
+	for name, ref := range map[string]string{"fromreg": reg + "/cli/dash:1", "fromlayout": "oci-layout:" + filepath.Join(dir, "oci"), "fromtar": tarPath} {
+		r := e.cli(nil, "template", "build", name, "--from-image", ref)
+		if r.code != 0 || !strings.Contains(r.stderr, "template "+name+" made from "+ref) || !strings.Contains(r.stderr, "pulling and extracting layer 1/1") && !strings.Contains(r.stderr, "extracting layer 1/1") {
+			t.Errorf("build %s from %s: %+v", name, ref, r)
+		}
+	}
+	r := e.cli(nil, "template", "ls")
+	t.Logf("ls:\n%s", r.stdout)
+	if r.code != 0 || !strings.Contains(r.stdout, "FROM") || !strings.Contains(r.stdout, reg+"/cli/dash:1 (sha256:") || !strings.Contains(r.stdout, "oci-layout:") {
+		t.Errorf("template ls: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "run", "--template", "fromlayout", "--", `echo "$((6*7)) $GREETING"`); r.code != 0 || r.stdout != "42 hello\n" {
+		t.Errorf("sandbox run on the layout's template: %+v", r)
+	}
+	if r := e.cli(nil, "template", "build", "fromtar", "--from-image", tarPath); r.code != 125 || !strings.Contains(r.stderr, `template "fromtar" already exists`) {
+		t.Errorf("build over an existing template: %+v", r)
+	}
+	if r := e.cli(nil, "template", "build", "nope", "--from-image", reg+"/cli/none:1"); r.code != 125 || !strings.Contains(r.stderr, "was not found") {
+		t.Errorf("build from a missing image: %+v", r)
+	}
+	if r := e.cli(nil, "template", "rm", "fromreg"); r.code != 0 {
+		t.Errorf("template rm: %+v", r)
+	}
+	if left := dirNames(t, tdir); strings.Contains(strings.Join(left, " "), "fromreg ") {
+		t.Errorf("after rm: %v", left)
+	}
 }
