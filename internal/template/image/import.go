@@ -71,6 +71,9 @@ func FromImage(ctx context.Context, store *template.Store, name string, img v1.I
 		if err != nil {
 			return nil, errs.New(errs.Invalid, "image %s: unreadable config: %v", src.Ref, err)
 		}
+		if n := envBytes(cf.Config.Env); n > maxEnvBytes {
+			return nil, errs.New(errs.Invalid, "image %s: its Env is %d bytes; at most %d are passed to sandboxes", src.Ref, n, maxEnvBytes)
+		}
 		layers, err := img.Layers()
 		if err != nil {
 			return nil, registryError(ctx, src.Ref, err)
@@ -129,6 +132,17 @@ func applyLayer(ctx context.Context, fl *Flattener, l v1.Layer, i, n int, src So
 	}
 	done()
 	return nil
+}
+
+// maxEnvBytes caps an image's Env: every command of its sandboxes gets it.
+const maxEnvBytes = 256 << 10
+
+func envBytes(env []string) int {
+	n := 0
+	for _, kv := range env {
+		n += len(kv) + 1
+	}
+	return n
 }
 
 func shortDigest(d v1.Hash) string {
