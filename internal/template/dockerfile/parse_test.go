@@ -54,7 +54,7 @@ func TestParseRefuses(t *testing.T) {
 	for src, want := range map[string]string{
 		"FROM base\nCMD [\"bash\"]\n":                     "line 2 (CMD [\"bash\"]): CMD is not supported",
 		"FROM base\nEXPOSE 80\n":                          "EXPOSE is not supported",
-		"FROM a AS b\n":                                   "only one FROM",
+		"FROM a AS b\n":                                   "multi-stage builds, which are not supported",
 		"FROM a\nFROM b\n":                                "only one FROM is supported",
 		"RUN true\nFROM a\n":                              "RUN comes before FROM",
 		"FROM a\nRUN --mount=type=cache,target=/x true\n": "the flag --mount=type=cache,target=/x of RUN is not supported",
@@ -62,7 +62,7 @@ func TestParseRefuses(t *testing.T) {
 		"FROM a\nFROBNICATE x\n":                          "FROBNICATE is not a Dockerfile instruction Runtime supports",
 		"FROM a\nCOPY <<EOF /x\nhi\nEOF\n":                "heredocs are not supported",
 		"ENV A=1\n":                                       "ENV comes before FROM",
-		"# nothing\n":                                     "no FROM",
+		"# nothing\n":                                     "no instructions",
 		"FROM a\nWORKDIR\n":                               "",
 	} {
 		_, err := Parse(strings.NewReader(src))
