@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,12 +56,14 @@ type TemplateOrigin struct {
 
 // TemplateEvent is one line of the NDJSON stream of POST /v1/templates.
 type TemplateEvent struct {
-	// Type is "step" (a build step begins, or ends when Done), "template"
-	// (the build succeeded; the last line) or "error" (it failed and left
-	// nothing behind; the last line).
+	// Type is "step" (a build step begins, or ends when Done), "output"
+	// (what a Dockerfile's RUN printed, in Data), "template" (the build
+	// succeeded; the last line) or "error" (it failed and left nothing
+	// behind; the last line).
 	Type           string          `json:"type"`
 	Step           string          `json:"step,omitempty"`
 	Done           bool            `json:"done,omitempty"`
+	Data           string          `json:"data,omitempty"`
 	ElapsedSeconds float64         `json:"elapsedSeconds,omitempty"`
 	Template       *Template       `json:"template,omitempty"`
 	Error          *agentapi.Error `json:"error,omitempty"`
@@ -146,22 +147,28 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// createTemplate makes a template from an image: a registry reference in a
-// JSON body, or a `docker save` tarball as the body itself (Content-Type
+// createTemplate makes a template: from a registry image named in a JSON
+// body; from a `docker save` tarball that is the body itself (Content-Type
 // application/x-tar, ?name=NAME, optional ?image=LABEL recorded as the
-// origin). Everything that can be checked before the layers are pulled is
-// answered with its own status; with Accept: application/x-ndjson the rest
-// streams as TemplateEvents.
+// origin); or from a Dockerfile in a build context that is the body
+// (application/x-tar with ?dockerfile=PATH: see buildDockerfile).
+// Everything that can be checked before the layers are pulled or the steps
+// run is answered with its own status; with Accept: application/x-ndjson
+// the rest streams as TemplateEvents.
 func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == ContentTypeTar && r.URL.Query().Has("dockerfile") {
+		return s.buildDockerfile(w, r)
+	}
 	var (
 		name string
-		open func(ctx context.Context) (image.Source, v1.Image, error)
+		src  image.Source
+		img  v1.Image
 	)
 	if ct == ContentTypeTar {
 		for k := range r.URL.Query() {
 			if k != "name" && k != "image" {
-				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL", k)
+				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL (or ?dockerfile=PATH for a build context)", k)
 			}
 		}
 		name = r.URL.Query().Get("name")
@@ -180,12 +187,11 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		defer spool.Close()
-		open = func(context.Context) (image.Source, v1.Image, error) {
-			src := image.Source{Kind: image.Archive, Ref: label}
-			img, err := image.OpenArchive(func() (io.ReadCloser, error) {
-				return io.NopCloser(io.NewSectionReader(spool, 0, 1<<62)), nil
-			}, label)
-			return src, img, err
+		src = image.Source{Kind: image.Archive, Ref: label}
+		if img, err = image.OpenArchive(func() (io.ReadCloser, error) {
+			return io.NopCloser(io.NewSectionReader(spool, 0, 1<<62)), nil
+		}, label); err != nil {
+			return err
 		}
 	} else {
 		var req CreateTemplateRequest
@@ -199,21 +205,25 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		if image.IsLocal(req.FromImage) {
 			return badRequest("fromImage %q is a path: the server does not read files on a caller's behalf; upload the image instead (POST /v1/templates?name=NAME with Content-Type application/x-tar and a `docker save` tarball as the body; `withruntime template build NAME --from-image PATH` does this)", req.FromImage)
 		}
-		src, err := image.ParseSource(req.FromImage)
-		if err != nil {
+		var err error
+		if src, err = image.ParseSource(req.FromImage); err != nil {
 			return err
 		}
-		open = func(ctx context.Context) (image.Source, v1.Image, error) {
-			img, err := src.Open(ctx, s.cfg.Images.Fetch)
-			return src, img, err
+		if img, err = src.Open(r.Context(), s.cfg.Images.Fetch); err != nil {
+			return err
 		}
 	}
-	src, img, err := open(r.Context())
-	if err != nil {
-		return err
-	}
+	return s.runBuild(w, r, name, func(progress func(template.Progress), _ func(string)) (template.Info, error) {
+		return image.FromImage(r.Context(), s.cfg.Templates, name, img, src, s.cfg.Images, progress)
+	})
+}
+
+// runBuild runs a template build: plainly (201 with the template, or the
+// error's status), or with Accept: application/x-ndjson as a stream of
+// TemplateEvents ending with "template" or "error".
+func (s *Server) runBuild(w http.ResponseWriter, r *http.Request, name string, build func(progress func(template.Progress), output func(string)) (template.Info, error)) error {
 	if !wantsNDJSON(r) {
-		info, err := image.FromImage(r.Context(), s.cfg.Templates, name, img, src, s.cfg.Images, nil)
+		info, err := build(nil, nil)
 		if err != nil {
 			return err
 		}
@@ -232,8 +242,10 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		_ = enc.Encode(ev)
 		_ = rc.Flush()
 	}
-	info, err := image.FromImage(r.Context(), s.cfg.Templates, name, img, src, s.cfg.Images, func(p template.Progress) {
+	info, err := build(func(p template.Progress) {
 		send(TemplateEvent{Type: "step", Step: p.Step, Done: p.Done, ElapsedSeconds: p.Elapsed.Seconds()})
+	}, func(data string) {
+		send(TemplateEvent{Type: "output", Data: data})
 	})
 	if err != nil {
 		if isInternal(err) {

@@ -43,6 +43,22 @@ func (c *Client) UploadTemplate(ctx context.Context, name, label string, body io
 	return templateStream(resp, onStep)
 }
 
+// BuildTemplate makes the template name from a Dockerfile: body is the
+// build context as a tar, dockerfile the Dockerfile's path in it; query may
+// add buildArg, internet and allow (see POST /v1/templates). onEvent gets
+// the step and output events.
+func (c *Client) BuildTemplate(ctx context.Context, name, dockerfile string, query url.Values, body io.Reader, onEvent func(api.TemplateEvent)) (api.Template, error) {
+	q := url.Values{"name": {name}, "dockerfile": {dockerfile}}
+	for k, v := range query {
+		q[k] = v
+	}
+	resp, err := c.sendAs(ctx, http.MethodPost, "/v1/templates?"+q.Encode(), body, api.ContentTypeTar, agentapi.ContentTypeNDJSON)
+	if err != nil {
+		return api.Template{}, err
+	}
+	return templateStream(resp, onEvent)
+}
+
 func templateStream(resp *http.Response, onStep func(api.TemplateEvent)) (api.Template, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -53,7 +69,7 @@ func templateStream(resp *http.Response, onStep func(api.TemplateEvent)) (api.Te
 			return api.Template{}, fmt.Errorf("bad event from server: %w", err)
 		}
 		switch ev.Type {
-		case "step":
+		case "step", "output":
 			if onStep != nil {
 				onStep(ev)
 			}

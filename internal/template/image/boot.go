@@ -25,7 +25,7 @@ const maxAccountFile = 4 << 20
 // directories: the import refuses an image where they lie behind a symlink.
 var mountPoints = []string{"run/withruntime", "opt/withruntime"}
 
-// makeBootable turns a flattened image into something the driver can boot
+// MakeBootable turns a flattened image into something the driver can boot
 // with the agent as PID 1: the mount points, /tmp, /etc/resolv.conf as a
 // plain file, the user "user" (uid and gid 1000, home /home/user) when the
 // image has none, and /workspace owned by it. It returns the shell commands
@@ -34,7 +34,7 @@ var mountPoints = []string{"run/withruntime", "opt/withruntime"}
 //
 // Everything is resolved with rootfs: files the image planted as symlinks
 // are replaced or followed inside the root, never out of it.
-func makeBootable(root *rootfs.Root) (shell string, err error) {
+func MakeBootable(root *rootfs.Root) (shell string, err error) {
 	for _, d := range append([]string{"tmp", "proc", "sys", "dev", "etc"}, mountPoints...) {
 		perm := uint32(0o755)
 		if d == "tmp" {

@@ -17,7 +17,7 @@ func bootable(t *testing.T, s scene) (string, error) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	return makeBootable(r)
+	return MakeBootable(r)
 }
 
 // TestBootableHostileAccounts: an image whose /etc/passwd, /etc/group and

@@ -223,6 +223,9 @@ func (ly *layerState) entry(hdr *tar.Header, data io.Reader) error {
 	}
 
 	if hdr.Typeflag == tar.TypeLink {
+		// No times set: the link shares its target's inode, which may be
+		// shared with another template (a Dockerfile build links its FROM's
+		// files).
 		return ly.hardLink(hdr, pfd, rel, base)
 	}
 	if err := rootfs.RemoveAllAt(pfd, base); err != nil {

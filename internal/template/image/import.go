@@ -4,7 +4,7 @@
 //
 // The image's layers are flattened into the new template's root filesystem
 // by a Flattener, which treats every layer as hostile, and the result is
-// made bootable (makeBootable): the sandbox user, /workspace and the mount
+// made bootable (MakeBootable): the sandbox user, /workspace and the mount
 // points the driver needs. The template is written through
 // template.Store.Create, so it appears complete or not at all.
 package image
@@ -90,7 +90,7 @@ func FromImage(ctx context.Context, store *template.Store, name string, img v1.I
 			}
 		}
 		done := step("making it bootable (user, /workspace, mount points)")
-		shell, err := makeBootable(root)
+		shell, err := MakeBootable(root)
 		if err != nil {
 			return nil, errs.New(errs.Invalid, "image %s cannot be booted: %v", src.Ref, err)
 		}
