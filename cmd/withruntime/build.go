@@ -20,11 +20,8 @@ import (
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/client"
 	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/dockerfile"
 )
-
-// dockerfileInContext is where the CLI puts a Dockerfile that lies outside
-// the build context.
-const dockerfileInContext = ".withruntime.Dockerfile"
 
 // buildFlags are `template build`'s Dockerfile flags.
 type buildFlags struct {
@@ -45,7 +42,7 @@ func buildFromDockerfile(ctx context.Context, tname, dir string, f buildFlags) e
 	if err != nil {
 		return fmt.Errorf("Dockerfile: %w", err)
 	}
-	dfName := dockerfileInContext
+	dfName := dockerfile.ContextDockerfile
 	if rel, err := filepath.Rel(dir, f.file); err == nil && !strings.HasPrefix(rel, "..") && !filepath.IsAbs(rel) {
 		dfName = filepath.ToSlash(rel)
 	}

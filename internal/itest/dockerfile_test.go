@@ -193,3 +193,30 @@ func TestDockerfileRefused(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestCLIDockerfile: `template build NAME -f FILE DIR` sends DIR less what
+// its .dockerignore excludes, with a Dockerfile from outside DIR.
+func TestCLIDockerfile(t *testing.T) {
+	s := newHostileScene(t)
+	withBase(t, s.tdir)
+	e := newEnv(t, withTemplatesDir(s.tdir))
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"app/main.py": "print('hi')\n", "secret.txt": "do not send\n", ".dockerignore": "secret.txt\n*.log\n", "build.log": "x",
+	} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	df := filepath.Join(t.TempDir(), "Dockerfile.custom")
+	os.WriteFile(df, []byte("FROM base\nARG WHO\nCOPY . /ctx/\nRUN echo \"built by $WHO\" > /ctx/by\n"), 0o644)
+	r := e.cli(nil, "template", "build", "clibuilt", "-f", df, "--build-arg", "WHO=cli", dir)
+	if r.code != 0 || !strings.Contains(r.stderr, "template clibuilt built") {
+		t.Fatalf("build: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "run", "--template", "clibuilt", "--", "cd /ctx && ls -A | sort | tr '\\n' ' ' && cat by"); r.stdout != ".dockerignore app by built by cli\n" {
+		t.Errorf("the context in the template: %+v", r)
+	}
+}

@@ -12,6 +12,10 @@ import (
 	"withruntime.dev/runtime/internal/template/rootfs"
 )
 
+// ContextDockerfile is where a client puts a Dockerfile that lies outside
+// its build context; COPY and ADD leave it out.
+const ContextDockerfile = ".withruntime.Dockerfile"
+
 // Context is a build context: a tar stream (the caller's upload) that COPY
 // and ADD read from, from the start each time.
 type Context struct {
@@ -157,6 +161,9 @@ func (c Context) copyTar(w io.Writer, cmd string, srcs []string, dst string, uid
 			return 0, errs.New(errs.Invalid, "the build context is not a valid tar: %v", err)
 		}
 		name, _ := rootfs.Clean(hdr.Name)
+		if name == ContextDockerfile {
+			continue
+		}
 		switch hdr.Typeflag {
 		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
 		case tar.TypeLink:
