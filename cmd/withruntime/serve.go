@@ -12,11 +12,12 @@ import (
 
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 func newServeCmd() *cobra.Command {
 	var listen, data, templates string
-	var maxUpload int64
+	var maxUpload, imageMaxBytes int64
 	var noBuild bool
 	var meter func() sandbox.MeterConfig
 	var pool sandbox.PoolConfig
@@ -36,7 +37,9 @@ func newServeCmd() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
-				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets})
+				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
+
+				Images: image.Options{Limits: image.Limits{MaxBytes: imageMaxBytes}}})
 			if err != nil {
 				return err
 			}
@@ -64,6 +67,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
+	cmd.Flags().Int64Var(&imageMaxBytes, "image-max-bytes", image.DefaultMaxBytes, "cap on the uncompressed content of an image made into a template (POST /v1/templates), in bytes")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
 	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes running at once; creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")

@@ -167,16 +167,3 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
-	infos, err := s.cfg.Templates.List()
-	if err != nil {
-		return err
-	}
-	out := TemplateList{Templates: make([]Template, 0, len(infos))}
-	for _, t := range infos {
-		out.Templates = append(out.Templates, Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes})
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}

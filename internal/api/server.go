@@ -18,6 +18,7 @@ import (
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 // DefaultMaxUploadBytes caps one file upload (1.5 GiB).
@@ -37,6 +38,9 @@ type Config struct {
 	// Limits are the manager's, for the ranges requests are checked
 	// against; the zero value means sandbox.DefaultLimits.
 	Limits sandbox.Limits
+	// Images configures templates made from images (POST /v1/templates):
+	// the byte cap, registry access.
+	Images image.Options
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.
@@ -78,7 +82,7 @@ func (s *Server) routes() {
 	s.handle("POST", "/v1/keys", s.createKey)
 	s.handle("GET", "/v1/keys", s.listKeys)
 	s.handle("DELETE", "/v1/keys/{id}", s.revokeKey)
-	s.handle("GET", "/v1/templates", s.listTemplates)
+	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.

@@ -22,6 +22,7 @@ import (
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 // LocalKeyFile is the file under the data directory that holds the key the
@@ -46,7 +47,10 @@ type Config struct {
 	DiskMedium string
 	// MaxUploadBytes caps one file upload (default api.DefaultMaxUploadBytes).
 	MaxUploadBytes int64
-	Log            *slog.Logger
+	// Images configures templates made from images (default: an 8 GiB cap,
+	// registry credentials from the docker config).
+	Images image.Options
+	Log    *slog.Logger
 	// Egress configures sandbox networks (see EgressConfig).
 	Egress EgressConfig
 	// Pool configures the warm pool (zero value: none).
@@ -182,7 +186,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits})
+	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images})
 	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log, egress: eg}, nil
 }
 
