@@ -36,6 +36,8 @@ type Config struct {
 	Log       *slog.Logger
 	// MaxUploadBytes caps one file upload; 0 means DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Metrics serves GET /metrics to keys without a limit (nil: no route).
+	Metrics http.Handler
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.
@@ -77,6 +79,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/v1/templates", s.listTemplates)
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
+	s.extraRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.
 	for _, path := range s.paths {
 		allow := s.allowed[path]

@@ -25,6 +25,7 @@ var adminRoutes = map[string]bool{
 	"POST /v1/keys":        true,
 	"GET /v1/keys":         true,
 	"DELETE /v1/keys/{id}": true,
+	"GET /metrics":         true,
 }
 
 // tenantOf reports whether the request's key is a tenant key.

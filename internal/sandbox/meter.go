@@ -47,6 +47,8 @@ type meterState struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one sampler at a time per sandbox
+
+	obs Observer // metrics (observe.go); nil: none
 }
 
 // StartMetering turns metering on. Call it before Recover (so that the
@@ -173,26 +175,40 @@ func (m *Manager) meterFinal(ctx context.Context, id string) {
 // (the sandbox is already gone), a final sample bills the wall time and
 // memory with no CPU beyond the last sample; a periodic one writes nothing.
 func (m *Manager) sample(ctx context.Context, id string, final bool) error {
+	written, err := m.sampleOnce(ctx, id, final)
+	switch {
+	case err != nil:
+		m.observeSample("error")
+	case written:
+		m.observeSample("written")
+	default:
+		m.observeSample("skipped")
+	}
+	return err
+}
+
+// sampleOnce is sample; written says an interval went to the ledger.
+func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (written bool, err error) {
 	l := m.meterLock(id)
 	l.Lock()
 	defer l.Unlock()
 	sb, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cur, err := m.store.GetUsageCursor(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		if sb.DriverState == nil {
-			return nil // never ran
+			return false, nil // never ran
 		}
 		// Running since before metering was on: bill from its creation.
 		if err := m.store.StartUsage(ctx, id, sb.CreatedAt, 0); err != nil {
-			return err
+			return false, err
 		}
 		cur, err = m.store.GetUsageCursor(ctx, id)
 	}
 	if err != nil || cur.Closed {
-		return err
+		return false, err
 	}
 	cum := cur.LastCPU
 	var statsErr error
@@ -205,7 +221,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 		statsErr = errors.New("the driver cannot measure CPU")
 	}
 	if statsErr != nil && !final {
-		return statsErr
+		return false, statsErr
 	}
 	end := m.now().UTC().Truncate(time.Millisecond)
 	if end.After(sb.LeaseEndsAt) {
@@ -214,7 +230,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 	if !end.After(cur.LastAt) {
 		end = cur.LastAt
 		if !final {
-			return nil
+			return false, nil
 		}
 	}
 	delta := cum - cur.LastCPU
@@ -226,8 +242,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 		SandboxID: id, KeyID: sb.KeyID, Start: cur.LastAt, End: end,
 		CPUSeconds: delta, WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
 	}
-	_, err = m.store.RecordUsage(ctx, iv, cum, final)
-	return err
+	return m.store.RecordUsage(ctx, iv, cum, final)
 }
 
 // enforceLimits stops the running sandboxes of every key whose spend today
@@ -296,6 +311,7 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		lease := float64(p.TimeoutSeconds)
 		wc := pr.WorstCase(p.CPU, p.MemoryMiB, lease)
 		if worst := wc.Micros(); worst > p.MaxCostMicros {
+			m.observeRefusal("cost_cap")
 			return errs.New(errs.CostCap,
 				"this sandbox's first lease could cost up to %d µ$ ($%.6f), over maxCostMicros %d: "+
 					"%g vCPUs busy × %d s × %g µ$ per vCPU-hour = %.1f µ$ of CPU, plus %g GiB × %d s × %g µ$ per GiB-hour = %.1f µ$ of memory; "+
@@ -321,6 +337,7 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		return err
 	}
 	if spent >= limit {
+		m.observeRefusal("daily_limit")
 		_, reset := utcDay(m.now())
 		return errs.New(errs.SpendingLimit,
 			"key %s has spent %d µ$ ($%.6f) today (UTC), reaching its daily limit of %d µ$ ($%.6f); creates are refused until the limit resets at %s",
