@@ -8,8 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
