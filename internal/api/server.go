@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
@@ -38,6 +39,11 @@ type Config struct {
 	MaxUploadBytes int64
 	// Metrics serves GET /metrics to keys without a limit (nil: no route).
 	Metrics http.Handler
+	// Device serves device login, /v1/device/* (nil: no routes).
+	Device *device.Service
+	// PublicURL is the server's URL as users reach it, for the links that
+	// device login prints (default: the request's scheme and Host).
+	PublicURL string
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.

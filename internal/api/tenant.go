@@ -26,6 +26,10 @@ var adminRoutes = map[string]bool{
 	"GET /v1/keys":         true,
 	"DELETE /v1/keys/{id}": true,
 	"GET /metrics":         true,
+	// Device login approvals make keys.
+	"GET /v1/device/requests/{userCode}": true,
+	"POST /v1/device/approve":            true,
+	"POST /v1/device/deny":               true,
 }
 
 // tenantOf reports whether the request's key is a tenant key.

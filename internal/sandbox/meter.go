@@ -300,7 +300,8 @@ func (m *Manager) SpentToday(ctx context.Context, keyID string) (int64, error) {
 }
 
 // checkCaps refuses a create whose first lease could cost more than
-// maxCostMicros, or whose key has reached its daily spending limit.
+// maxCostMicros, whose key is a trial key with no hours left (trial.go), or
+// whose key has reached its daily spending limit.
 // p has its defaults applied.
 func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 	if p.MaxCostMicros < 0 {
@@ -319,6 +320,11 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 				worst, float64(worst)/1e6, p.MaxCostMicros,
 				p.CPU, p.TimeoutSeconds, pr.CPUMicrosPerVCPUHour, wc.CPUMicros,
 				float64(p.MemoryMiB)/1024, p.TimeoutSeconds, pr.MemoryMicrosPerGiBHour, wc.MemoryMicros)
+		}
+	}
+	if p.KeyID != "" {
+		if err := m.checkTrial(ctx, p.KeyID); err != nil {
+			return err
 		}
 	}
 	if !m.meter.on || p.KeyID == "" {

@@ -2,15 +2,34 @@ package server
 
 import (
 	"net/http"
+	"time"
 
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/device"
 )
 
+// LoginConfig configures device login (`withruntime login`) and the
+// dashboard. The zero value: no trials, polls every 5 s, links built from
+// each request's Host.
+type LoginConfig struct {
+	// TrialHours is the sandbox-hours a key approved as a trial may use in
+	// total (serve --trial-hours; 0: no trials).
+	TrialHours float64
+	// PollInterval is the least time between device-login polls (default
+	// 5 s; whole seconds).
+	PollInterval time.Duration
+	// PublicURL is the server's URL as users reach it, for the links
+	// device login prints (serve --public-url; default: the request's
+	// scheme and Host).
+	PublicURL string
+}
+
 // handler is everything the server serves on its one listener: the API
-// (with GET /metrics for keys without a limit), each request given an id,
-// logged and measured by the metrics middleware.
+// (with GET /metrics for keys without a limit, and device login), each
+// request given an id, logged and measured by the metrics middleware.
 func (s *Server) handler(cfg Config) http.Handler {
+	dev := device.New(device.Config{Store: s.Store, TrialHours: cfg.Login.TrialHours, Interval: cfg.Login.PollInterval})
 	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: s.Templates, Log: cfg.Log,
-		MaxUploadBytes: cfg.MaxUploadBytes, Metrics: s.Metrics.Handler()})
+		MaxUploadBytes: cfg.MaxUploadBytes, Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL})
 	return s.Metrics.Middleware(h)
 }

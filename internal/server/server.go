@@ -64,6 +64,8 @@ type Config struct {
 	// DiscardUnreadableSecrets deletes, at start, secrets sealed with a key
 	// the server does not have, instead of refusing to start.
 	DiscardUnreadableSecrets bool
+	// Login configures device login and the dashboard (handler.go).
+	Login LoginConfig
 }
 
 // Server is a running Runtime server.
