@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 
-	"withruntime.dev/runtime/internal/auth"
 	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/sandbox"
@@ -123,8 +122,7 @@ type keyCtx struct{}
 // handle registers an authenticated route.
 func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.Request) error) {
 	s.register(method, path, func(w http.ResponseWriter, r *http.Request) {
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		key, err := auth.Authenticate(r.Context(), s.cfg.Store, strings.TrimSpace(token))
+		key, err := s.authenticate(r)
 		if err != nil {
 			writeError(w, r, err)
 			return

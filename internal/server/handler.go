@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/dashboard"
 	"withruntime.dev/runtime/internal/device"
 )
 
@@ -25,11 +26,19 @@ type LoginConfig struct {
 }
 
 // handler is everything the server serves on its one listener: the API
-// (with GET /metrics for keys without a limit, and device login), each
-// request given an id, logged and measured by the metrics middleware.
-func (s *Server) handler(cfg Config) http.Handler {
+// (with GET /metrics for keys without a limit, and device login) and the
+// dashboard under /ui/, each request given an id, logged and measured by
+// the metrics middleware.
+func (s *Server) handler(cfg Config) (http.Handler, error) {
 	dev := device.New(device.Config{Store: s.Store, TrialHours: cfg.Login.TrialHours, Interval: cfg.Login.PollInterval})
 	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: s.Templates, Log: cfg.Log,
 		MaxUploadBytes: cfg.MaxUploadBytes, Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL})
-	return s.Metrics.Middleware(h)
+	dash, err := dashboard.New(dashboard.Config{API: h, Store: s.Store, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(dashboard.Prefix, dash)
+	mux.Handle("/", h)
+	return s.Metrics.Middleware(mux), nil
 }

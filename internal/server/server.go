@@ -191,7 +191,12 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	srv := &Server{Manager: mgr, Store: st, Templates: tpl, Metrics: met, LocalKey: key, log: cfg.Log, egress: eg}
-	srv.Handler = srv.handler(cfg)
+	if srv.Handler, err = srv.handler(cfg); err != nil {
+		mgr.Close()
+		eg.Close()
+		st.Close()
+		return nil, err
+	}
 	return srv, nil
 }
 
