@@ -3,6 +3,16 @@
 "use strict";
 (function () {
   var colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"];
+  function money(v) {
+    if (v === 0) return "$0";
+    if (Math.abs(v) < 0.01) return "$" + v.toExponential(1);
+    return "$" + v.toFixed(2);
+  }
+  function plain(v) {
+    if (v === 0) return "0";
+    if (Math.abs(v) < 0.01) return v.toExponential(1);
+    return String(+v.toFixed(2));
+  }
   function draw() {
     var el = document.getElementById("usage-data");
     if (!el || typeof uPlot === "undefined") return;
@@ -25,8 +35,13 @@
         box.appendChild(p);
         return;
       }
-      new uPlot({ title: box.getAttribute("data-title"), width: Math.max(box.clientWidth, 300), height: 220,
-        series: series, axes: [{}, { size: 70 }], scales: { x: { time: true } } }, values, box);
+      var step = c.x.length > 1 ? c.x[1] - c.x[0] : 3600;
+      var yfmt = metric === "cost" ? money : plain;
+      new uPlot({ title: box.getAttribute("data-title"), width: Math.max(box.clientWidth - 16, 300), height: 220,
+        series: series,
+        axes: [{}, { size: 80, values: function (u, vals) { return vals.map(yfmt); } }],
+        scales: { x: { time: true, range: function (u, min, max) { return [min - step / 2, max + step / 2]; } } } },
+        values, box);
     });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw);
