@@ -158,6 +158,13 @@ func TestDeviceLogin(t *testing.T) {
 	if err != nil || string(out) != "42\n" {
 		t.Fatalf("sandbox run with the saved key: %q %v", out, err)
 	}
+	// logout forgets the connection: the next command has no server.
+	if out, err := e.userCmd(home, nil, "logout").CombinedOutput(); err != nil || !strings.Contains(string(out), "logged out") {
+		t.Errorf("logout: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".config", "withruntime", "config.json")); !os.IsNotExist(err) {
+		t.Errorf("config file still there after logout: %v", err)
+	}
 	// Approving a used code again: 409 that says so.
 	status, body := e.do("POST", "/v1/device/approve", api.DeviceApproveRequest{UserCode: p.code, KeyName: "again", DailyLimitMicros: 1})
 	if status != http.StatusConflict {
