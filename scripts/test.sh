@@ -27,6 +27,14 @@ summary() {
 }
 trap summary EXIT
 
+# The dashboard's browser test (internal/itest TestDashboardBrowser) drives
+# Debian's Chromium headless; Runtime itself does not need it.
+if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' chromium 2>/dev/null || true) != ii* ]]; then
+	echo "test: installing chromium (the dashboard's browser test)" >&2
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
+fi
+
 suite install scripts/install.sh --template
 export WITHRUNTIME_RUNSC=/usr/local/bin/runsc
 suite "go vet" go vet ./...

@@ -57,7 +57,11 @@ func (s *session) Close() {
 // stderr); pass "" when no sandbox will be created.
 func connect(ctx context.Context, needTemplate string) (*session, error) {
 	if url := os.Getenv("WITHRUNTIME_URL"); url != "" {
-		return &session{Client: &client.Client{BaseURL: url, APIKey: os.Getenv("WITHRUNTIME_API_KEY")}}, nil
+		key := os.Getenv("WITHRUNTIME_API_KEY")
+		if fc, err := readConfig(); key == "" && err == nil && strings.TrimRight(fc.URL, "/") == strings.TrimRight(url, "/") {
+			key = fc.APIKey // saved by `withruntime login` for this server
+		}
+		return &session{Client: &client.Client{BaseURL: url, APIKey: key}}, nil
 	}
 	if p := configPath(); p != "" {
 		if b, err := os.ReadFile(p); err == nil {

@@ -118,6 +118,6 @@ WITHRUNTIME_TEMPLATES_DIR, default DATA_DIR/templates), which needs root.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd())
+	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newLoginCmd(), newLogoutCmd())
 	return root
 }

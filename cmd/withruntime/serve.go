@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,12 +29,17 @@ func newServeCmd() *cobra.Command {
 	var sandboxCAs []string
 	var secretsKey string
 	var rotateKey, discardSecrets bool
+	var metricsListen string
+	var login server.LoginConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if login.TrialHours < 0 {
+				return fmt.Errorf("--trial-hours must be 0 (no trials) or more; got %g", login.TrialHours)
+			}
 			if maxSandboxes < 0 || pool.Size < 0 {
 				return fmt.Errorf("--max-sandboxes and --pool-size must be 0 or more (0: no limit, no pool)")
 			}
@@ -39,7 +48,9 @@ func newServeCmd() *cobra.Command {
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
-				Images: image.Options{Limits: image.Limits{MaxBytes: imageMaxBytes}}})
+				Images: image.Options{Limits: image.Limits{MaxBytes: imageMaxBytes}},
+
+				Login: login})
 			if err != nil {
 				return err
 			}
@@ -56,6 +67,14 @@ func newServeCmd() *cobra.Command {
 			// CLI commands on this data directory use this server.
 			if err := srv.Advertise("http://" + l.Addr().String()); err != nil {
 				return err
+			}
+			if metricsListen != "" {
+				ml, err := net.Listen("tcp", loopbackDefault(metricsListen))
+				if err != nil {
+					return fmt.Errorf("--metrics-listen: %w", err)
+				}
+				log.Info("serving metrics without authentication", "addr", ml.Addr().String(), "path", "/metrics")
+				go serveMetrics(ctx, ml, srv, log)
 			}
 			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
 				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
@@ -76,8 +95,36 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&secretsKey, "secrets-key-file", os.Getenv(server.SecretsKeyEnv), "file of the key that seals secret values in the database (64 hex characters, mode 0600; created if missing) (default DATA_DIR/secrets.key)")
 	cmd.Flags().BoolVar(&rotateKey, "rotate-secrets-key", false, "make a new secrets key at start, re-seal every secret value with it and replace the key file, then serve")
 	cmd.Flags().BoolVar(&discardSecrets, "discard-unreadable-secrets", false, "delete the secrets sealed with a key this server does not have (a lost key) instead of refusing to start")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve GET /metrics without authentication on this address, for a Prometheus on the host (a port alone, 9781 or :9781, listens on 127.0.0.1); /metrics on --listen always needs a key without a limit")
+	cmd.Flags().Float64Var(&login.TrialHours, "trial-hours", 0, "sandbox-hours that a key approved as a trial (withruntime login, sandbox run --trial) may use in total; past them its creates answer 429 (0: no trials)")
+	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
 	return cmd
+}
+
+// loopbackDefault puts a listen address without a host on 127.0.0.1.
+func loopbackDefault(addr string) string {
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
+// serveMetrics serves srv's /metrics on l until ctx ends.
+func serveMetrics(ctx context.Context, l net.Listener, srv *server.Server, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.Metrics.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = hs.Close()
+	}()
+	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("metrics listener stopped", "err", err)
+	}
 }
 
 // limits is the server's default limits with the --max-sandboxes cap.

@@ -48,7 +48,13 @@ spent on top, not billed. The host's CPU cost is CPU-S + OVERHEAD CPU-S.`,
 			}
 			t := rep.Total
 			fmt.Fprintf(tw, "TOTAL\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n", t.CPUSeconds, t.BilledCPUSeconds, t.OverheadCPUSeconds, t.GiBSeconds, usd(t.CostMicros))
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if tr := rep.Trial; tr != nil {
+				fmt.Printf("trial: %.2f of %g sandbox-hours used, %.2f left\n", tr.UsedHours, tr.AllowanceHours, tr.LeftHours)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "start of the window: RFC 3339 time or UTC date (default 30 days ago)")

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
@@ -41,6 +42,13 @@ type Config struct {
 	// Images configures templates made from images (POST /v1/templates):
 	// the byte cap, registry access.
 	Images image.Options
+	// Metrics serves GET /metrics to keys without a limit (nil: no route).
+	Metrics http.Handler
+	// Device serves device login, /v1/device/* (nil: no routes).
+	Device *device.Service
+	// PublicURL is the server's URL as users reach it, for the links that
+	// device login prints (default: the request's scheme and Host).
+	PublicURL string
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.
@@ -85,6 +93,7 @@ func (s *Server) routes() {
 	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
+	s.extraRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.
 	for _, path := range s.paths {
 		allow := s.allowed[path]
@@ -122,12 +131,7 @@ type keyCtx struct{}
 // handle registers an authenticated route.
 func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.Request) error) {
 	s.register(method, path, func(w http.ResponseWriter, r *http.Request) {
-		token, err := bearerToken(r.Header)
-		if err != nil {
-			writeError(w, r, err)
-			return
-		}
-		key, err := auth.Authenticate(r.Context(), s.cfg.Store, token)
+		key, err := s.authenticate(r)
 		if err != nil {
 			writeError(w, r, err)
 			return

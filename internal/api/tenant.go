@@ -27,6 +27,11 @@ var adminRoutes = map[string]bool{
 	"DELETE /v1/keys/{id}":        true,
 	"POST /v1/templates":          true,
 	"DELETE /v1/templates/{name}": true,
+	"GET /metrics":                true,
+	// Device login approvals make keys.
+	"GET /v1/device/requests/{userCode}": true,
+	"POST /v1/device/approve":            true,
+	"POST /v1/device/deny":               true,
 }
 
 // tenantOf reports whether the request's key is a tenant key.

@@ -46,6 +46,16 @@ type UsageReport struct {
 	Prices  UsagePrices `json:"prices"`
 	Rows    []UsageRow  `json:"rows"`
 	Total   UsageRow    `json:"total"`
+	// Trial is the requesting key's trial allowance, when it is a trial key.
+	Trial *UsageTrial `json:"trial,omitempty"`
+}
+
+// UsageTrial is a trial key's allowance of sandbox-hours (the wall time of
+// all its sandboxes, ever) and what is left; at 0 left, creates answer 429.
+type UsageTrial struct {
+	AllowanceHours float64 `json:"allowanceHours"`
+	UsedHours      float64 `json:"usedHours"`
+	LeftHours      float64 `json:"leftHours"`
 }
 
 // usage answers GET /v1/usage?from=&to=&groupBy=day|sandbox|key. from and
@@ -84,6 +94,12 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 		Prices: UsagePrices{CPUMicrosPerVCPUHour: p.CPUMicrosPerVCPUHour, MemoryMicrosPerGiBHour: p.MemoryMicrosPerGiBHour, CPUFloorVCPU: p.CPUFloorVCPU}}
 	for _, g := range rows {
 		out.Rows = append(out.Rows, usageRow(g))
+	}
+	if t, ok, err := s.cfg.Manager.KeyTrial(r.Context(), keyFrom(r.Context()).ID); err != nil {
+		return err
+	} else if ok {
+		out.Trial = &UsageTrial{AllowanceHours: round3(float64(t.AllowanceSeconds) / 3600),
+			UsedHours: round3(t.UsedSeconds / 3600), LeftHours: round3(t.LeftSeconds() / 3600)}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

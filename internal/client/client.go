@@ -90,11 +90,18 @@ func (c *Client) sendAs(ctx context.Context, method, path string, body io.Reader
 	if c.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
+	return c.roundTrip(ctx, method, path, body, contentType, accept)
+}
+
+// roundTrip is send without the key check: with the key when there is one.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
 	req.Header.Set("Accept", accept)
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)

@@ -93,6 +93,9 @@ type Config struct {
 	// direct connection: for networks where only a proxy reaches out (see
 	// proxy.Proxy.Upstream). Sandboxes never see it.
 	Upstream func(scheme, host string) *url.URL
+	// Observe, when set, hears every proxied connection's decision and
+	// spliced bytes (see proxy.Proxy.Observe), for metrics.
+	Observe func(allowed bool, out, in int64)
 }
 
 // Secret is a credential a sandbox uses without holding it.
@@ -306,6 +309,7 @@ func (m *Manager) serve(sb *sandbox) error {
 		UpstreamRoots: m.cfg.UpstreamRoots,
 		Log:           log,
 		Upstream:      m.cfg.Upstream,
+		Observe:       m.cfg.Observe,
 	}
 	go func() {
 		defer close(sb.served)

@@ -347,6 +347,24 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: "/v1/templates/Bad!", want: 400})
 	c.do(apiCall{method: "DELETE", path: "/v1/templates/" + tpl, want: 204})
 	c.do(apiCall{method: "DELETE", path: "/v1/templates/" + tpl, want: 404})
+	// Device login and metrics.
+	c.do(apiCall{method: "GET", path: "/metrics", want: 200})
+	c.do(apiCall{method: "GET", path: "/metrics", key: capped.Secret, want: 403})
+	var grant api.DeviceAuthorization
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/device/authorize", noAuth: true, body: api.DeviceAuthorizeRequest{ClientName: "contract@test"}, want: 200}), &grant)
+	c.do(apiCall{method: "POST", path: "/v1/device/authorize", noAuth: true, body: map[string]any{"clientName": 5}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/device/token", noAuth: true, body: api.DeviceTokenRequest{DeviceCode: grant.DeviceCode}, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/device/requests/" + grant.UserCode, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/device/requests/" + grant.UserCode, key: capped.Secret, want: 403})
+	c.do(apiCall{method: "GET", path: "/v1/device/requests/BCDF-GHJK", want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/device/approve", body: api.DeviceApproveRequest{UserCode: grant.UserCode, KeyName: "device", DailyLimitMicros: 0}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/device/approve", body: api.DeviceApproveRequest{UserCode: grant.UserCode, KeyName: "device", DailyLimitMicros: 1_000_000}, want: 204})
+	c.do(apiCall{method: "POST", path: "/v1/device/deny", body: api.DeviceDenyRequest{UserCode: grant.UserCode}, want: 409})
+	time.Sleep(time.Duration(grant.Interval) * time.Second)
+	c.do(apiCall{method: "POST", path: "/v1/device/token", noAuth: true, body: api.DeviceTokenRequest{DeviceCode: grant.DeviceCode}, want: 200})
+	var denied api.DeviceAuthorization
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/device/authorize", noAuth: true, want: 200}), &denied)
+	c.do(apiCall{method: "POST", path: "/v1/device/deny", body: api.DeviceDenyRequest{UserCode: denied.UserCode}, want: 204})
 
 	// Sandboxes.
 	var sb api.Sandbox
@@ -585,6 +603,14 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"SecretList", api.SecretList{}, true},
 		{"ServerHealth", api.Health{}, true},
 		{"PoolStatus", api.PoolStatus{}, true},
+		{"UsageTrial", api.UsageTrial{}, true},
+		{"DeviceAuthorizeRequest", api.DeviceAuthorizeRequest{}, false},
+		{"DeviceAuthorization", api.DeviceAuthorization{}, true},
+		{"DeviceTokenRequest", api.DeviceTokenRequest{}, false},
+		{"DeviceToken", api.DeviceToken{}, true},
+		{"DeviceRequest", api.DeviceRequest{}, true},
+		{"DeviceApproveRequest", api.DeviceApproveRequest{}, false},
+		{"DeviceDenyRequest", api.DeviceDenyRequest{}, false},
 	} {
 		ref := doc.Components.Schemas[c.schema]
 		if ref == nil {

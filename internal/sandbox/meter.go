@@ -50,6 +50,8 @@ type meterState struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one sampler at a time per sandbox
+
+	obs Observer // metrics (observe.go); nil: none
 }
 
 // StartMetering turns metering on. Call it before Recover (so that the
@@ -185,26 +187,40 @@ func (m *Manager) meterFinal(ctx context.Context, id string) {
 // isolation layer's processes spent (when measured at both ends of the
 // interval) is overhead, the rest is the sandbox's processes' and billed.
 func (m *Manager) sample(ctx context.Context, id string, final bool) error {
+	written, err := m.sampleOnce(ctx, id, final)
+	switch {
+	case err != nil:
+		m.observeSample("error")
+	case written:
+		m.observeSample("written")
+	default:
+		m.observeSample("skipped")
+	}
+	return err
+}
+
+// sampleOnce is sample; written says an interval went to the ledger.
+func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (written bool, err error) {
 	l := m.meterLock(id)
 	l.Lock()
 	defer l.Unlock()
 	sb, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cur, err := m.store.GetUsageCursor(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		if sb.DriverState == nil {
-			return nil // never ran
+			return false, nil // never ran
 		}
 		// Running since before metering was on: bill from its creation.
 		if err := m.store.StartUsage(ctx, id, sb.CreatedAt, store.CPUMark{}); err != nil {
-			return err
+			return false, err
 		}
 		cur, err = m.store.GetUsageCursor(ctx, id)
 	}
 	if err != nil || cur.Closed {
-		return err
+		return false, err
 	}
 	// Without a new sample the cursor's figures stand: no CPU is billed.
 	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
@@ -218,7 +234,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 		statsErr = errors.New("the driver cannot measure CPU")
 	}
 	if statsErr != nil && !final {
-		return statsErr
+		return false, statsErr
 	}
 	end := m.now().UTC().Truncate(time.Millisecond)
 	if end.After(sb.LeaseEndsAt) {
@@ -227,7 +243,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 	if !end.After(cur.LastAt) {
 		end = cur.LastAt
 		if !final {
-			return nil
+			return false, nil
 		}
 	}
 	// A counter that went back (never expected) bills nothing negative.
@@ -239,8 +255,7 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 		CPUSeconds: user, OverheadCPUSeconds: overhead,
 		WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
 	}
-	_, err = m.store.RecordUsage(ctx, iv, mark, final)
-	return err
+	return m.store.RecordUsage(ctx, iv, mark, final)
 }
 
 // enforceLimits stops the running sandboxes of every key whose spend today
@@ -298,7 +313,8 @@ func (m *Manager) SpentToday(ctx context.Context, keyID string) (int64, error) {
 }
 
 // checkCaps refuses a create whose first lease could cost more than
-// maxCostMicros, or whose key has reached its daily spending limit.
+// maxCostMicros, whose key is a trial key with no hours left (trial.go), or
+// whose key has reached its daily spending limit.
 // p has its defaults applied.
 func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 	if p.MaxCostMicros < 0 {
@@ -309,6 +325,7 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		lease := float64(p.TimeoutSeconds)
 		wc := pr.WorstCase(p.CPU, p.MemoryMiB, lease)
 		if worst := wc.Micros(); worst > p.MaxCostMicros {
+			m.observeRefusal("cost_cap")
 			return errs.New(errs.CostCap,
 				"this sandbox's first lease could cost up to %d µ$ ($%.6f), over maxCostMicros %d: "+
 					"%g vCPUs busy × %d s × %g µ$ per vCPU-hour = %.1f µ$ of CPU, plus %g GiB × %d s × %g µ$ per GiB-hour = %.1f µ$ of memory; "+
@@ -316,6 +333,11 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 				worst, float64(worst)/1e6, p.MaxCostMicros,
 				p.CPU, p.TimeoutSeconds, pr.CPUMicrosPerVCPUHour, wc.CPUMicros,
 				float64(p.MemoryMiB)/1024, p.TimeoutSeconds, pr.MemoryMicrosPerGiBHour, wc.MemoryMicros)
+		}
+	}
+	if p.KeyID != "" {
+		if err := m.checkTrial(ctx, p.KeyID); err != nil {
+			return err
 		}
 	}
 	if !m.meter.on || p.KeyID == "" {
@@ -334,6 +356,7 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		return err
 	}
 	if spent >= limit {
+		m.observeRefusal("daily_limit")
 		_, reset := utcDay(m.now())
 		return errs.New(errs.SpendingLimit,
 			"key %s has spent %d µ$ ($%.6f) today (UTC), reaching its daily limit of %d µ$ ($%.6f); creates are refused until the limit resets at %s",

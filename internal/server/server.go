@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/auth"
 	"withruntime.dev/runtime/internal/driver/gvisor"
+	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
@@ -68,6 +68,8 @@ type Config struct {
 	// DiscardUnreadableSecrets deletes, at start, secrets sealed with a key
 	// the server does not have, instead of refusing to start.
 	DiscardUnreadableSecrets bool
+	// Login configures device login and the dashboard (handler.go).
+	Login LoginConfig
 }
 
 // Server is a running Runtime server.
@@ -75,7 +77,11 @@ type Server struct {
 	Manager   *sandbox.Manager
 	Store     *store.Store
 	Templates *template.Store
-	Handler   http.Handler
+	// Handler serves the API, the dashboard and /metrics (handler.go).
+	Handler http.Handler
+	// Metrics are the server's Prometheus metrics; Metrics.Handler serves
+	// them without authentication (serve --metrics-listen).
+	Metrics *metrics.Metrics
 	// LocalKey is the secret of the key in DataDir/local.key.
 	LocalKey string
 	log      *slog.Logger
@@ -160,7 +166,9 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	tpl := &template.Store{Dir: cfg.TemplatesDir}
 	mgr := sandbox.New(drv, st, tpl, limits, cfg.Log)
-	eg, err := openEgress(cfg, mgr)
+	met := metrics.New(metrics.Sources{SandboxStates: st.CountSandboxesByState, Pool: mgr.PoolStatus}, cfg.Log)
+	mgr.SetObserver(met)
+	eg, err := openEgress(cfg, mgr, met.Egress)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -186,8 +194,14 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images})
-	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log, egress: eg}, nil
+	srv := &Server{Manager: mgr, Store: st, Templates: tpl, Metrics: met, LocalKey: key, log: cfg.Log, egress: eg}
+	if srv.Handler, err = srv.handler(cfg, limits); err != nil {
+		mgr.Close()
+		eg.Close()
+		st.Close()
+		return nil, err
+	}
+	return srv, nil
 }
 
 // Serve serves the API on l until ctx ends, then shuts down gracefully.

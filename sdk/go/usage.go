@@ -86,6 +86,18 @@ type UsageReport struct {
 	// Total covers every row; its CostMicros is rounded once from all of
 	// them, so it may differ by a micro-dollar from the sum of the rows'.
 	Total UsageRow `json:"total"`
+	// Trial is set when the key is a trial key (`withruntime login --trial`):
+	// its allowance of sandbox-hours and what is left. At 0 left, creates
+	// fail with ErrSpendingLimit (429 spending_limit).
+	Trial *UsageTrial `json:"trial,omitempty"`
+}
+
+// UsageTrial is a trial key's allowance of sandbox-hours (the wall time of
+// all its sandboxes, ever).
+type UsageTrial struct {
+	AllowanceHours float64 `json:"allowanceHours"`
+	UsedHours      float64 `json:"usedHours"`
+	LeftHours      float64 `json:"leftHours"`
 }
 
 // Usage returns the rows of the usage report q selects: CPU-seconds,

@@ -33,6 +33,7 @@ export {
   type UsageQuery,
 } from "./client.js";
 export * from "./errors.js";
+export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, type FileData, type ListOptions } from "./files.js";
 export {
   eventData,

@@ -262,4 +262,13 @@ export interface UsageReport {
   rows: UsageRow[];
   /** The total over every row; its costMicros is rounded once from all of them, so it may differ by a micro-dollar from the sum of the rows'. */
   total: UsageRow;
+  /** Present for a trial key (`withruntime login --trial`): its sandbox-hours and what is left; at 0 left, creates answer 429. */
+  trial?: UsageTrial;
+}
+
+/** A trial key's allowance of sandbox-hours (the wall time of all its sandboxes, ever). */
+export interface UsageTrial {
+  allowanceHours: number;
+  usedHours: number;
+  leftHours: number;
 }

@@ -60,6 +60,7 @@ from .types import (
     UsagePrices,
     UsageReport,
     UsageRow,
+    UsageTrial,
 )
 
 __version__ = "0.1.0"
@@ -86,6 +87,7 @@ __all__ = [
     "UsageRow",
     "UsagePrices",
     "UsageReport",
+    "UsageTrial",
     "GroupBy",
     "WithRuntimeError",
     "NotConfiguredError",

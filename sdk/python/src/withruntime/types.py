@@ -503,6 +503,24 @@ class UsagePrices:
 
 
 @dataclass(frozen=True)
+class UsageTrial:
+    """A trial key's allowance of sandbox-hours (the wall time of all its
+    sandboxes, ever) and what is left."""
+
+    allowance_hours: float
+    used_hours: float
+    left_hours: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsageTrial:
+        return cls(
+            allowance_hours=float(d.get("allowanceHours", 0) or 0),
+            used_hours=float(d.get("usedHours", 0) or 0),
+            left_hours=float(d.get("leftHours", 0) or 0),
+        )
+
+
+@dataclass(frozen=True)
 class UsageReport:
     """A whole usage report (GET /v1/usage): the window the server used,
     the prices, one row per group with usage in the window (sorted by
@@ -520,10 +538,14 @@ class UsageReport:
     #: is rounded once from all of them, so it may differ by a micro-dollar
     #: from the sum of the rows'.
     total: UsageRow
+    #: For a trial key (``withruntime login --trial``): its allowance of
+    #: sandbox-hours and what is left; at 0 left, creates fail with 429.
+    trial: UsageTrial | None = None
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageReport:
+        t = d.get("trial")
         return cls(
             from_=parse_time(d.get("from")),
             to=parse_time(d.get("to")),
@@ -531,6 +553,7 @@ class UsageReport:
             prices=UsagePrices.from_dict(d.get("prices") or {}),
             rows=[UsageRow.from_dict(r) for r in d.get("rows") or []],
             total=UsageRow.from_dict(d.get("total") or {"group": "total"}),
+            trial=UsageTrial.from_dict(t) if isinstance(t, dict) else None,
             _raw=dict(d),
         )
 
