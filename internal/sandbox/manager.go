@@ -43,7 +43,8 @@ type Limits struct {
 	MaxDiskMiB       int64         // 65536
 	TmpMiB           int64         // size of /tmp (256), at most half the sandbox's memory (see tmpBytes)
 	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
-	MaxSandboxes     int           // running at once on this host (0 = no limit)
+	MaxSandboxes     int           // running at once on this host (0 = no limit); paused ones do not count
+	PausedRetention  time.Duration // how long a paused sandbox is kept before it is destroyed (7 days)
 }
 
 // DefaultLimits are the limits a server starts with.
@@ -59,6 +60,7 @@ func DefaultLimits() Limits {
 		MaxDiskMiB:       65536,
 		TmpMiB:           256,
 		PidsLimit:        1024,
+		PausedRetention:  DefaultPausedRetention,
 	}
 }
 
@@ -90,6 +92,10 @@ type Manager struct {
 	meter meterState
 	// pool is the warm pool (pool.go; nil: none).
 	pool *pool
+	// paused holds the retention timers of paused sandboxes (pause.go).
+	paused map[string]*time.Timer
+	// sbLocks serialise pause, resume and stop of each sandbox (pause.go).
+	sbLocks sandboxLocks
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -107,6 +113,11 @@ type liveSandbox struct {
 	// hung agent.
 	gone     chan struct{}
 	goneOnce sync.Once
+	// reqCtx binds every request to the sandbox; a pause cancels it
+	// (interrupt) so that requests in flight end, and reopen renews it.
+	reqMu      sync.Mutex
+	reqCtx     context.Context
+	cancelReqs context.CancelCauseFunc
 }
 
 func (ls *liveSandbox) markGone() { ls.goneOnce.Do(func() { close(ls.gone) }) }
@@ -114,9 +125,7 @@ func (ls *liveSandbox) markGone() { ls.goneOnce.Do(func() { close(ls.gone) }) }
 // release stops the lease timer and the watcher and drops idle connections.
 func (ls *liveSandbox) release() {
 	ls.lease.Stop()
-	if ls.stopWatch != nil {
-		ls.stopWatch()
-	}
+	ls.stopWatching()
 	ls.transport.CloseIdleConnections()
 }
 
@@ -156,6 +165,12 @@ type CreateParams struct {
 	// MaxCostMicros refuses the create (errs.CostCap) if the first lease
 	// could cost more (0: no cap).
 	MaxCostMicros int64
+	// OnLeaseEnd is what the lease end does: store.OnLeaseEndStop (the
+	// default) or store.OnLeaseEndPause.
+	OnLeaseEnd string
+	// AutoResume, when set, says whether requests to the sandbox while it is
+	// paused resume it first; unset: true when OnLeaseEnd is pause.
+	AutoResume *bool
 }
 
 // Create boots a sandbox and returns its record once its agent answers.
@@ -190,7 +205,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		ID: newID(), KeyID: p.KeyID, Template: p.Template, State: store.StateStarting,
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
 		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
-		Driver: m.driver.Name(),
+		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
 		return store.Sandbox{}, err
@@ -264,6 +279,10 @@ func (m *Manager) applyDefaults(p *CreateParams) error {
 		return errs.New(errs.Invalid, "timeoutSeconds must be between 1 and %d (the server's maximum lease); got %d",
 			int64(l.MaxTimeout/time.Second), p.TimeoutSeconds)
 	}
+	var err error
+	if p.OnLeaseEnd, p.AutoResume, err = leasePolicy(p.OnLeaseEnd, p.AutoResume, store.OnLeaseEndStop); err != nil {
+		return err
+	}
 	if p.CPU == 0 {
 		p.CPU = l.DefaultCPU
 	}
@@ -320,6 +339,7 @@ func (m *Manager) adopt(id string, h *driver.Handle, leaseEnd time.Time) {
 		DisableCompression:  true,
 	}
 	ls := &liveSandbox{handle: h, transport: tr, gone: make(chan struct{})}
+	ls.reqCtx, ls.cancelReqs = context.WithCancelCause(context.Background())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ls.lease = time.AfterFunc(leaseEnd.Sub(m.now()), func() { m.leaseEnded(id) })
@@ -351,6 +371,11 @@ func (m *Manager) leaseEnded(id string) {
 		sb, err := m.store.GetSandbox(ctx, id)
 		if err == nil && sb.State != store.StateStopped && sb.LeaseEndsAt.After(m.now().Add(50*time.Millisecond)) {
 			return // the lease moved after the timer fired; SetTimeout re-armed it
+		}
+		if err == nil && sb.State == store.StateRunning && sb.OnLeaseEnd == store.OnLeaseEndPause {
+			if m.pauseAtLeaseEnd(ctx, id) {
+				return
+			}
 		}
 		m.log.Info("lease ended", "sandbox", id)
 		if err := m.stop(ctx, id, EndLeaseEnded); err != nil {
@@ -459,8 +484,6 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 	}
 	op := &stopOp{done: make(chan struct{})}
 	m.stopping[id] = op
-	ls := m.live[id]
-	delete(m.live, id)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -468,9 +491,22 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 		m.mu.Unlock()
 		close(op.done)
 	}()
+	unlock := m.lockSandbox(id) // after a pause or resume under way
+	defer unlock()
+	op.err = m.stopLocked(ctx, id, reason, endedAt)
+	return op.err
+}
+
+// stopLocked is stopAt with the sandbox's lock held.
+func (m *Manager) stopLocked(ctx context.Context, id, reason string, endedAt time.Time) error {
+	m.mu.Lock()
+	ls := m.live[id]
+	delete(m.live, id)
+	m.mu.Unlock()
 	if ls != nil {
 		ls.release()
 	}
+	m.dropRetention(id)
 	// The destroy must finish even if the caller goes away: a half-destroyed
 	// sandbox would leak until the next restart.
 	ctx = context.WithoutCancel(ctx)
@@ -478,7 +514,6 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 		endedAt = m.now()
 	}
 	if err := m.store.MarkStopped(ctx, id, reason, endedAt); err != nil {
-		op.err = err
 		return err
 	}
 	if ls != nil {
@@ -486,8 +521,7 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 	}
 	m.meterFinal(ctx, id)
 	if err := m.driver.Destroy(ctx, id); err != nil {
-		op.err = fmt.Errorf("destroy sandbox %s: %w", id, err)
-		return op.err
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
 	m.detachNetwork(ctx, id)
 	m.wakePool() // a pool held back by the server's maximum may refill
@@ -500,7 +534,7 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		return store.Sandbox{}, errs.New(errs.Invalid, "timeoutSeconds must be between 1 and %d; got %d",
 			int64(m.limits.MaxTimeout/time.Second), seconds)
 	}
-	sb, err := m.Running(ctx, id)
+	sb, err := m.usable(ctx, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -530,6 +564,10 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		}
 	}
 	if err := m.store.SetLeaseEnd(ctx, id, end); err != nil {
+		return store.Sandbox{}, err
+	}
+	// A resume gives this lease again.
+	if err := m.store.SetLeasePolicy(ctx, id, sb.OnLeaseEnd, sb.AutoResume, seconds); err != nil {
 		return store.Sandbox{}, err
 	}
 	if ls != nil {
@@ -562,8 +600,13 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 			id, fmtTime(sb.EndedAt), sb.MemoryMiB)
 	case sb.State == store.StateStopped && sb.EndReason == EndFailed:
 		return sb, errs.New(errs.Stopped, "sandbox %s failed at %s (its processes ended unexpectedly) and was stopped; create a new sandbox", id, fmtTime(sb.EndedAt))
+	case sb.State == store.StateStopped && sb.EndReason == EndRetention:
+		return sb, errs.New(errs.Stopped, "sandbox %s stayed paused past the server's paused retention and was destroyed at %s; create a new sandbox", id, fmtTime(sb.EndedAt))
 	case sb.State == store.StateStopped:
 		return sb, errs.New(errs.Stopped, "sandbox %s was stopped (%s) at %s; create a new sandbox", id, sb.EndReason, fmtTime(sb.EndedAt))
+	case sb.State == store.StatePaused:
+		return sb, errs.New(errs.Paused, "sandbox %s is paused (since %s); resume it with POST /v1/sandboxes/%s/resume (sandboxes created with autoResume resume on their next request)",
+			id, fmtTime(sb.PausedAt), id)
 	case sb.State != store.StateRunning:
 		return sb, errs.New(errs.Conflict, "sandbox %s is %s; retry when it is running", id, sb.State)
 	}
@@ -575,7 +618,7 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 // sandbox died or was stopped meanwhile, the transport returns only once the
 // record says so, so that the caller's Running check explains the failure.
 func (m *Manager) AgentTransport(ctx context.Context, id string) (http.RoundTripper, error) {
-	if _, err := m.Running(ctx, id); err != nil {
+	if _, err := m.usable(ctx, id); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -595,7 +638,17 @@ const settleWait = 2 * time.Second
 type agentTransport struct{ ls *liveSandbox }
 
 func (t agentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req, done := bindRequest(req, t.ls.requests())
 	resp, err := t.ls.transport.RoundTrip(req)
+	if err != nil {
+		done()
+		if perr := pausedError(req.Context()); perr != nil {
+			return nil, perr
+		}
+	} else {
+		resp.Body = &pausableBody{rc: resp.Body, ctx: req.Context(), done: done,
+			ndjson: strings.HasPrefix(resp.Header.Get("Content-Type"), agentapi.ContentTypeNDJSON)}
+	}
 	if err != nil && req.Context().Err() == nil && isConnError(err) {
 		select {
 		case <-t.ls.gone:
@@ -630,6 +683,10 @@ func (m *Manager) Close() {
 	for id, ls := range m.live {
 		ls.release()
 		delete(m.live, id)
+	}
+	for id, t := range m.paused {
+		t.Stop()
+		delete(m.paused, id)
 	}
 	m.mu.Unlock()
 	m.bg.Wait()
