@@ -1,13 +1,19 @@
 package itest
 
 import (
+	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/metering"
+	"withruntime.dev/runtime/internal/server"
 )
 
 // counterServer is a Python process that holds a counter in memory and
@@ -130,5 +136,138 @@ func TestPauseBadInput(t *testing.T) {
 	e.expectError(http.StatusGone, "sandbox_stopped", "POST", "/v1/sandboxes/"+sb.ID+"/resume", nil)
 	if left := e.leftovers(sb.ID); len(left) > 0 {
 		t.Fatalf("a paused sandbox deleted left %v", left)
+	}
+}
+
+// withStoragePrice prices paused sandboxes' images at micros per GiB-hour.
+func withStoragePrice(micros float64) option {
+	return func(c *server.Config) {
+		p := metering.DefaultPrices()
+		p.StorageMicrosPerGiBHour = micros
+		c.Metering.Prices = &p
+	}
+}
+
+// TestLeaseEndPauses: with onLeaseEnd "pause" and a 5 s lease the sandbox
+// is paused at its lease end, not stopped. While paused it is billed no
+// CPU and no memory, only its image at the storage price; an exec resumes
+// it (autoResume is on by default with onLeaseEnd pause) and answers.
+func TestLeaseEndPauses(t *testing.T) {
+	e := newEnv(t, withMeterInterval(300*time.Millisecond), withStoragePrice(3.6e9)) // 1e6 µ$ per GiB-second
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 5, OnLeaseEnd: "pause"})
+	if !sb.AutoResume || sb.OnLeaseEnd != "pause" {
+		t.Fatalf("create: %+v, want onLeaseEnd pause with autoResume", sb)
+	}
+	e.sh(sb.ID, "echo kept > /workspace/f")
+	var paused api.Sandbox
+	waitFor(t, 20*time.Second, "the lease end to pause the sandbox", func() bool {
+		paused = e.get(sb.ID)
+		return paused.State != "running"
+	})
+	if paused.State != "paused" {
+		t.Fatalf("at its lease end: %+v, want paused", paused)
+	}
+	time.Sleep(time.Second) // a sample or more after the pause
+	before := e.sandboxRow(sb.ID)
+	time.Sleep(2 * time.Second)
+	after := e.sandboxRow(sb.ID)
+	if after.CPUSeconds != before.CPUSeconds || after.GiBSeconds != before.GiBSeconds || after.BilledCPUSeconds != before.BilledCPUSeconds {
+		t.Errorf("billed CPU or memory while paused: before %+v, after %+v", before, after)
+	}
+	wantStorage := float64(paused.ImageBytes) / (1 << 30) * 2
+	if grown := after.StorageGiBSeconds - before.StorageGiBSeconds; grown < wantStorage*0.7 || grown > wantStorage*1.5 {
+		t.Errorf("storage billed over 2 s paused: %.4f GiB-s, want about %.4f (image %d bytes)", grown, wantStorage, paused.ImageBytes)
+	}
+	if after.CostMicros <= before.CostMicros {
+		t.Errorf("the ledger's cost did not grow with the stored image: %d then %d µ$", before.CostMicros, after.CostMicros)
+	}
+	res := e.sh(sb.ID, "cat /workspace/f") // resumes it
+	if res.Stdout != "kept\n" {
+		t.Fatalf("exec on the paused sandbox: %+v", res)
+	}
+	if got := e.get(sb.ID); got.State != "running" || !got.LeaseEndsAt.After(time.Now()) {
+		t.Fatalf("after the exec: %+v, want running with a new lease", got)
+	}
+}
+
+// TestPauseCycles: five pause/resume cycles in a row on one sandbox, its
+// counter going on through all of them.
+func TestPauseCycles(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.startCounter(sb.ID)
+	for i := range 5 {
+		e.pause(sb.ID)
+		e.resume(sb.ID)
+		if got, want := e.count(sb.ID), strconv.Itoa(i+2); got != want {
+			t.Fatalf("cycle %d: counter %q, want %q", i+1, got, want)
+		}
+	}
+}
+
+// TestPausedSurvivesRestart: a paused sandbox is listed and resumable by the
+// next server on the same data directory, where it was.
+func TestPausedSurvivesRestart(t *testing.T) {
+	dataDir, err := os.MkdirTemp("/tmp", "wr-pause-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	a := newEnv(t, withDataDir(dataDir))
+	sb := a.create(api.CreateSandboxRequest{})
+	a.startCounter(sb.ID)
+	a.pause(sb.ID)
+	a.detach()
+	b := newEnv(t, withDataDir(dataDir))
+	var list api.SandboxList
+	b.must(http.StatusOK, "GET", "/v1/sandboxes?state=paused", nil, &list)
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != sb.ID {
+		t.Fatalf("paused sandboxes after the restart: %+v", list.Sandboxes)
+	}
+	b.resume(sb.ID)
+	if got := b.count(sb.ID); got != "2" {
+		t.Fatalf("counter after a restart and resume: %q, want 2", got)
+	}
+}
+
+// TestPauseConcurrently: 8 sandboxes paused at once, then resumed at once;
+// each comes back with its own files; nothing is left after they are
+// destroyed (the env's leak check: containers, cgroups, namespaces, image
+// directories).
+func TestPauseConcurrently(t *testing.T) {
+	e := newEnv(t)
+	const n = 8
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sb := e.create(api.CreateSandboxRequest{MemoryMiB: 256})
+			ids[i] = sb.ID
+			e.sh(sb.ID, "echo "+sb.ID+" > /workspace/me")
+		})
+	}
+	wg.Wait()
+	for _, op := range []string{"pause", "resume"} {
+		start := time.Now()
+		errs := make([]string, n)
+		for i, id := range ids {
+			wg.Go(func() {
+				if status, data := e.do("POST", "/v1/sandboxes/"+id+"/"+op, nil); status != http.StatusOK {
+					errs[i] = fmt.Sprintf("%s %s: %d %s", op, id, status, data)
+				}
+			})
+		}
+		wg.Wait()
+		for _, msg := range errs {
+			if msg != "" {
+				t.Error(msg)
+			}
+		}
+		t.Logf("%d sandboxes: %s in %s", n, op, time.Since(start))
+	}
+	for _, id := range ids {
+		if res := e.sh(id, "cat /workspace/me"); res.Stdout != id+"\n" {
+			t.Errorf("sandbox %s after resume: %+v", id, res)
+		}
 	}
 }

@@ -697,12 +697,15 @@ func (m *Manager) Close() {
 	}
 }
 
-// DestroyAll stops every sandbox this server runs (used by the embedded
+// DestroyAll stops every sandbox this server runs or keeps paused (used by the embedded
 // server of a one-shot CLI command and by tests).
 func (m *Manager) DestroyAll(ctx context.Context) {
 	m.mu.Lock()
-	ids := make([]string, 0, len(m.live))
+	ids := make([]string, 0, len(m.live)+len(m.paused))
 	for id := range m.live {
+		ids = append(ids, id)
+	}
+	for id := range m.paused {
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()
