@@ -1,8 +1,10 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -14,7 +16,11 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &struct{}{}); err != nil {
 		return err
 	}
-	sb, err := s.cfg.Manager.Pause(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	sb, err := s.cfg.Manager.Pause(r.Context(), id)
+	if errors.Is(err, driver.ErrChannel) {
+		return s.channelRefused(id, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -168,6 +168,11 @@ type Closer interface {
 // failed and the sandbox runs on.
 var ErrNoSpace = errors.New("no space on the host for the sandbox's image")
 
+// ErrNotSavable says the sandbox holds something its driver cannot save
+// (for gVisor: a socket bound on the host, in the agent's socket
+// directory): the pause failed and the sandbox runs on.
+var ErrNotSavable = errors.New("the sandbox holds something that cannot be saved")
+
 // Image is a paused sandbox's saved state on the host.
 type Image struct {
 	// Bytes is the space the image takes on the host's disk, in bytes: the
@@ -189,7 +194,9 @@ type Pauser interface {
 	// calls commit with its image. When commit succeeds, the sandbox is
 	// stopped: nothing of it runs, its image is kept. On any error before
 	// commit succeeds the sandbox runs on as before and no image is kept;
-	// ErrNoSpace (wrapped) says the host's disk is full.
+	// ErrNoSpace (wrapped) says the host's disk is full, ErrNotSavable that
+	// the sandbox holds what cannot be saved, ErrChannel that its agent's
+	// channel was tampered with.
 	Pause(ctx context.Context, id string, state []byte, commit func(Image) error) error
 	// Resume boots the paused sandbox id from its image in the network net
 	// (nil: none) and calls commit once its agent answers; when commit

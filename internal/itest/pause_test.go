@@ -271,3 +271,36 @@ func TestPauseConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseKeepsNetwork: a resumed sandbox has its network policy (the
+// allowed host answers, another is refused) and its secret as before: the
+// same placeholder in its environment, the value put on the wire by the
+// egress proxy.
+func TestPauseKeepsNetwork(t *testing.T) {
+	in := newFakeInternet(t)
+	e := newEnv(t, withInternet(in))
+	const value = "sk-paused-7f3a"
+	e.must(http.StatusCreated, "POST", "/v1/secrets", api.CreateSecretRequest{Name: "API_KEY", Value: value, Hosts: []string{inetAPI}}, nil)
+	sb := e.create(api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{inetAPI}}, Secrets: []string{"API_KEY"}})
+	check := func(when string) string {
+		t.Helper()
+		if seen := sendSecret(e, in, sb.ID); !strings.Contains(seen, "Bearer "+value) {
+			t.Errorf("%s: the upstream did not get the secret; it saw:\n%s", when, seen)
+		}
+		if res := e.sh(sb.ID, curl("http://"+inetOther+"/")); res.Stdout == "200" {
+			t.Errorf("%s: a host the policy does not allow answered: %+v", when, res)
+		}
+		return e.sh(sb.ID, "echo $API_KEY").Stdout
+	}
+	placeholder := check("before the pause")
+	e.pause(sb.ID)
+	e.resume(sb.ID)
+	if got := check("after the resume"); got != placeholder {
+		t.Errorf("the secret's placeholder changed: %q, then %q", placeholder, got)
+	}
+	var pol api.NetworkPolicy
+	e.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID+"/network", nil, &pol)
+	if len(pol.Allow) != 1 || pol.Allow[0] != inetAPI {
+		t.Errorf("policy after the resume: %+v", pol)
+	}
+}

@@ -132,8 +132,11 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	})
 	if err != nil {
 		m.pauseFailed(id, ls, sb.LeaseEndsAt)
-		if errors.Is(err, driver.ErrNoSpace) {
+		switch {
+		case errors.Is(err, driver.ErrNoSpace):
 			return sb, errs.New(errs.NoSpace, "sandbox %s could not be paused: %v; it runs on", id, err)
+		case errors.Is(err, driver.ErrNotSavable):
+			return sb, errs.New(errs.Conflict, "sandbox %s could not be paused: %v; it runs on", id, err)
 		}
 		return sb, fmt.Errorf("sandbox %s could not be paused (it runs on): %w", id, err)
 	}

@@ -90,7 +90,15 @@ func (d *Driver) Pause(ctx context.Context, id string, raw []byte, commit func(d
 	if err := checkSpace(images, memoryUse(id)); err != nil {
 		return fail(err)
 	}
-	agent := newAgentDialer(id, filepath.Join(dir, "sock"))
+	sockDir := filepath.Join(dir, "sock")
+	if name, err := boundSocket(sockDir); err != nil || name != "" {
+		if err == nil {
+			err = fmt.Errorf("%w: something in the sandbox made the socket %s in %s, and a socket bound on the host cannot be saved; remove it (and stop what listens on it) and pause again",
+				driver.ErrNotSavable, name, socketDirInSandbox)
+		}
+		return fail(err)
+	}
+	agent := newAgentDialer(id, sockDir)
 	if err := prepareCheckpoint(ctx, agent); err != nil {
 		// The agent may have let go of its listener all the same.
 		_ = waitReady(context.WithoutCancel(ctx), agent, agentRelisten)
@@ -304,6 +312,55 @@ func prepareCheckpoint(ctx context.Context, agent *agentDialer) error {
 		return fmt.Errorf("agent answered %s: %.200q", resp.Status, body)
 	}
 	return nil
+}
+
+// boundSocket returns the path (relative to the socket directory dir) of
+// a socket there other than the agent's own, or "". Root inside the sandbox
+// may have bound one (gVisor cannot save it) and may have filled the
+// directory with anything: it is walked through directory descriptors,
+// never following a link, and it holds at most socketDirInodes entries.
+func boundSocket(dir string) (string, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("socket directory: %w", err)
+	}
+	return walkSockets(fd, "", socketDirInodes)
+}
+
+// walkSockets is boundSocket's walk of the directory fd (which it closes)
+// at path rel, at most depth levels down.
+func walkSockets(fd int, rel string, depth int) (string, error) {
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	names, err := f.Readdirnames(socketDirInodes + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	for _, name := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // gone meanwhile
+		}
+		path := filepath.Join(rel, name)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFSOCK:
+			if path != socketName {
+				return path, nil
+			}
+		case unix.S_IFDIR:
+			if depth <= 0 {
+				continue
+			}
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue
+			}
+			if found, err := walkSockets(sub, path, depth-1); err != nil || found != "" {
+				return found, err
+			}
+		}
+	}
+	return "", nil
 }
 
 // freshDir makes parent (0700) and an empty dir in it.
