@@ -1,6 +1,8 @@
 package itest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/metering"
 	"withruntime.dev/runtime/internal/server"
+	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
 // counterServer is a Python process that holds a counter in memory and
@@ -302,5 +305,46 @@ func TestPauseKeepsNetwork(t *testing.T) {
 	e.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID+"/network", nil, &pol)
 	if len(pol.Allow) != 1 || pol.Allow[0] != inetAPI {
 		t.Errorf("policy after the resume: %+v", pol)
+	}
+}
+
+// TestPauseCLIAndSDK: `withruntime sandbox pause|resume` and `ls` (which
+// lists paused sandboxes), and the Go SDK's Pause, ErrPaused and Connect
+// (which resumes).
+func TestPauseCLIAndSDK(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.sh(sb.ID, "echo kept > /workspace/f")
+	if r := e.cli(nil, "sandbox", "pause", sb.ID); r.code != 0 || !strings.Contains(r.stdout, sb.ID+" paused") {
+		t.Fatalf("sandbox pause: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "ls"); r.code != 0 || !strings.Contains(r.stdout, sb.ID) || !strings.Contains(r.stdout, "paused") {
+		t.Errorf("sandbox ls with a paused sandbox: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "pause", sb.ID); r.code == 0 || !strings.Contains(r.stderr, "already paused") {
+		t.Errorf("sandbox pause of a paused sandbox: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "resume", "--timeout", "10m", sb.ID); r.code != 0 || !strings.Contains(r.stdout, sb.ID+" running") {
+		t.Fatalf("sandbox resume: %+v", r)
+	}
+
+	c := e.sdkClient()
+	ctx := context.Background()
+	sbx, err := c.Connect(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.Pause(ctx); err != nil || sbx.Info().State != "paused" {
+		t.Fatalf("SDK Pause: %v %+v", err, sbx.Info())
+	}
+	if _, err := sbx.Run(ctx, "true"); !errors.Is(err, withruntime.ErrPaused) {
+		t.Errorf("SDK Run on a paused sandbox: %v, want ErrPaused", err)
+	}
+	again, err := c.Connect(ctx, sb.ID) // resumes it
+	if err != nil || again.Info().State != "running" {
+		t.Fatalf("SDK Connect to a paused sandbox: %v %+v", err, again.Info())
+	}
+	if res, err := again.Run(ctx, "cat /workspace/f"); err != nil || res.Stdout != "kept\n" {
+		t.Errorf("after Connect: %+v %v", res, err)
 	}
 }
