@@ -18,6 +18,10 @@
 //	             baseline: bare `runsc run` of `true` at the same concurrency
 //	memory       host memory and idle CPU of K idle sandboxes held at once;
 //	             baseline: idle bare runsc sandboxes measured alongside
+//	pause        pause time, resume→first output of python3 and the image's
+//	             size, of an idle sandbox and of one holding 200 MiB of
+//	             Python objects (at most 10 samples); baseline: cold
+//	             create→first output measured alongside
 //
 // Everything it creates lives under /tmp/wr-bench-suite, in runsc roots
 // there, in cgroups named after its sandboxes, and in network namespaces,
@@ -44,7 +48,7 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "memory"}
+var allSections = []string{"startup", "exec", "concurrency", "memory", "pause"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -198,6 +202,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.concurrency(ctx)
 		case "memory":
 			runErr = env.memory(ctx, idleWindow)
+		case "pause":
+			runErr = env.pause(ctx)
 		}
 		fmt.Fprintf(os.Stderr, "suite: %s done in %s\n", s, time.Since(t0).Round(time.Second))
 		if runErr != nil {
