@@ -21,6 +21,10 @@
 //	image        the base rootfs imported as a container image (template
 //	             bench-suite-image, deleted at the end): the import's time,
 //	             and create-to-first-output from it against base, cold
+//	pause        pause time, resume→first output of python3 and the image's
+//	             size, of an idle sandbox and of one holding 200 MiB of
+//	             Python objects (at most 10 samples); baseline: cold
+//	             create→first output measured alongside
 //
 // Everything it creates lives under /tmp/wr-bench-suite, in runsc roots
 // there, in cgroups named after its sandboxes, and in network namespaces,
@@ -47,7 +51,7 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "memory", "image"}
+var allSections = []string{"startup", "exec", "concurrency", "memory", "image", "pause"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -203,6 +207,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.memory(ctx, idleWindow)
 		case "image":
 			runErr = env.imageSection(ctx)
+		case "pause":
+			runErr = env.pause(ctx)
 		}
 		fmt.Fprintf(os.Stderr, "suite: %s done in %s\n", s, time.Since(t0).Round(time.Second))
 		if runErr != nil {

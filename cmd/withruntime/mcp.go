@@ -21,6 +21,7 @@ func newMCPCmd() *cobra.Command {
 	var template, httpAddr string
 	var allowOrigins []string
 	var lease time.Duration
+	var pauseIdle bool
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the four sandbox tools over MCP (stdio, or streamable HTTP with --http)",
@@ -31,7 +32,9 @@ IDE agent) can run code in a Runtime sandbox.
 Each MCP session gets its own sandbox, created on its first tool call and
 destroyed when the session ends. The sandbox's lease (--lease) is renewed while
 the session uses it; a sandbox left idle for a whole lease is destroyed, and the
-next call gets a new, empty one (the result says so).
+next call gets a new, empty one (the result says so). With --pause-idle it is
+paused instead (saved whole: processes, memory, files; billed only for its
+image) and the session's next call resumes it where it was.
 
 By default the server speaks MCP on stdin/stdout (one session), for clients that
 start it as a command; with --http ADDR it serves streamable HTTP at
@@ -73,7 +76,12 @@ another origin are refused (403) unless allowed with --allow-origin.`,
 			if err != nil {
 				return err
 			}
-			m := newMCPSandboxes(c, newClient, withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second)})
+			sbxOpts := withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second)}
+			if pauseIdle {
+				// The lease end pauses; any request resumes (autoResume).
+				sbxOpts.OnLeaseEnd = "pause"
+			}
+			m := newMCPSandboxes(c, newClient, sbxOpts)
 			defer m.closeAll()
 			srv := m.server()
 			if httpAddr == "" {
@@ -89,6 +97,7 @@ another origin are refused (403) unless allowed with --allow-origin.`,
 	}
 	cmd.Flags().StringVar(&template, "template", "base", "template of the sandboxes")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Minute, "sandbox lease, renewed while the session uses it; also the idle timeout of an HTTP session")
+	cmd.Flags().BoolVar(&pauseIdle, "pause-idle", false, "pause a session's sandbox when it has been idle for a whole lease, and resume it on the session's next call, instead of destroying it")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (such as 127.0.0.1:7781) instead of stdio")
 	cmd.Flags().StringArrayVar(&allowOrigins, "allow-origin", nil, "with --http, also accept requests from web pages of this origin (such as http://localhost:6274; repeatable)")
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -23,7 +24,7 @@ import (
 
 func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Short: "Create, use and destroy sandboxes"}
-	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newKillCmd())
+	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd())
 	return cmd
 }
 
@@ -37,6 +38,7 @@ type createFlags struct {
 	env      []string
 	metadata []string
 	net      networkFlags
+	onEnd    string
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -47,6 +49,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.disk, "disk", 0, "disk in MiB (default 2048)")
 	cmd.Flags().StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&f.metadata, "metadata", nil, "label KEY=VALUE (repeatable)")
+	cmd.Flags().StringVar(&f.onEnd, "on-lease-end", "", `what the lease end does: "stop" (default: destroy) or "pause" (keep it paused; any request resumes it)`)
 	f.net.add(cmd)
 }
 
@@ -64,7 +67,7 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 		return api.CreateSandboxRequest{}, fmt.Errorf("--timeout must be at least 1s; got %s", f.timeout)
 	}
 	req := api.CreateSandboxRequest{Template: f.template, TimeoutSeconds: secs, CPU: f.cpu,
-		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta}
+		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta, OnLeaseEnd: f.onEnd}
 	return req, f.net.apply(&req)
 }
 
@@ -425,7 +428,7 @@ func newLsCmd() *cobra.Command {
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List running sandboxes (--all for stopped ones too)",
+		Short: "List running and paused sandboxes (--all for stopped ones too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := connect(cmd.Context(), "")
@@ -433,13 +436,12 @@ func newLsCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			state := "running"
-			if all {
-				state = ""
-			}
-			sbs, err := s.ListSandboxes(cmd.Context(), state)
+			sbs, err := s.ListSandboxes(cmd.Context(), "")
 			if err != nil {
 				return err
+			}
+			if !all {
+				sbs = slices.DeleteFunc(sbs, func(sb api.Sandbox) bool { return sb.State == "stopped" })
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tTEMPLATE\tCPU\tMEMORY\tCREATED\tLEASE ENDS")

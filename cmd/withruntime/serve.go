@@ -26,6 +26,7 @@ func newServeCmd() *cobra.Command {
 	var meter func() sandbox.MeterConfig
 	var pool sandbox.PoolConfig
 	var maxSandboxes int
+	var pausedRetention time.Duration
 	var sandboxCAs []string
 	var secretsKey string
 	var rotateKey, discardSecrets bool
@@ -43,8 +44,11 @@ func newServeCmd() *cobra.Command {
 			if maxSandboxes < 0 || pool.Size < 0 {
 				return fmt.Errorf("--max-sandboxes and --pool-size must be 0 or more (0: no limit, no pool)")
 			}
+			if pausedRetention <= 0 {
+				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes),
+			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -89,6 +93,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().Int64Var(&imageMaxBytes, "image-max-bytes", image.DefaultMaxBytes, "cap on the uncompressed content of an image made into a template (POST /v1/templates), in bytes")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
 	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes running at once; creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
+	cmd.Flags().DurationVar(&pausedRetention, "paused-retention", sandbox.DefaultPausedRetention, "how long a paused sandbox is kept; then it is destroyed (end reason retention)")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
 	cmd.Flags().DurationVar(&pool.MaxAge, "pool-max-age", 10*time.Minute, "replace a pooled sandbox that waited this long")
 	cmd.Flags().StringSliceVar(&pool.Templates, "pool-templates", []string{"base"}, "templates that get a warm pool")
@@ -127,9 +132,11 @@ func serveMetrics(ctx context.Context, l net.Listener, srv *server.Server, log *
 	}
 }
 
-// limits is the server's default limits with the --max-sandboxes cap.
-func limits(maxSandboxes int) *sandbox.Limits {
+// limits is the server's default limits with the --max-sandboxes cap and
+// the --paused-retention.
+func limits(maxSandboxes int, pausedRetention time.Duration) *sandbox.Limits {
 	l := sandbox.DefaultLimits()
 	l.MaxSandboxes = maxSandboxes
+	l.PausedRetention = pausedRetention
 	return &l
 }

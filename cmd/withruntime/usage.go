@@ -98,13 +98,15 @@ func usdToMicros(v float64) (int64, error) {
 func addMeterFlags(cmd *cobra.Command) func() sandbox.MeterConfig {
 	var interval time.Duration
 	def := metering.DefaultPrices()
-	var cpuUSD, memUSD, floor float64
+	var cpuUSD, memUSD, floor, storageUSD float64
 	cmd.Flags().DurationVar(&interval, "meter-interval", sandbox.DefaultMeterInterval, "how often each running sandbox's usage is sampled (negative: metering off)")
 	cmd.Flags().Float64Var(&cpuUSD, "price-cpu", def.CPUMicrosPerVCPUHour/1e6, "USD per vCPU-hour of CPU used")
 	cmd.Flags().Float64Var(&memUSD, "price-memory", def.MemoryMicrosPerGiBHour/1e6, "USD per GiB-hour of sandbox memory size")
 	cmd.Flags().Float64Var(&floor, "cpu-floor", def.CPUFloorVCPU, "least CPU billed per running sandbox, in vCPUs")
+	cmd.Flags().Float64Var(&storageUSD, "price-storage", def.StorageMicrosPerGiBHour/1e6, "USD per GiB-hour of a paused sandbox's image on the host (its memory and files; CPU and memory are not billed while paused)")
 	return func() sandbox.MeterConfig {
 		return sandbox.MeterConfig{Interval: interval, Prices: &metering.Prices{
-			CPUMicrosPerVCPUHour: cpuUSD * 1e6, MemoryMicrosPerGiBHour: memUSD * 1e6, CPUFloorVCPU: floor}}
+			CPUMicrosPerVCPUHour: cpuUSD * 1e6, MemoryMicrosPerGiBHour: memUSD * 1e6, CPUFloorVCPU: floor,
+			StorageMicrosPerGiBHour: storageUSD * 1e6}}
 	}
 }

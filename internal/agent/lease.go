@@ -19,6 +19,7 @@ const LeaseGrace = 10 * time.Second
 type lease struct {
 	mu    sync.Mutex
 	timer *time.Timer
+	at    time.Time // the lease end armed (zero: none)
 	end   func()
 }
 
@@ -30,10 +31,20 @@ func (l *lease) set(at time.Time) {
 		l.timer.Stop()
 		l.timer = nil
 	}
+	l.at = at
 	if at.IsZero() {
 		return
 	}
 	l.timer = time.AfterFunc(time.Until(at.Add(LeaseGrace)), l.end)
+}
+
+// disarm stops the lease and returns the end it had (zero: none).
+func (l *lease) disarm() time.Time {
+	l.mu.Lock()
+	at := l.at
+	l.mu.Unlock()
+	l.set(time.Time{})
+	return at
 }
 
 // endSandbox kills every process the agent can signal (all but PID 1 and

@@ -63,7 +63,8 @@ type Server struct {
 	guard      *guard
 	kicker     *kicker
 	lease      lease
-	cgroups    *cgroups // per-command cgroups; nil outside a sandbox or without the mount
+	ckpt       checkpointer // the listener, and a checkpoint pending (checkpoint.go)
+	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -134,6 +135,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	route("GET", "/health", s.handleHealth)
 	route("POST", "/configure", s.handleConfigure)
+	route("POST", "/checkpoint", s.handleCheckpoint)
 	route("POST", "/exec", s.handleExec)
 	route("POST", "/processes", s.handleStartProcess)
 	route("GET", "/processes", s.handleListProcesses)
@@ -148,7 +150,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/files/mkdir", s.handleMkdir)
 	route("POST", "/files/rename", s.handleRename)
 	// Method-less patterns catch a known path with a wrong method.
-	for _, p := range []string{"/health", "/configure", "/exec", "/processes", "/processes/{pid}",
+	for _, p := range []string{"/health", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +188,9 @@ func Listen(path string) (net.Listener, error) {
 // Serve serves HTTP/1.1 on ln until ctx is done, then stops accepting,
 // kills every running command and returns. It returns nil after a shutdown.
 // In a sandbox the guard watches its memory and processes meanwhile, and
-// the kicker unsticks stalled pipelines.
+// the kicker unsticks stalled pipelines. When the host prepares a
+// checkpoint (POST /checkpoint) Serve closes ln, waits for the checkpoint
+// and serves on a new listener at ln's unix socket path (checkpoint.go).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	gctx, stopGuard := context.WithCancel(ctx)
 	defer stopGuard()
@@ -199,20 +203,34 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
+	for {
+		s.ckpt.setListener(ln)
+		errc := make(chan error, 1)
+		go func() { errc <- hs.Serve(ln) }()
+		select {
+		case err := <-errc:
+			f, lease := s.ckpt.takePending()
+			if f == nil {
+				s.Close()
+				return err
+			}
+			if ln, err = s.awaitCheckpoint(ctx, f, lease, ln.Addr().String()); err != nil {
+				s.Close()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("listening again after a checkpoint: %w", err)
+			}
+			continue
+		case <-ctx.Done():
+		}
 		s.Close()
-		return err
-	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		_ = hs.Close()
+		return nil
 	}
-	s.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	_ = hs.Close()
-	return nil
 }
 
 // EnsureWorkspace creates the workspace if it is missing, owned by the

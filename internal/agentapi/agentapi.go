@@ -33,11 +33,15 @@
 //	DELETE /files?path=P&recursive=B    -> 204
 //	POST   /files/rename   RenameRequest -> 200 FileInfo
 //
-// One route is the host's alone (the server never forwards it):
+// Two routes are the host's alone (the server never forwards them):
 //
 //	POST   /configure      ConfigureRequest -> 204; a warm-pool sandbox
 //	                                       takes the environment of the create
 //	                                       that claimed it; the lease end moves
+//	POST   /checkpoint                  -> 204 once the agent has closed its
+//	                                       listener for a gVisor checkpoint (a
+//	                                       pause); it listens again after it;
+//	                                       409 when it cannot be checkpointed
 //
 // Relative paths resolve under /workspace. A path containing NUL is refused
 // with 400. Errors are always an ErrorBody with a matching HTTP status.

@@ -37,6 +37,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusForbidden, agentapi.CodeForbidden
 	case errors.Is(err, errs.NotFound):
 		return http.StatusNotFound, agentapi.CodeNotFound
+	case errors.Is(err, errs.Paused):
+		return http.StatusConflict, "sandbox_paused"
 	case errors.Is(err, errs.Conflict):
 		return http.StatusConflict, agentapi.CodeConflict
 	case errors.Is(err, errs.LeaseEnded):
@@ -49,6 +51,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "cost_cap"
 	case errors.Is(err, errs.SpendingLimit):
 		return http.StatusTooManyRequests, "spending_limit"
+	case errors.Is(err, errs.NoSpace):
+		return http.StatusInsufficientStorage, agentapi.CodeNoSpace
 	case errors.Is(err, errs.Capacity):
 		return http.StatusServiceUnavailable, agentapi.CodeUnavailable
 	}

@@ -258,13 +258,18 @@ func (s *Server) forwardError(ctx context.Context, id string, err error) error {
 		return rerr
 	}
 	if errors.Is(err, driver.ErrChannel) {
-		// Root inside the sandbox replaced its agent's socket. Nothing was
-		// sent anywhere; the owner gets an answer, the operator a warning.
-		s.cfg.Log.Warn("agent channel refused: the agent socket was tampered with from inside the sandbox", "sandbox", id, "err", err)
-		return &httpError{status: http.StatusBadGateway, code: "agent_channel_refused",
-			msg: fmt.Sprintf("sandbox %s: its agent cannot be reached safely: the agent's socket was removed or replaced from inside the sandbox; delete the sandbox and create a new one", id)}
+		return s.channelRefused(id, err)
 	}
 	return fmt.Errorf("sandbox %s: the agent did not answer: %w", id, err)
+}
+
+// channelRefused is the answer when a sandbox's agent channel was refused:
+// root inside the sandbox replaced its agent's socket. Nothing was sent
+// anywhere; the owner gets an answer, the operator a warning.
+func (s *Server) channelRefused(id string, err error) error {
+	s.cfg.Log.Warn("agent channel refused: the agent socket was tampered with from inside the sandbox", "sandbox", id, "err", err)
+	return &httpError{status: http.StatusBadGateway, code: "agent_channel_refused",
+		msg: fmt.Sprintf("sandbox %s: its agent cannot be reached safely: the agent's socket was removed or replaced from inside the sandbox; delete the sandbox and create a new one", id)}
 }
 
 // agentContentTypes are the only content types the agent sends. An answer

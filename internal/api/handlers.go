@@ -23,7 +23,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
 		Network: req.Network.policy(), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
-		MaxCostMicros: req.MaxCostMicros,
+		MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd, AutoResume: req.AutoResume,
 	})
 	if err != nil {
 		return err
@@ -53,9 +53,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 		case name == "state":
 			f.State = values[0]
 			switch f.State {
-			case store.StateStarting, store.StateRunning, store.StateStopped:
+			case store.StateStarting, store.StateRunning, store.StatePaused, store.StateStopped:
 			default:
-				return badRequest("state must be starting, running or stopped; got %q", f.State)
+				return badRequest("state must be starting, running, paused or stopped; got %q", f.State)
 			}
 		case strings.HasPrefix(name, "metadata."):
 			f.Metadata[strings.TrimPrefix(name, "metadata.")] = values[0]
@@ -110,6 +110,11 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 	sb, err := s.cfg.Manager.SetTimeout(r.Context(), r.PathValue("id"), req.TimeoutSeconds)
 	if err != nil {
 		return err
+	}
+	if req.OnLeaseEnd != "" || req.AutoResume != nil {
+		if sb, err = s.cfg.Manager.SetLeasePolicy(r.Context(), sb.ID, req.OnLeaseEnd, req.AutoResume); err != nil {
+			return err
+		}
 	}
 	out := []Sandbox{toSandbox(sb)}
 	if err := s.addCosts(r.Context(), out); err != nil {

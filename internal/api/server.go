@@ -84,6 +84,8 @@ func (s *Server) routes() {
 	s.handle("GET", "/v1/sandboxes/{id}", s.getSandbox)
 	s.handle("DELETE", "/v1/sandboxes/{id}", s.deleteSandbox)
 	s.handle("POST", "/v1/sandboxes/{id}/timeout", s.setTimeout)
+	s.handle("POST", "/v1/sandboxes/{id}/pause", s.pauseSandbox)
+	s.handle("POST", "/v1/sandboxes/{id}/resume", s.resumeSandbox)
 	for _, ar := range agentRoutes {
 		s.handle(ar.method, "/v1/sandboxes/{id}/"+ar.path, s.forwarder(ar))
 	}

@@ -35,12 +35,20 @@ type CreateSandboxRequest struct {
 	// with every vCPU busy throughout plus the memory size, could cost more
 	// (micro-dollars; 0 or absent: no cap).
 	MaxCostMicros int64 `json:"maxCostMicros,omitempty"`
+	// OnLeaseEnd is what the lease end does: "stop" (default: the sandbox
+	// is destroyed) or "pause" (it is saved whole and kept, paused, until
+	// resumed or the server's paused retention ends).
+	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
+	// AutoResume makes a request to the sandbox while it is paused (exec,
+	// processes, files, network, timeout) resume it first (default: true
+	// when onLeaseEnd is "pause", else false).
+	AutoResume *bool `json:"autoResume,omitempty"`
 }
 
 // Sandbox is a sandbox as the API returns it.
 type Sandbox struct {
 	ID string `json:"id"`
-	// State is "starting", "running" or "stopped".
+	// State is "starting", "running", "paused" or "stopped".
 	State    string `json:"state"`
 	Template string `json:"template"`
 	// CreatedAt and LeaseEndsAt are RFC 3339 UTC times.
@@ -56,6 +64,15 @@ type Sandbox struct {
 	// CostMicros is what the sandbox has cost so far, in micro-dollars, as of
 	// its last metering sample (a few seconds ago at most while it runs).
 	CostMicros int64 `json:"costMicros"`
+	// OnLeaseEnd is what the lease end does: "stop" or "pause".
+	OnLeaseEnd string `json:"onLeaseEnd"`
+	// AutoResume says whether a request while paused resumes the sandbox.
+	AutoResume bool `json:"autoResume"`
+	// PausedAt is when the sandbox was paused (RFC 3339; set while paused).
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
+	// ImageBytes is the size of a paused sandbox's image on the host, in
+	// bytes (its memory, processes and written files; set while paused).
+	ImageBytes int64 `json:"imageBytes,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -67,6 +84,19 @@ type SandboxList struct {
 // then ends TimeoutSeconds from now.
 type SetTimeoutRequest struct {
 	TimeoutSeconds int64 `json:"timeoutSeconds"`
+	// OnLeaseEnd, when set, changes what the lease end does: "stop" or
+	// "pause".
+	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
+	// AutoResume, when set, changes whether a request while paused resumes
+	// the sandbox (when onLeaseEnd is given without it: true for "pause").
+	AutoResume *bool `json:"autoResume,omitempty"`
+}
+
+// ResumeRequest is the optional body of POST /v1/sandboxes/{id}/resume.
+type ResumeRequest struct {
+	// TimeoutSeconds is the resumed sandbox's lease (default: the lease it
+	// was last given at create or set-timeout).
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
 
 // CreateKeyRequest is the body of POST /v1/keys.
@@ -119,6 +149,7 @@ func toSandbox(sb store.Sandbox) Sandbox {
 		ID: sb.ID, State: sb.State, Template: sb.Template,
 		CreatedAt: sb.CreatedAt, LeaseEndsAt: sb.LeaseEndsAt, EndedAt: sb.EndedAt, EndReason: sb.EndReason,
 		CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB, Metadata: meta,
+		OnLeaseEnd: sb.OnLeaseEnd, AutoResume: sb.AutoResume, PausedAt: sb.PausedAt, ImageBytes: sb.ImageBytes,
 	}
 }
 

@@ -26,6 +26,9 @@ type UsageRow struct {
 	BilledCPUSeconds float64 `json:"billedCpuSeconds"`
 	// GiBSeconds is memory size × time running.
 	GiBSeconds float64 `json:"gibSeconds"`
+	// StorageGiBSeconds is paused sandboxes' image size × time paused (a
+	// paused sandbox has no CPU or memory time).
+	StorageGiBSeconds float64 `json:"storageGibSeconds"`
 	// CostMicros is the cost in micro-dollars, rounded once from the
 	// unrounded costs of the row's sandboxes.
 	CostMicros int64 `json:"costMicros"`
@@ -36,6 +39,8 @@ type UsagePrices struct {
 	CPUMicrosPerVCPUHour   float64 `json:"cpuMicrosPerVcpuHour"`
 	MemoryMicrosPerGiBHour float64 `json:"memoryMicrosPerGibHour"`
 	CPUFloorVCPU           float64 `json:"cpuFloorVcpu"`
+	// StorageMicrosPerGiBHour prices paused sandboxes' images.
+	StorageMicrosPerGiBHour float64 `json:"storageMicrosPerGibHour"`
 }
 
 // UsageReport is the body of GET /v1/usage.
@@ -91,7 +96,8 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := s.cfg.Manager.Prices()
 	out := UsageReport{From: from, To: to, GroupBy: groupBy, Rows: make([]UsageRow, 0, len(rows)), Total: usageRow(total),
-		Prices: UsagePrices{CPUMicrosPerVCPUHour: p.CPUMicrosPerVCPUHour, MemoryMicrosPerGiBHour: p.MemoryMicrosPerGiBHour, CPUFloorVCPU: p.CPUFloorVCPU}}
+		Prices: UsagePrices{CPUMicrosPerVCPUHour: p.CPUMicrosPerVCPUHour, MemoryMicrosPerGiBHour: p.MemoryMicrosPerGiBHour, CPUFloorVCPU: p.CPUFloorVCPU,
+			StorageMicrosPerGiBHour: p.StorageMicrosPerGiBHour}}
 	for _, g := range rows {
 		out.Rows = append(out.Rows, usageRow(g))
 	}
@@ -108,7 +114,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 func usageRow(g sandbox.UsageGroup) UsageRow {
 	return UsageRow{Group: g.Group, CPUSeconds: round3(g.CPUSeconds), OverheadCPUSeconds: round3(g.OverheadCPUSeconds),
 		BilledCPUSeconds: round3(g.Cost.BilledCPUSeconds),
-		GiBSeconds:       round3(g.GiBSeconds), CostMicros: g.Cost.Micros()}
+		GiBSeconds:       round3(g.GiBSeconds), StorageGiBSeconds: round3(g.StorageGiBSeconds), CostMicros: g.Cost.Micros()}
 }
 
 // round3 keeps measured quantities to the millisecond for display; costs

@@ -5,7 +5,7 @@
 // manager a way to dial that agent; everything that happens inside the
 // sandbox (exec, files) goes through the agent, so a driver knows nothing
 // about commands or files. Optional features are separate interfaces found by
-// type assertion (see StatsReader).
+// type assertion (StatsReader, Watcher, CPUSetter, Pauser, Closer).
 package driver
 
 import (
@@ -162,4 +162,51 @@ type Watcher interface {
 // affected and a later driver on the same state directory works as before.
 type Closer interface {
 	Close() error
+}
+
+// ErrNoSpace says the host has no room for a sandbox's image: the pause
+// failed and the sandbox runs on.
+var ErrNoSpace = errors.New("no space on the host for the sandbox's image")
+
+// ErrNotSavable says the sandbox holds something its driver cannot save
+// (for gVisor: a socket bound on the host, in the agent's socket
+// directory): the pause failed and the sandbox runs on.
+var ErrNotSavable = errors.New("the sandbox holds something that cannot be saved")
+
+// Image is a paused sandbox's saved state on the host.
+type Image struct {
+	// Bytes is the space the image takes on the host's disk, in bytes: the
+	// sandbox's memory, processes and the files it wrote.
+	Bytes int64
+}
+
+// Pauser is implemented by drivers that can pause a sandbox: save it whole
+// (memory, processes, files) to the host's disk, stop it, and later resume it
+// from that image where it was. Open connections into and out of the sandbox
+// are closed by a pause; the sandbox's network is given again at resume.
+//
+// The manager's store says whether a sandbox is running or paused; the
+// driver calls commit at the one point where the answer changes, so that a
+// server killed at any moment leaves the sandbox as the store says (after
+// RecoverPaused for a paused record, Recover for a running one).
+type Pauser interface {
+	// Pause saves the running sandbox id (state is its Handle.State) and
+	// calls commit with its image. When commit succeeds, the sandbox is
+	// stopped: nothing of it runs, its image is kept. On any error before
+	// commit succeeds the sandbox runs on as before and no image is kept;
+	// ErrNoSpace (wrapped) says the host's disk is full, ErrNotSavable that
+	// the sandbox holds what cannot be saved, ErrChannel that its agent's
+	// channel was tampered with.
+	Pause(ctx context.Context, id string, state []byte, commit func(Image) error) error
+	// Resume boots the paused sandbox id from its image in the network net
+	// (nil: none) and calls commit once its agent answers; when commit
+	// succeeds the image is removed and the sandbox runs. On error nothing
+	// of the sandbox runs and its image is kept. ErrNotFound (wrapped) says
+	// there is no image.
+	Resume(ctx context.Context, id string, state []byte, net *Network, commit func(*Handle) error) (*Handle, error)
+	// RecoverPaused makes sure nothing of the paused sandbox id runs (a
+	// pause or resume interrupted by a server's death may have left it
+	// running) and returns its image, or ErrNotFound (wrapped) when it has
+	// none.
+	RecoverPaused(ctx context.Context, id string) (Image, error)
 }

@@ -16,12 +16,14 @@ var (
 	Forbidden     = errors.New("forbidden")       // 403
 	NotFound      = errors.New("not_found")       // 404
 	Conflict      = errors.New("conflict")        // 409: wrong state
+	Paused        = errors.New("sandbox_paused")  // 409: the sandbox is paused (or was paused while the request ran)
 	LeaseEnded    = errors.New("lease_ended")     // 410: the sandbox's lease ended
 	Stopped       = errors.New("sandbox_stopped") // 410: the sandbox was deleted or failed
 	TooLarge      = errors.New("too_large")       // 413
 	Capacity      = errors.New("capacity")        // 503: no room for another sandbox now
 	CostCap       = errors.New("cost_cap")        // 400: the lease could cost more than maxCostMicros
 	SpendingLimit = errors.New("spending_limit")  // 429: the key reached its daily spending limit
+	NoSpace       = errors.New("no_space")        // 507: the host's disk is full
 )
 
 // Error is a categorised error with a user-facing message.

@@ -519,6 +519,22 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=/workspace&recursive=true", want: 400})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c&recursive=true", want: 204})
 
+	// Pause and resume.
+	c.do(apiCall{method: "POST", path: sbx + "/resume", want: 409})
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/pause", want: 200}), &sb)
+	if sb.State != "paused" || sb.ImageBytes <= 0 || sb.PausedAt == nil {
+		t.Errorf("paused sandbox: %+v", sb)
+	}
+	c.do(apiCall{method: "POST", path: sbx + "/pause", want: 409})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: agentapi.ExecRequest{Command: "true"}, want: 409})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=paused", want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/pause", body: map[string]any{"now": true}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/resume", body: map[string]any{"timeoutSeconds": "soon"}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/pause", want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/resume", body: api.ResumeRequest{TimeoutSeconds: 600}, want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: api.SetTimeoutRequest{TimeoutSeconds: 900, OnLeaseEnd: "pause"}, want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 900, "onLeaseEnd": "sleep"}, invalid: true, want: 400})
+
 	// Routes and methods the API does not have.
 	c.do(apiCall{method: "GET", path: "/v1/nope", want: 404})
 	c.do(apiCall{method: "GET", path: sbx + "/nope", want: 404})
@@ -540,6 +556,7 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/exec", body: agentapi.ExecRequest{Command: "true"}, want: 410})
 	c.do(apiCall{method: "GET", path: sbx + "/files?path=x", want: 410})
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 410})
+	c.do(apiCall{method: "POST", path: sbx + "/pause", want: 410})
 	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=stopped", want: 200})
 	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=day", want: 200})
 
@@ -576,6 +593,7 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"Sandbox", api.Sandbox{}, true},
 		{"SandboxList", api.SandboxList{}, true},
 		{"SetTimeoutRequest", api.SetTimeoutRequest{}, false},
+		{"ResumeRequest", api.ResumeRequest{}, false},
 		{"CreateKeyRequest", api.CreateKeyRequest{}, false},
 		{"Key", api.Key{}, true},
 		{"KeyList", api.KeyList{}, true},

@@ -331,9 +331,11 @@ func sweep(t *testing.T, dir string, names server.EgressConfig) {
 		t.Errorf("sweeping %s: %v", dir, err)
 		return
 	}
-	if sbs, err := srv.Store.ListSandboxes(context.Background(), store.SandboxFilter{State: store.StateRunning}); err == nil {
-		for _, sb := range sbs {
-			_ = srv.Manager.Destroy(context.Background(), sb.ID)
+	for _, state := range []string{store.StateRunning, store.StatePaused} {
+		if sbs, err := srv.Store.ListSandboxes(context.Background(), store.SandboxFilter{State: state}); err == nil {
+			for _, sb := range sbs {
+				_ = srv.Manager.Destroy(context.Background(), sb.ID)
+			}
 		}
 	}
 	_ = srv.Close()

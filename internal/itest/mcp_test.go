@@ -288,6 +288,37 @@ func TestMCPStreamableHTTP(t *testing.T) {
 
 // TestMCPLeaseEnd: a session idle past its sandbox's lease goes on in a new
 // sandbox, and the model is told its files are gone.
+// TestMCPPauseIdle: with --pause-idle a session idle for a whole lease
+// finds its sandbox paused, not destroyed, and its next call resumes it
+// with its files and processes.
+func TestMCPPauseIdle(t *testing.T) {
+	e := newEnv(t)
+	bin := buildWithruntime(t)
+	cmd := exec.Command(bin, "mcp", "--lease", "2s", "--pause-idle")
+	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
+	client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "kept"}); res.IsError {
+		t.Fatalf("write: %q", mcpText(t, res))
+	}
+	first := e.running()
+	if len(first) != 1 {
+		t.Fatalf("running: %+v", first)
+	}
+	waitFor(t, 15*time.Second, "the idle sandbox to be paused", func() bool { return e.get(first[0].ID).State == "paused" })
+	res := mcpCall(t, cs, "runtime_exec", map[string]any{"command": "cat mine.txt"})
+	if text := mcpText(t, res); res.IsError || !strings.Contains(text, "kept") || strings.Contains(text, "note:") {
+		t.Fatalf("after the idle pause: %q", text)
+	}
+	if now := e.running(); len(now) != 1 || now[0].ID != first[0].ID {
+		t.Fatalf("sandboxes before %v, after %v: the same one should run again", first, now)
+	}
+}
+
 func TestMCPLeaseEnd(t *testing.T) {
 	e := newEnv(t)
 	bin := buildWithruntime(t)

@@ -24,6 +24,7 @@ func TestSDKWireTypesMatchServer(t *testing.T) {
 		{withruntime.SandboxInfo{}, api.Sandbox{}},
 		{withruntime.SandboxList{}, api.SandboxList{}},
 		{withruntime.SetTimeoutRequest{}, api.SetTimeoutRequest{}},
+		{withruntime.ResumeRequest{}, api.ResumeRequest{}},
 		{withruntime.ExecRequest{}, agentapi.ExecRequest{}},
 		{withruntime.Event{}, agentapi.Event{}},
 		{withruntime.ExecResult{}, agentapi.ExecResult{}},
@@ -78,11 +79,11 @@ func TestSDKConstantsAndCodesMatchServer(t *testing.T) {
 	sentinels := []error{withruntime.ErrBadRequest, withruntime.ErrUnauthorized, withruntime.ErrForbidden,
 		withruntime.ErrNotFound, withruntime.ErrTimeout, withruntime.ErrConflict, withruntime.ErrLeaseEnded,
 		withruntime.ErrSandboxStopped, withruntime.ErrTooLarge, withruntime.ErrRateLimited, withruntime.ErrInternal,
-		withruntime.ErrUnavailable, withruntime.ErrNoSpace}
+		withruntime.ErrUnavailable, withruntime.ErrNoSpace, withruntime.ErrPaused}
 	for _, code := range []string{agentapi.CodeBadRequest, agentapi.CodeUnauthorized, agentapi.CodeForbidden,
 		agentapi.CodeNotFound, agentapi.CodeTimeout, agentapi.CodeConflict, agentapi.CodeLeaseEnded,
 		agentapi.CodeTooLarge, agentapi.CodeNoSpace, agentapi.CodeRateLimited, agentapi.CodeUnavailable,
-		agentapi.CodeInternal, "sandbox_stopped"} {
+		agentapi.CodeInternal, "sandbox_stopped", "sandbox_paused"} {
 		matches := 0
 		for _, s := range sentinels {
 			if errors.Is(&withruntime.APIError{Code: code}, s) {

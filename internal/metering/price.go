@@ -30,6 +30,10 @@ type Prices struct {
 	// CPUFloorVCPU is the least CPU a running sandbox is billed, in vCPUs
 	// (reference: 1/20 = 0.05), whatever its size.
 	CPUFloorVCPU float64 `json:"cpuFloorVcpu"`
+	// StorageMicrosPerGiBHour is the price of one GiB of a paused sandbox's
+	// image (its memory, processes and files saved on the host) kept for
+	// one hour, in micro-dollars (default 0: paused sandboxes are free).
+	StorageMicrosPerGiBHour float64 `json:"storageMicrosPerGibHour"`
 }
 
 // DefaultPrices is the published reference price list.
@@ -39,8 +43,8 @@ func DefaultPrices() Prices {
 
 // Validate says what is wrong with a price configuration.
 func (p Prices) Validate() error {
-	if p.CPUMicrosPerVCPUHour < 0 || p.MemoryMicrosPerGiBHour < 0 || p.CPUFloorVCPU < 0 ||
-		math.IsNaN(p.CPUMicrosPerVCPUHour+p.MemoryMicrosPerGiBHour+p.CPUFloorVCPU) {
+	if p.CPUMicrosPerVCPUHour < 0 || p.MemoryMicrosPerGiBHour < 0 || p.CPUFloorVCPU < 0 || p.StorageMicrosPerGiBHour < 0 ||
+		math.IsNaN(p.CPUMicrosPerVCPUHour+p.MemoryMicrosPerGiBHour+p.CPUFloorVCPU+p.StorageMicrosPerGiBHour) {
 		return fmt.Errorf("prices must be non-negative numbers: %+v", p)
 	}
 	return nil
@@ -54,11 +58,15 @@ type Usage struct {
 	WallSeconds float64
 	// GiBSeconds is memory size × time running, in GiB-seconds.
 	GiBSeconds float64
+	// StorageGiBSeconds is a paused sandbox's image size × time paused, in
+	// GiB-seconds (a paused sandbox has no CPU, wall or memory time).
+	StorageGiBSeconds float64
 }
 
 // Add sums two usages.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{CPUSeconds: u.CPUSeconds + v.CPUSeconds, WallSeconds: u.WallSeconds + v.WallSeconds, GiBSeconds: u.GiBSeconds + v.GiBSeconds}
+	return Usage{CPUSeconds: u.CPUSeconds + v.CPUSeconds, WallSeconds: u.WallSeconds + v.WallSeconds,
+		GiBSeconds: u.GiBSeconds + v.GiBSeconds, StorageGiBSeconds: u.StorageGiBSeconds + v.StorageGiBSeconds}
 }
 
 // Cost is a priced usage, unrounded; call Micros for the amount to report.
@@ -67,10 +75,12 @@ type Cost struct {
 	BilledCPUSeconds float64
 	CPUMicros        float64
 	MemoryMicros     float64
+	// StorageMicros is the price of paused sandboxes' images.
+	StorageMicros float64
 }
 
-// Total is CPU plus memory, unrounded.
-func (c Cost) Total() float64 { return c.CPUMicros + c.MemoryMicros }
+// Total is CPU plus memory plus storage, unrounded.
+func (c Cost) Total() float64 { return c.CPUMicros + c.MemoryMicros + c.StorageMicros }
 
 // Micros is the total rounded once to whole micro-dollars.
 func (c Cost) Micros() int64 { return Round(c.Total()) }
@@ -83,13 +93,15 @@ func (p Prices) Price(u Usage) Cost {
 		BilledCPUSeconds: billed,
 		CPUMicros:        billed / 3600 * p.CPUMicrosPerVCPUHour,
 		MemoryMicros:     u.GiBSeconds / 3600 * p.MemoryMicrosPerGiBHour,
+		StorageMicros:    u.StorageGiBSeconds / 3600 * p.StorageMicrosPerGiBHour,
 	}
 }
 
 // Add sums two costs.
 func (c Cost) Add(d Cost) Cost {
 	return Cost{BilledCPUSeconds: c.BilledCPUSeconds + d.BilledCPUSeconds,
-		CPUMicros: c.CPUMicros + d.CPUMicros, MemoryMicros: c.MemoryMicros + d.MemoryMicros}
+		CPUMicros: c.CPUMicros + d.CPUMicros, MemoryMicros: c.MemoryMicros + d.MemoryMicros,
+		StorageMicros: c.StorageMicros + d.StorageMicros}
 }
 
 // WorstCase is the most a lease could cost: every vCPU busy for the whole

@@ -95,3 +95,20 @@ func TestSplitCPU(t *testing.T) {
 		}
 	}
 }
+
+// A paused sandbox's image is billed at the storage price only: no CPU
+// (its wall time is 0, so not even the floor) and no memory.
+func TestStoragePrice(t *testing.T) {
+	p := DefaultPrices()
+	p.StorageMicrosPerGiBHour = 100                        // $0.0001 per GiB-hour
+	c := p.Price(Usage{StorageGiBSeconds: 2 * 3600 * 1.5}) // 1.5 GiB for 2 hours
+	if c.CPUMicros != 0 || c.MemoryMicros != 0 || c.Micros() != 300 {
+		t.Fatalf("paused 1.5 GiB × 2 h at 100 µ$/GiB-h: %+v (%d µ$), want only 300 µ$ of storage", c, c.Micros())
+	}
+	if got := DefaultPrices().Price(Usage{StorageGiBSeconds: 1e6}).Micros(); got != 0 {
+		t.Fatalf("default storage price billed %d µ$, want 0", got)
+	}
+	if err := (Prices{StorageMicrosPerGiBHour: -1}).Validate(); err == nil {
+		t.Fatal("negative storage price accepted")
+	}
+}

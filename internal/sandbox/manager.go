@@ -10,13 +10,11 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -49,7 +47,8 @@ type Limits struct {
 	MaxDiskMiB       int64         // 65536
 	TmpMiB           int64         // size of /tmp (256), at most half the sandbox's memory (see tmpBytes)
 	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
-	MaxSandboxes     int           // running at once on this host (0 = no limit)
+	MaxSandboxes     int           // running at once on this host (0 = no limit); paused ones do not count
+	PausedRetention  time.Duration // how long a paused sandbox is kept before it is destroyed (7 days)
 }
 
 // DefaultLimits are the limits a server starts with.
@@ -65,6 +64,7 @@ func DefaultLimits() Limits {
 		MaxDiskMiB:       65536,
 		TmpMiB:           256,
 		PidsLimit:        1024,
+		PausedRetention:  DefaultPausedRetention,
 	}
 }
 
@@ -96,6 +96,10 @@ type Manager struct {
 	meter meterState
 	// pool is the warm pool (pool.go; nil: none).
 	pool *pool
+	// paused holds the retention timers of paused sandboxes (pause.go).
+	paused map[string]*time.Timer
+	// sbLocks serialise pause, resume and stop of each sandbox (pause.go).
+	sbLocks sandboxLocks
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -113,6 +117,11 @@ type liveSandbox struct {
 	// hung agent.
 	gone     chan struct{}
 	goneOnce sync.Once
+	// reqCtx binds every request to the sandbox; a pause cancels it
+	// (interrupt) so that requests in flight end, and reopen renews it.
+	reqMu      sync.Mutex
+	reqCtx     context.Context
+	cancelReqs context.CancelCauseFunc
 }
 
 func (ls *liveSandbox) markGone() { ls.goneOnce.Do(func() { close(ls.gone) }) }
@@ -120,9 +129,7 @@ func (ls *liveSandbox) markGone() { ls.goneOnce.Do(func() { close(ls.gone) }) }
 // release stops the lease timer and the watcher and drops idle connections.
 func (ls *liveSandbox) release() {
 	ls.lease.Stop()
-	if ls.stopWatch != nil {
-		ls.stopWatch()
-	}
+	ls.stopWatching()
 	ls.transport.CloseIdleConnections()
 }
 
@@ -162,6 +169,12 @@ type CreateParams struct {
 	// MaxCostMicros refuses the create (errs.CostCap) if the first lease
 	// could cost more (0: no cap).
 	MaxCostMicros int64
+	// OnLeaseEnd is what the lease end does: store.OnLeaseEndStop (the
+	// default) or store.OnLeaseEndPause.
+	OnLeaseEnd string
+	// AutoResume, when set, says whether requests to the sandbox while it is
+	// paused resume it first; unset: true when OnLeaseEnd is pause.
+	AutoResume *bool
 }
 
 // Create boots a sandbox and returns its record once its agent answers.
@@ -197,7 +210,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		ID: newID(), KeyID: p.KeyID, Template: p.Template, State: store.StateStarting,
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
 		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
-		Driver: m.driver.Name(),
+		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
 		return store.Sandbox{}, err
@@ -270,6 +283,10 @@ func (m *Manager) applyDefaults(p *CreateParams) error {
 	if p.TimeoutSeconds < 1 || p.TimeoutSeconds > int64(l.MaxTimeout/time.Second) {
 		return errs.New(errs.Invalid, "timeoutSeconds must be between 1 and %d (the server's maximum lease); got %d",
 			int64(l.MaxTimeout/time.Second), p.TimeoutSeconds)
+	}
+	var err error
+	if p.OnLeaseEnd, p.AutoResume, err = leasePolicy(p.OnLeaseEnd, p.AutoResume, store.OnLeaseEndStop); err != nil {
+		return err
 	}
 	if p.CPU == 0 {
 		p.CPU = l.DefaultCPU
@@ -351,6 +368,7 @@ func (m *Manager) adopt(id string, h *driver.Handle, leaseEnd time.Time) {
 		DisableCompression:  true,
 	}
 	ls := &liveSandbox{handle: h, transport: tr, gone: make(chan struct{})}
+	ls.reqCtx, ls.cancelReqs = context.WithCancelCause(context.Background())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ls.lease = time.AfterFunc(leaseEnd.Sub(m.now()), func() { m.leaseEnded(id) })
@@ -382,6 +400,11 @@ func (m *Manager) leaseEnded(id string) {
 		sb, err := m.store.GetSandbox(ctx, id)
 		if err == nil && sb.State != store.StateStopped && sb.LeaseEndsAt.After(m.now().Add(50*time.Millisecond)) {
 			return // the lease moved after the timer fired; SetTimeout re-armed it
+		}
+		if err == nil && sb.State == store.StateRunning && sb.OnLeaseEnd == store.OnLeaseEndPause {
+			if m.pauseAtLeaseEnd(ctx, id) {
+				return
+			}
 		}
 		m.log.Info("lease ended", "sandbox", id)
 		if err := m.stop(ctx, id, EndLeaseEnded); err != nil {
@@ -490,8 +513,6 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 	}
 	op := &stopOp{done: make(chan struct{})}
 	m.stopping[id] = op
-	ls := m.live[id]
-	delete(m.live, id)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -499,9 +520,22 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 		m.mu.Unlock()
 		close(op.done)
 	}()
+	unlock := m.lockSandbox(id) // after a pause or resume under way
+	defer unlock()
+	op.err = m.stopLocked(ctx, id, reason, endedAt)
+	return op.err
+}
+
+// stopLocked is stopAt with the sandbox's lock held.
+func (m *Manager) stopLocked(ctx context.Context, id, reason string, endedAt time.Time) error {
+	m.mu.Lock()
+	ls := m.live[id]
+	delete(m.live, id)
+	m.mu.Unlock()
 	if ls != nil {
 		ls.release()
 	}
+	m.dropRetention(id)
 	// The destroy must finish even if the caller goes away: a half-destroyed
 	// sandbox would leak until the next restart.
 	ctx = context.WithoutCancel(ctx)
@@ -509,7 +543,6 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 		endedAt = m.now()
 	}
 	if err := m.store.MarkStopped(ctx, id, reason, endedAt); err != nil {
-		op.err = err
 		return err
 	}
 	if ls != nil {
@@ -517,8 +550,7 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 	}
 	m.meterFinal(ctx, id)
 	if err := m.driver.Destroy(ctx, id); err != nil {
-		op.err = fmt.Errorf("destroy sandbox %s: %w", id, err)
-		return op.err
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
 	m.detachNetwork(ctx, id)
 	m.wakePool() // a pool held back by the server's maximum may refill
@@ -531,7 +563,7 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		return store.Sandbox{}, errs.New(errs.Invalid, "timeoutSeconds must be between 1 and %d; got %d",
 			int64(m.limits.MaxTimeout/time.Second), seconds)
 	}
-	sb, err := m.Running(ctx, id)
+	sb, err := m.usable(ctx, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -561,6 +593,10 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		}
 	}
 	if err := m.store.SetLeaseEnd(ctx, id, end); err != nil {
+		return store.Sandbox{}, err
+	}
+	// A resume gives this lease again.
+	if err := m.store.SetLeasePolicy(ctx, id, sb.OnLeaseEnd, sb.AutoResume, seconds); err != nil {
 		return store.Sandbox{}, err
 	}
 	if ls != nil {
@@ -593,60 +629,17 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 			id, fmtTime(sb.EndedAt), sb.MemoryMiB)
 	case sb.State == store.StateStopped && sb.EndReason == EndFailed:
 		return sb, errs.New(errs.Stopped, "sandbox %s failed at %s (its processes ended unexpectedly) and was stopped; create a new sandbox", id, fmtTime(sb.EndedAt))
+	case sb.State == store.StateStopped && sb.EndReason == EndRetention:
+		return sb, errs.New(errs.Stopped, "sandbox %s stayed paused past the server's paused retention and was destroyed at %s; create a new sandbox", id, fmtTime(sb.EndedAt))
 	case sb.State == store.StateStopped:
 		return sb, errs.New(errs.Stopped, "sandbox %s was stopped (%s) at %s; create a new sandbox", id, sb.EndReason, fmtTime(sb.EndedAt))
+	case sb.State == store.StatePaused:
+		return sb, errs.New(errs.Paused, "sandbox %s is paused (since %s); resume it with POST /v1/sandboxes/%s/resume (sandboxes created with autoResume resume on their next request)",
+			id, fmtTime(sb.PausedAt), id)
 	case sb.State != store.StateRunning:
 		return sb, errs.New(errs.Conflict, "sandbox %s is %s; retry when it is running", id, sb.State)
 	}
 	return sb, nil
-}
-
-// AgentTransport returns the HTTP transport to a running sandbox's agent,
-// with the same errors as Running. When a round trip fails because the
-// sandbox died or was stopped meanwhile, the transport returns only once the
-// record says so, so that the caller's Running check explains the failure.
-func (m *Manager) AgentTransport(ctx context.Context, id string) (http.RoundTripper, error) {
-	if _, err := m.Running(ctx, id); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	ls := m.live[id]
-	m.mu.Unlock()
-	if ls == nil {
-		return nil, errs.New(errs.Conflict, "sandbox %s is not attached to this server", id)
-	}
-	return agentTransport{ls}, nil
-}
-
-// settleWait bounds how long a failed round trip waits for the sandbox's
-// record to catch up with its death. The watcher notices a dead sandbox
-// within milliseconds; a hung agent in a live sandbox costs this delay.
-const settleWait = 2 * time.Second
-
-type agentTransport struct{ ls *liveSandbox }
-
-func (t agentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.ls.transport.RoundTrip(req)
-	if err != nil && req.Context().Err() == nil && isConnError(err) {
-		select {
-		case <-t.ls.gone:
-		case <-time.After(settleWait):
-		}
-	}
-	return resp, err
-}
-
-// isConnError reports whether err is the connection to the agent breaking
-// or being refused (as when the sandbox dies), not a failure of the
-// request itself (an upload over the cap, a client that went away).
-func isConnError(err error) bool {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return false
-	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOENT) || errors.Is(err, net.ErrClosed)
 }
 
 // Close destroys the warm pool's unclaimed sandboxes, stops the lease
@@ -662,6 +655,10 @@ func (m *Manager) Close() {
 		ls.release()
 		delete(m.live, id)
 	}
+	for id, t := range m.paused {
+		t.Stop()
+		delete(m.paused, id)
+	}
 	m.mu.Unlock()
 	m.bg.Wait()
 	if c, ok := m.driver.(driver.Closer); ok {
@@ -671,12 +668,15 @@ func (m *Manager) Close() {
 	}
 }
 
-// DestroyAll stops every sandbox this server runs (used by the embedded
+// DestroyAll stops every sandbox this server runs or keeps paused (used by the embedded
 // server of a one-shot CLI command and by tests).
 func (m *Manager) DestroyAll(ctx context.Context) {
 	m.mu.Lock()
-	ids := make([]string, 0, len(m.live))
+	ids := make([]string, 0, len(m.live)+len(m.paused))
 	for id := range m.live {
+		ids = append(ids, id)
+	}
+	for id := range m.paused {
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()

@@ -107,11 +107,14 @@ func (m *Manager) meterLoop(ctx context.Context) {
 	}
 }
 
-// sampleAll samples every running sandbox, a few at a time.
+// sampleAll samples every running and paused sandbox, a few at a time.
 func (m *Manager) sampleAll(ctx context.Context) {
 	m.mu.Lock()
-	ids := make([]string, 0, len(m.live))
+	ids := make([]string, 0, len(m.live)+len(m.paused))
 	for id := range m.live {
+		ids = append(ids, id)
+	}
+	for id := range m.paused {
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()
@@ -162,6 +165,27 @@ func (m *Manager) meterStart(ctx context.Context, sb store.Sandbox) {
 // cpuMark is a sample's cumulative CPU figures for the ledger's cursor.
 func cpuMark(st driver.Stats) store.CPUMark {
 	return store.CPUMark{Host: st.CPUSeconds, Overhead: st.IsolationCPUSeconds, OverheadKnown: st.IsolationKnown}
+}
+
+// meterSample writes a sandbox's interval up to now (a pause's last
+// running interval, a resume's paused one).
+func (m *Manager) meterSample(ctx context.Context, id string) {
+	if !m.meter.on {
+		return
+	}
+	if err := m.sample(ctx, id, false); err != nil {
+		m.log.Warn("metering", "sandbox", id, "err", err)
+	}
+}
+
+// cpuMarkNow is a sandbox's cumulative CPU figures now (zero when unknown).
+func (m *Manager) cpuMarkNow(ctx context.Context, id string) store.CPUMark {
+	if sr, ok := m.driver.(driver.StatsReader); ok {
+		if st, err := sr.Stats(ctx, id); err == nil {
+			return cpuMark(st)
+		}
+	}
+	return store.CPUMark{}
 }
 
 // meterFinal takes a stopped sandbox's last sample (before the driver
@@ -222,6 +246,9 @@ func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (writte
 	if err != nil || cur.Closed {
 		return false, err
 	}
+	if sb.PausedAt != nil {
+		return m.samplePaused(ctx, sb, cur, final)
+	}
 	// Without a new sample the cursor's figures stand: no CPU is billed.
 	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
 	var statsErr error
@@ -255,6 +282,26 @@ func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (writte
 		CPUSeconds: user, OverheadCPUSeconds: overhead,
 		WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
 	}
+	return m.store.RecordUsage(ctx, iv, mark, final)
+}
+
+// samplePaused writes a paused sandbox's interval: its image's size ×
+// time, and no CPU, wall or memory time. It ends at the sandbox's end when
+// it was stopped (destroyed while paused).
+func (m *Manager) samplePaused(ctx context.Context, sb store.Sandbox, cur store.UsageCursor, final bool) (bool, error) {
+	end := m.now().UTC().Truncate(time.Millisecond)
+	if sb.EndedAt != nil && end.After(*sb.EndedAt) {
+		end = *sb.EndedAt
+	}
+	if !end.After(cur.LastAt) {
+		end = cur.LastAt
+		if !final {
+			return false, nil
+		}
+	}
+	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
+	iv := store.UsageInterval{SandboxID: sb.ID, KeyID: sb.KeyID, Start: cur.LastAt, End: end,
+		StorageGiBSeconds: float64(sb.ImageBytes) / (1 << 30) * end.Sub(cur.LastAt).Seconds()}
 	return m.store.RecordUsage(ctx, iv, mark, final)
 }
 
@@ -307,7 +354,7 @@ func (m *Manager) SpentToday(ctx context.Context, keyID string) (int64, error) {
 	var c metering.Cost
 	p := m.Prices()
 	for _, s := range sums {
-		c = c.Add(p.Price(metering.Usage{CPUSeconds: s.CPUSeconds, WallSeconds: s.WallSeconds, GiBSeconds: s.GiBSeconds}))
+		c = c.Add(p.Price(usageOf(s)))
 	}
 	return c.Micros(), nil
 }
@@ -340,18 +387,24 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 			return err
 		}
 	}
-	if !m.meter.on || p.KeyID == "" {
+	return m.checkSpending(ctx, p.KeyID)
+}
+
+// checkSpending refuses a create or a resume (errs.SpendingLimit) when the
+// key has reached its daily spending limit.
+func (m *Manager) checkSpending(ctx context.Context, keyID string) error {
+	if !m.meter.on || keyID == "" {
 		return nil
 	}
 	limits, err := m.store.KeyDailyLimits(ctx)
 	if err != nil {
 		return err
 	}
-	limit := limits[p.KeyID]
+	limit := limits[keyID]
 	if limit <= 0 {
 		return nil
 	}
-	spent, err := m.SpentToday(ctx, p.KeyID)
+	spent, err := m.SpentToday(ctx, keyID)
 	if err != nil {
 		return err
 	}
@@ -359,8 +412,8 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		m.observeRefusal("daily_limit")
 		_, reset := utcDay(m.now())
 		return errs.New(errs.SpendingLimit,
-			"key %s has spent %d µ$ ($%.6f) today (UTC), reaching its daily limit of %d µ$ ($%.6f); creates are refused until the limit resets at %s",
-			p.KeyID, spent, float64(spent)/1e6, limit, float64(limit)/1e6, reset.Format(time.RFC3339))
+			"key %s has spent %d µ$ ($%.6f) today (UTC), reaching its daily limit of %d µ$ ($%.6f); creates and resumes are refused until the limit resets at %s",
+			keyID, spent, float64(spent)/1e6, limit, float64(limit)/1e6, reset.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -375,7 +428,13 @@ type UsageGroup struct {
 	// billed): the host's cost is CPUSeconds + OverheadCPUSeconds.
 	OverheadCPUSeconds float64
 	GiBSeconds         float64
-	Cost               metering.Cost
+	// StorageGiBSeconds is paused sandboxes' image size × time paused.
+	StorageGiBSeconds float64
+	Cost              metering.Cost
+}
+
+func usageOf(s store.UsageSum) metering.Usage {
+	return metering.Usage{CPUSeconds: s.CPUSeconds, WallSeconds: s.WallSeconds, GiBSeconds: s.GiBSeconds, StorageGiBSeconds: s.StorageGiBSeconds}
 }
 
 // Usage groupings.
@@ -416,11 +475,12 @@ func (m *Manager) Usage(ctx context.Context, from, to time.Time, groupBy, keyID 
 			row = &UsageGroup{Group: g}
 			groups[g] = row
 		}
-		c := p.Price(metering.Usage{CPUSeconds: s.CPUSeconds, WallSeconds: s.WallSeconds, GiBSeconds: s.GiBSeconds})
+		c := p.Price(usageOf(s))
 		for _, r := range []*UsageGroup{row, &total} {
 			r.CPUSeconds += s.CPUSeconds
 			r.OverheadCPUSeconds += s.OverheadCPUSeconds
 			r.GiBSeconds += s.GiBSeconds
+			r.StorageGiBSeconds += s.StorageGiBSeconds
 			r.Cost = r.Cost.Add(c)
 		}
 	}
@@ -446,7 +506,7 @@ func (m *Manager) Costs(ctx context.Context, ids ...string) (map[string]int64, e
 	}
 	p := m.Prices()
 	for _, s := range sums {
-		out[s.SandboxID] = p.Price(metering.Usage{CPUSeconds: s.CPUSeconds, WallSeconds: s.WallSeconds, GiBSeconds: s.GiBSeconds}).Micros()
+		out[s.SandboxID] = p.Price(usageOf(s)).Micros()
 	}
 	return out, nil
 }

@@ -262,7 +262,8 @@ func (m *Manager) cleanupNetworks(ctx context.Context) {
 	}
 	keep := map[string]bool{}
 	for _, sb := range records {
-		if sb.State != store.StateStopped {
+		// A paused sandbox gets a network again when it resumes.
+		if sb.State == store.StateRunning || sb.State == store.StateStarting {
 			keep[sb.ID] = true
 		}
 	}
@@ -273,7 +274,7 @@ func (m *Manager) cleanupNetworks(ctx context.Context) {
 
 // Network returns a running sandbox's effective network policy.
 func (m *Manager) Network(ctx context.Context, id string) (egress.Policy, error) {
-	if _, err := m.Running(ctx, id); err != nil {
+	if _, err := m.usable(ctx, id); err != nil {
 		return egress.Policy{}, err
 	}
 	if m.network == nil {
@@ -299,7 +300,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, p egress.Policy) (e
 	if err != nil {
 		return egress.Policy{}, err
 	}
-	if _, err := m.Running(ctx, id); err != nil {
+	if _, err := m.usable(ctx, id); err != nil {
 		return egress.Policy{}, err
 	}
 	rec, err := m.store.GetSandboxNetwork(ctx, id)

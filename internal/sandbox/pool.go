@@ -334,6 +334,7 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
 		CreatedAt: end.Add(-time.Duration(p.TimeoutSeconds) * time.Second), LeaseEndsAt: end,
 		Driver: m.driver.Name(), DriverState: ps.handle.State,
+		OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
 		m.destroyPooled(ctx, ps)

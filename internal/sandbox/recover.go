@@ -22,6 +22,9 @@ import (
 //   - a running sandbox whose lease runs on is re-attached and its lease
 //     timer re-armed; if the driver no longer has it, it is marked failed
 //     (or out_of_memory);
+//   - a paused sandbox is destroyed (retention) when its paused retention
+//     ended, and otherwise made sure to run nothing (a pause or resume that
+//     a dead server left half done) with its image kept (pause.go);
 //   - a sandbox the driver runs that no record knows, or knows as stopped,
 //     is destroyed (orphan);
 //   - networks that no running or adopted sandbox owns are removed.
@@ -67,6 +70,9 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		if err := m.stop(ctx, sb.ID, EndFailed); err != nil {
 			m.log.Error("destroy interrupted create", "sandbox", sb.ID, "err", err)
 		}
+		return
+	case store.StatePaused:
+		m.recoverPaused(ctx, sb)
 		return
 	}
 	m.mu.Lock()

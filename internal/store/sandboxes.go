@@ -16,7 +16,16 @@ import (
 const (
 	StateStarting = "starting"
 	StateRunning  = "running"
-	StateStopped  = "stopped"
+	// StatePaused is a sandbox saved whole to the host's disk: nothing of
+	// it runs until it is resumed (back to StateRunning).
+	StatePaused  = "paused"
+	StateStopped = "stopped"
+)
+
+// What a lease end does (Sandbox.OnLeaseEnd).
+const (
+	OnLeaseEndStop  = "stop"
+	OnLeaseEndPause = "pause"
 )
 
 // Sandbox is the durable record of one sandbox.
@@ -38,6 +47,20 @@ type Sandbox struct {
 	EndReason   string
 	Driver      string
 	DriverState []byte
+	// OnLeaseEnd is what the lease end does: OnLeaseEndStop or
+	// OnLeaseEndPause.
+	OnLeaseEnd string
+	// AutoResume says a request to the sandbox while it is paused resumes
+	// it first.
+	AutoResume bool
+	// TimeoutSeconds is the lease the sandbox was last given (at create or
+	// set-timeout), which a resume gives again; 0 for records from before
+	// pauses (the server's default then).
+	TimeoutSeconds int64
+	// PausedAt is when the sandbox was paused (set only while paused).
+	PausedAt *time.Time
+	// ImageBytes is the size of a paused sandbox's image on the host.
+	ImageBytes int64
 }
 
 // SandboxFilter selects sandboxes; zero fields match everything.
@@ -48,16 +71,18 @@ type SandboxFilter struct {
 }
 
 const sandboxCols = `id, key_id, template, state, cpu, memory_mib, disk_mib, env, metadata,
-	created_at, lease_ends_at, ended_at, end_reason, driver, driver_state`
+	created_at, lease_ends_at, ended_at, end_reason, driver, driver_state,
+	on_lease_end, auto_resume, timeout_seconds, paused_at, image_bytes`
 
 // InsertSandbox records a new sandbox.
 func (s *Store) InsertSandbox(ctx context.Context, sb Sandbox) error {
 	env, _ := json.Marshal(orEmpty(sb.Env))
 	meta, _ := json.Marshal(orEmpty(sb.Metadata))
 	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.KeyID, sb.Template, sb.State, sb.CPU, sb.MemoryMiB, sb.DiskMiB, string(env), string(meta),
-		millis(sb.CreatedAt), millis(sb.LeaseEndsAt), nullMillis(sb.EndedAt), sb.EndReason, sb.Driver, sb.DriverState)
+		millis(sb.CreatedAt), millis(sb.LeaseEndsAt), nullMillis(sb.EndedAt), sb.EndReason, sb.Driver, sb.DriverState,
+		onLeaseEnd(sb.OnLeaseEnd), sb.AutoResume, sb.TimeoutSeconds, nullMillis(sb.PausedAt), sb.ImageBytes)
 	if err != nil {
 		return fmt.Errorf("store: insert sandbox %s: %w", sb.ID, err)
 	}
@@ -79,6 +104,58 @@ func (s *Store) MarkStopped(ctx context.Context, id, reason string, at time.Time
 		return fmt.Errorf("store: stop sandbox %s: %w", id, err)
 	}
 	return nil
+}
+
+// MarkPaused records that a running sandbox was saved and stopped, at at,
+// with an image of imageBytes. ErrNotFound when it is not running (stopped
+// meanwhile).
+func (s *Store) MarkPaused(ctx context.Context, id string, at time.Time, imageBytes int64) error {
+	return s.exec(ctx, id, `UPDATE sandboxes SET state = ?, paused_at = ?, image_bytes = ? WHERE id = ? AND state = ?`,
+		StatePaused, millis(at), imageBytes, id, StateRunning)
+}
+
+// MarkResumed records that a paused sandbox runs again, with a new lease
+// end and driver state, and moves its usage cursor's CPU figures to mark
+// (the new sandbox process's counters), in one transaction. ErrNotFound
+// when it is not paused.
+func (s *Store) MarkResumed(ctx context.Context, id string, leaseEnd time.Time, driverState []byte, mark CPUMark) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: resume %s: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = ?, lease_ends_at = ?, driver_state = ?, paused_at = NULL, image_bytes = 0
+		WHERE id = ? AND state = ?`, StateRunning, millis(leaseEnd), driverState, id, StatePaused)
+	if err != nil {
+		return fmt.Errorf("store: resume %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sandbox %s: %w", id, ErrNotFound)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE usage_cursor SET last_cpu = ?, last_overhead_cpu = ? WHERE sandbox_id = ? AND closed = 0`,
+		mark.Host, mark.overhead(), id); err != nil {
+		return fmt.Errorf("store: resume %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: resume %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetLeasePolicy records what a sandbox's lease end does, whether requests
+// resume it while paused, and the lease it was last given (seconds; 0 keeps
+// the one recorded).
+func (s *Store) SetLeasePolicy(ctx context.Context, id, onEnd string, autoResume bool, timeoutSeconds int64) error {
+	return s.exec(ctx, id, `UPDATE sandboxes SET on_lease_end = ?, auto_resume = ?,
+		timeout_seconds = CASE WHEN ? > 0 THEN ? ELSE timeout_seconds END WHERE id = ? AND state != ?`,
+		onLeaseEnd(onEnd), autoResume, timeoutSeconds, timeoutSeconds, id, StateStopped)
+}
+
+func onLeaseEnd(s string) string {
+	if s == "" {
+		return OnLeaseEndStop
+	}
+	return s
 }
 
 // SetLeaseEnd moves a running sandbox's lease end.
@@ -141,15 +218,17 @@ func scanSandbox(r scanner) (Sandbox, error) {
 	var sb Sandbox
 	var env, meta string
 	var created, lease int64
-	var ended sql.NullInt64
+	var ended, paused sql.NullInt64
 	err := r.Scan(&sb.ID, &sb.KeyID, &sb.Template, &sb.State, &sb.CPU, &sb.MemoryMiB, &sb.DiskMiB, &env, &meta,
-		&created, &lease, &ended, &sb.EndReason, &sb.Driver, &sb.DriverState)
+		&created, &lease, &ended, &sb.EndReason, &sb.Driver, &sb.DriverState,
+		&sb.OnLeaseEnd, &sb.AutoResume, &sb.TimeoutSeconds, &paused, &sb.ImageBytes)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	_ = json.Unmarshal([]byte(env), &sb.Env)
 	_ = json.Unmarshal([]byte(meta), &sb.Metadata)
 	sb.CreatedAt, sb.LeaseEndsAt, sb.EndedAt = fromMillis(created), fromMillis(lease), timePtr(ended)
+	sb.PausedAt = timePtr(paused)
 	return sb, nil
 }
 

@@ -48,8 +48,11 @@ type UsageInterval struct {
 	// the interval (not billed; CPUSeconds + OverheadCPUSeconds is the host
 	// CPU of the interval).
 	OverheadCPUSeconds float64
-	WallSeconds        float64 // End - Start
+	WallSeconds        float64 // End - Start (0 for a paused interval)
 	GiBSeconds         float64 // memory size × WallSeconds
+	// StorageGiBSeconds is a paused sandbox's image size × the interval,
+	// in GiB-seconds (0 while it runs).
+	StorageGiBSeconds float64
 }
 
 // StartUsage creates a sandbox's cursor at at with cumulative CPU mark,
@@ -108,8 +111,8 @@ func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, mark CPUMark,
 	}
 	if iv.End.After(iv.Start) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_intervals
-			(sandbox_id, key_id, start_at, end_at, cpu_seconds, overhead_cpu_seconds, wall_seconds, gib_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			iv.SandboxID, iv.KeyID, millis(iv.Start), millis(iv.End), iv.CPUSeconds, iv.OverheadCPUSeconds, iv.WallSeconds, iv.GiBSeconds); err != nil {
+			(sandbox_id, key_id, start_at, end_at, cpu_seconds, overhead_cpu_seconds, wall_seconds, gib_seconds, storage_gib_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			iv.SandboxID, iv.KeyID, millis(iv.Start), millis(iv.End), iv.CPUSeconds, iv.OverheadCPUSeconds, iv.WallSeconds, iv.GiBSeconds, iv.StorageGiBSeconds); err != nil {
 			return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
 		}
 	}
@@ -137,6 +140,8 @@ type UsageSum struct {
 	OverheadCPUSeconds float64
 	WallSeconds        float64
 	GiBSeconds         float64
+	// StorageGiBSeconds is paused sandboxes' image size × time paused.
+	StorageGiBSeconds float64
 }
 
 // SumUsage adds up the intervals that f selects per sandbox (and per UTC
@@ -146,7 +151,7 @@ func (s *Store) SumUsage(ctx context.Context, f UsageFilter, byDay bool) ([]Usag
 	if byDay {
 		day = `strftime('%Y-%m-%d', (end_at - 1) / 1000, 'unixepoch')` // (from, to]: an end at midnight is the day before
 	}
-	q := `SELECT sandbox_id, key_id, ` + day + ` AS day, SUM(cpu_seconds), SUM(overhead_cpu_seconds), SUM(wall_seconds), SUM(gib_seconds)
+	q := `SELECT sandbox_id, key_id, ` + day + ` AS day, SUM(cpu_seconds), SUM(overhead_cpu_seconds), SUM(wall_seconds), SUM(gib_seconds), SUM(storage_gib_seconds)
 		FROM usage_intervals WHERE 1=1`
 	var args []any
 	if !f.From.IsZero() {
@@ -176,7 +181,7 @@ func (s *Store) SumUsage(ctx context.Context, f UsageFilter, byDay bool) ([]Usag
 	var out []UsageSum
 	for rows.Next() {
 		var u UsageSum
-		if err := rows.Scan(&u.SandboxID, &u.KeyID, &u.Day, &u.CPUSeconds, &u.OverheadCPUSeconds, &u.WallSeconds, &u.GiBSeconds); err != nil {
+		if err := rows.Scan(&u.SandboxID, &u.KeyID, &u.Day, &u.CPUSeconds, &u.OverheadCPUSeconds, &u.WallSeconds, &u.GiBSeconds, &u.StorageGiBSeconds); err != nil {
 			return nil, fmt.Errorf("store: sum usage: %w", err)
 		}
 		out = append(out, u)

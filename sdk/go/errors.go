@@ -26,6 +26,10 @@ var (
 	// ErrConflict (409 conflict): the sandbox or file is in the wrong state
 	// (still starting, already exists, not empty).
 	ErrConflict = errors.New("withruntime: conflict")
+	// ErrPaused (409 sandbox_paused): the sandbox is paused (Resume it, or
+	// create it with Options.AutoResume), or was paused while the request
+	// ran (the command it ran was killed).
+	ErrPaused = errors.New("withruntime: sandbox paused")
 	// ErrLeaseEnded (410 lease_ended): the sandbox's lease ended and the
 	// server destroyed it. Create a new sandbox; extend leases with
 	// SetTimeout before they end.
@@ -68,6 +72,7 @@ var codes = map[string]struct {
 	"not_found":       {ErrNotFound, 404},
 	"timeout":         {ErrTimeout, 408},
 	"conflict":        {ErrConflict, 409},
+	"sandbox_paused":  {ErrPaused, 409},
 	"lease_ended":     {ErrLeaseEnded, 410},
 	"sandbox_stopped": {ErrSandboxStopped, 410},
 	"too_large":       {ErrTooLarge, 413},

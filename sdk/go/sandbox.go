@@ -2,6 +2,7 @@ package withruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -46,11 +47,19 @@ type Options struct {
 	// the whole lease plus the memory size for the whole lease, at the
 	// server's prices (UsagePrices).
 	MaxCostMicros int64
+	// OnLeaseEnd is what the lease end does: "stop" (default: the server
+	// destroys the sandbox) or "pause" (it is saved whole and kept paused,
+	// billed only for its image, until resumed or the server's paused
+	// retention ends).
+	OnLeaseEnd string
+	// AutoResume makes any request to the sandbox while it is paused resume
+	// it first (nil: true when OnLeaseEnd is "pause").
+	AutoResume *bool
 }
 
 // ListFilter selects sandboxes for List. Zero values match everything.
 type ListFilter struct {
-	// State is "starting", "running" or "stopped" ("" for all).
+	// State is "starting", "running", "paused" or "stopped" ("" for all).
 	State string
 	// Metadata matches sandboxes that have every one of these labels.
 	Metadata map[string]string
@@ -107,6 +116,7 @@ func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
 		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
 		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
+		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume,
 	}
 	var info SandboxInfo
 	if err := c.doJSON(ctx, "POST", "/v1/sandboxes", req, &info); err != nil {
@@ -115,13 +125,20 @@ func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	return &Sandbox{c: c, id: info.ID, info: info}, nil
 }
 
-// Connect returns a handle on the running sandbox id. Errors: ErrNotFound;
-// ErrLeaseEnded or ErrSandboxStopped when it is no longer running.
+// Connect returns a handle on the sandbox id, resuming it first when it is
+// paused. Errors: ErrNotFound; ErrLeaseEnded or ErrSandboxStopped when it
+// is no longer running; those of Resume.
 func (c *Client) Connect(ctx context.Context, id string) (*Sandbox, error) {
 	s := &Sandbox{c: c, id: id}
 	info, err := s.Refresh(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if info.State == "paused" {
+		if err := s.Resume(ctx, 0); err != nil && !errors.Is(err, ErrConflict) { // resumed meanwhile: fine
+			return nil, err
+		}
+		return s, nil
 	}
 	if info.State == "stopped" {
 		code := "sandbox_stopped"
@@ -183,6 +200,38 @@ func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) {
 	s.info = info
 	s.mu.Unlock()
 	return info, nil
+}
+
+// Pause saves the running sandbox whole (processes with their memory,
+// files) on the server's host and stops it; it is billed only for its
+// image until Resume (or Connect, or a request if it has AutoResume).
+// Commands running at the pause end with ErrPaused; background processes
+// run on after the resume. Errors: ErrConflict (not running; already
+// paused), ErrNoSpace (no room on the host; it runs on), ErrLeaseEnded,
+// ErrSandboxStopped.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	return s.post(ctx, "/pause", nil)
+}
+
+// Resume boots the paused sandbox where it was, with a lease of seconds
+// (0: the lease it was last given). Errors: ErrConflict (not paused),
+// ErrUnavailable, ErrSpendingLimit (it stays paused), ErrSandboxStopped
+// (it could not be resumed and was destroyed).
+func (s *Sandbox) Resume(ctx context.Context, seconds int64) error {
+	return s.post(ctx, "/resume", ResumeRequest{TimeoutSeconds: seconds})
+}
+
+// post sends a control request about the sandbox and keeps the record it
+// answers.
+func (s *Sandbox) post(ctx context.Context, path string, body any) error {
+	var info SandboxInfo
+	if err := s.c.doJSON(ctx, "POST", s.path(path), body, &info); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.info = info
+	s.mu.Unlock()
+	return nil
 }
 
 // SetTimeout moves the end of the sandbox's lease to seconds from now (at

@@ -52,9 +52,12 @@ type UsageRow struct {
 	BilledCPUSeconds float64 `json:"billedCpuSeconds"`
 	// GiBSeconds is memory size × time running, in GiB-seconds.
 	GiBSeconds float64 `json:"gibSeconds"`
+	// StorageGiBSeconds is paused sandboxes' image size × time paused, in
+	// GiB-seconds (a paused sandbox is billed no CPU and no memory).
+	StorageGiBSeconds float64 `json:"storageGibSeconds"`
 	// CostMicros is the cost in micro-dollars (1 USD = 1,000,000): billed
-	// CPU and memory at UsagePrices, summed unrounded over the row's
-	// sandboxes and rounded once.
+	// CPU, memory and paused images' storage at UsagePrices, summed
+	// unrounded over the row's sandboxes and rounded once.
 	CostMicros int64 `json:"costMicros"`
 }
 
@@ -70,6 +73,9 @@ type UsagePrices struct {
 	// CPUFloorVCPU is the least CPU a running sandbox is billed, in vCPUs
 	// (reference 0.05).
 	CPUFloorVCPU float64 `json:"cpuFloorVcpu"`
+	// StorageMicrosPerGiBHour is micro-dollars per GiB-hour of a paused
+	// sandbox's image (serve --price-storage; default 0).
+	StorageMicrosPerGiBHour float64 `json:"storageMicrosPerGibHour"`
 }
 
 // UsageReport is the body of GET /v1/usage: the window actually used, the

@@ -37,12 +37,14 @@ type CreateSandboxRequest struct {
 	Network        *NetworkPolicy    `json:"network,omitempty"`
 	Secrets        []string          `json:"secrets,omitempty"`
 	MaxCostMicros  int64             `json:"maxCostMicros,omitempty"`
+	OnLeaseEnd     string            `json:"onLeaseEnd,omitempty"`
+	AutoResume     *bool             `json:"autoResume,omitempty"`
 }
 
 // SandboxInfo is a sandbox's record as the server returns it.
 type SandboxInfo struct {
 	ID string `json:"id"`
-	// State is "starting", "running" or "stopped".
+	// State is "starting", "running", "paused" or "stopped".
 	State    string `json:"state"`
 	Template string `json:"template"`
 	// CreatedAt and LeaseEndsAt are UTC. The server destroys the sandbox at
@@ -64,8 +66,17 @@ type SandboxInfo struct {
 	// the CPU floor over its life) plus memory size × time, at the server's
 	// prices, rounded once. It is the figure Client.Usage reports for the
 	// sandbox. Create answers 0 (nothing is metered yet); Refresh, List,
-	// Connect and SetTimeout give the current figure.
+	// Connect and SetTimeout give the current figure. A paused sandbox is
+	// billed its image's size × time at the storage price, nothing else.
 	CostMicros int64 `json:"costMicros"`
+	// OnLeaseEnd is what the lease end does: "stop" or "pause".
+	OnLeaseEnd string `json:"onLeaseEnd"`
+	// AutoResume says whether a request while paused resumes the sandbox.
+	AutoResume bool `json:"autoResume"`
+	// PausedAt is when the sandbox was paused (UTC; set while paused).
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
+	// ImageBytes is a paused sandbox's image size on the host, in bytes.
+	ImageBytes int64 `json:"imageBytes,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -76,6 +87,16 @@ type SandboxList struct {
 // SetTimeoutRequest is the body of POST /v1/sandboxes/{id}/timeout.
 type SetTimeoutRequest struct {
 	TimeoutSeconds int64 `json:"timeoutSeconds"`
+	// OnLeaseEnd and AutoResume, when set, change the sandbox's.
+	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
+	AutoResume *bool  `json:"autoResume,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/sandboxes/{id}/resume.
+type ResumeRequest struct {
+	// TimeoutSeconds is the resumed sandbox's lease (0: the lease it was
+	// last given).
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
 
 // ExecRequest runs one command. Set exactly one of Command and Argv.

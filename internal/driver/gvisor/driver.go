@@ -73,6 +73,10 @@ type Driver struct {
 type state struct {
 	Dir    string `json:"dir"`
 	Socket string `json:"socket"`
+	// Flags are the runsc flags the sandbox was booted with; a restore from
+	// its checkpoint must use the same (pause.go). Absent in the state of
+	// sandboxes made before pauses existed: those cannot be paused.
+	Flags []string `json:"flags,omitempty"`
 }
 
 // New checks the configuration and installs the agent where sandboxes mount
@@ -179,25 +183,25 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	// after, through the readiness wait and the deferred Destroy.
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
 	defer cancel()
-	if err := d.start(startCtx, dir, flags, bundle, spec.ID); err != nil {
+	if err := d.start(startCtx, dir, flags, "run", "--detach", "--bundle", bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
 	agent := newAgentDialer(spec.ID, sockDir)
 	if err := waitReady(ctx, agent, d.cfg.ReadyTimeout); err != nil {
 		return nil, fmt.Errorf("gvisor create: agent did not start: %w", err)
 	}
-	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName)})
+	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName), Flags: flags})
 	return &driver.Handle{ID: spec.ID, State: st, Dial: agent.dial}, nil
 }
 
 // runTimeout bounds `runsc run --detach`, which takes well under a second.
 const runTimeout = 2 * time.Minute
 
-// start runs `runsc run --detach`. The sandbox it leaves running inherits
-// runsc's stdout and stderr, so they go to a file (console.log in the
-// sandbox directory), never to a pipe that would stay open for the
-// sandbox's whole life.
-func (d *Driver) start(ctx context.Context, dir string, flags []string, bundle, id string) error {
+// start runs `runsc run --detach` (or `restore --detach`: args). The
+// sandbox it leaves running inherits runsc's stdout and stderr, so they go
+// to a file (console.log in the sandbox directory), never to a pipe that
+// would stay open for the sandbox's whole life.
+func (d *Driver) start(ctx context.Context, dir string, flags []string, args ...string) error {
 	logPath := filepath.Join(dir, "console.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -205,12 +209,12 @@ func (d *Driver) start(ctx context.Context, dir string, flags []string, bundle, 
 	}
 	defer logf.Close()
 	argv := append([]string{"--root", filepath.Join(d.cfg.StateDir, "runsc")}, flags...)
-	argv = append(argv, "run", "--detach", "--bundle", bundle, id)
+	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, d.cfg.Runsc, argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(logPath)
-		return fmt.Errorf("runsc run: %w: %s", err, tail(string(out), 2000))
+		return fmt.Errorf("runsc %s: %w: %s", args[0], err, tail(string(out), 2000))
 	}
 	return nil
 }
@@ -245,8 +249,13 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 	// The socket's place comes from the sandbox id, not from the stored
 	// state, and is dialed with the same checks as at create.
 	agent := newAgentDialer(id, filepath.Join(d.sandboxDir(id), "sock"))
-	if err := ping(ctx, agent); err != nil {
+	if err := d.pingAfterPause(ctx, id, agent); err != nil {
 		return nil, fmt.Errorf("gvisor recover %s: agent does not answer (%v): %w", id, err, driver.ErrNotFound)
+	}
+	// The sandbox runs: an image left by a pause or a resume that a dead
+	// server did not finish is not its state.
+	if err := os.RemoveAll(filepath.Join(d.sandboxDir(id), imagesDir)); err != nil {
+		return nil, fmt.Errorf("gvisor recover %s: %w", id, err)
 	}
 	return &driver.Handle{ID: id, State: raw, Dial: agent.dial}, nil
 }

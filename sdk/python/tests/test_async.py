@@ -18,6 +18,7 @@ from withruntime import (
     BadRequestError,
     LeaseEndedError,
     NotFoundError,
+    SandboxPausedError,
     SandboxStoppedError,
 )
 from withruntime.tools import adispatch, sandbox_tools
@@ -95,6 +96,23 @@ def test_async_basics(server: Server) -> None:
         assert [(i.id, i.state) for i in infos] == [(sid, "stopped")]
         with pytest.raises(SandboxStoppedError):
             await AsyncSandbox.connect(sid)
+
+    run(main())
+
+
+def test_async_pause_and_resume(server: Server) -> None:
+    async def main() -> None:
+        async with AsyncSandbox.create(timeout_seconds=300) as sbx:
+            await sbx.files.write_file("kept.txt", "kept")
+            info = await sbx.pause()
+            assert info.state == "paused" and info.image_bytes > 0
+            with pytest.raises(SandboxPausedError):
+                await sbx.exec("true")
+            again = await AsyncSandbox.connect(sbx.id, client=sbx.client)  # resumes it
+            assert again.info is not None and again.info.state == "running"
+            assert (await again.exec("cat kept.txt")).stdout == "kept"
+            await sbx.pause()
+            assert (await sbx.resume(timeout_seconds=600)).state == "running"
 
     run(main())
 

@@ -19,11 +19,13 @@ from withruntime import (
     APIError,
     BadRequestError,
     Client,
+    ConflictError,
     LeaseEndedError,
     NotConfiguredError,
     NotFoundError,
     Sandbox,
     SandboxGoneError,
+    SandboxPausedError,
     SandboxStoppedError,
     TransportError,
     UnauthorizedError,
@@ -208,10 +210,44 @@ def test_errors(server: Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         Sandbox.list()
 
 
+def test_pause_and_resume(server: Server) -> None:
+    with Sandbox.create(timeout_seconds=300) as sbx:
+        sbx.files.write_text("kept.txt", "kept")
+        sbx.exec('python3 -c \'import time; open("/tmp/alive", "w").write("yes"); time.sleep(3600)\' &')
+        info = sbx.pause()
+        assert info.state == "paused" and info.image_bytes > 0 and info.paused_at is not None
+        with pytest.raises(SandboxPausedError) as e:
+            sbx.exec("true")
+        assert e.value.status == 409 and e.value.code == "sandbox_paused"
+        with pytest.raises(ConflictError):
+            sbx.pause()
+        assert sbx.id in [s.id for s in Sandbox.list(state="paused")]
+        again = Sandbox.connect(sbx.id)  # resumes it
+        assert again.info is not None and again.info.state == "running"
+        assert again.exec("cat kept.txt /tmp/alive").stdout == "keptyes"
+        with pytest.raises(ConflictError):
+            again.resume()
+        sbx.pause()
+        resumed = sbx.resume(timeout_seconds=600)
+        assert resumed.state == "running" and resumed.lease_ends_at is not None
+
+
+def test_lease_end_pauses(server: Server) -> None:
+    with Sandbox.create(timeout_seconds=3, on_lease_end="pause") as sbx:
+        assert sbx.info is not None and sbx.info.on_lease_end == "pause" and sbx.info.auto_resume
+        sbx.files.write_text("f", "still here")
+        deadline = time.monotonic() + 30
+        while sbx.refresh().state != "paused" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sbx.refresh().state == "paused"
+        assert sbx.exec("cat f").stdout == "still here"  # resumes it
+        assert sbx.refresh().state == "running"
+
+
 def test_error_codes_match_the_api() -> None:
     want = {
         "bad_request": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404,
-        "method_not_allowed": 405, "timeout": 408, "conflict": 409, "lease_ended": 410,
+        "method_not_allowed": 405, "timeout": 408, "conflict": 409, "sandbox_paused": 409, "lease_ended": 410,
         "sandbox_stopped": 410, "too_large": 413, "rate_limited": 429, "internal": 500,
         "unavailable": 503, "no_space": 507, "cost_cap": 400, "spending_limit": 429,
     }  # fmt: skip

@@ -59,6 +59,14 @@ export class ConflictError extends APIError {
   override name = "ConflictError";
 }
 /**
+ * 409 sandbox_paused: the sandbox is paused (resume it, or create it with
+ * autoResume), or was paused while the request ran (the command it ran was
+ * killed). A ConflictError, as its status is 409.
+ */
+export class SandboxPausedError extends ConflictError {
+  override name = "SandboxPausedError";
+}
+/**
  * 410 lease_ended: the sandbox's lease ended and the server destroyed it.
  * Create a new sandbox; extend leases with setTimeout before they end.
  */
@@ -119,6 +127,7 @@ const codes: Record<string, [APIErrorClass, number]> = {
   not_found: [NotFoundError, 404],
   timeout: [TimeoutError, 408],
   conflict: [ConflictError, 409],
+  sandbox_paused: [SandboxPausedError, 409],
   lease_ended: [LeaseEndedError, 410],
   sandbox_stopped: [SandboxStoppedError, 410],
   too_large: [TooLargeError, 413],

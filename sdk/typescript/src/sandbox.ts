@@ -1,5 +1,5 @@
 import { Client, type CallOptions, type ClientOptions } from "./client.js";
-import { apiError, statusOfCode, WithRuntimeError } from "./errors.js";
+import { apiError, ConflictError, statusOfCode, WithRuntimeError } from "./errors.js";
 import { Files } from "./files.js";
 import type {
   CreateSandboxRequest,
@@ -58,11 +58,19 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
    * lease, at the server's prices. 0 or absent: no cap.
    */
   maxCostMicros?: number;
+  /**
+   * What the lease end does: "stop" (default: the server destroys the
+   * sandbox) or "pause" (it is saved whole and kept paused, billed only for
+   * its image, until resumed or the server's paused retention ends).
+   */
+  onLeaseEnd?: "stop" | "pause";
+  /** Whether any request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
+  autoResume?: boolean;
 }
 
 /** Selects sandboxes for Sandbox.list. Absent fields match everything. */
 export interface ListFilter extends ConnectionOptions, CallOptions {
-  state?: "starting" | "running" | "stopped";
+  state?: "starting" | "running" | "paused" | "stopped";
   /** Sandboxes that have every one of these labels. */
   metadata?: Record<string, string>;
 }
@@ -172,19 +180,31 @@ export class Sandbox implements AsyncDisposable {
     if (!isDefaultNetwork(opts.network)) req.network = opts.network;
     if (opts.secrets !== undefined && opts.secrets.length > 0) req.secrets = opts.secrets;
     if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
+    if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
+    if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
     const info = await c.json<SandboxInfo>("POST", "/v1/sandboxes", req, opts.signal);
     return new Sandbox(c, info);
   }
 
   /**
-   * A handle on the running sandbox id. Throws NotFoundError, or
-   * LeaseEndedError / SandboxStoppedError when it no longer runs.
+   * A handle on the sandbox id, resumed first if it is paused. Throws
+   * NotFoundError, or LeaseEndedError / SandboxStoppedError when it no
+   * longer runs, and what resume throws.
    */
   static async connect(id: string, opts: ConnectionOptions & CallOptions = {}): Promise<Sandbox> {
     const c = clientOf(opts);
     const info = await c.json<SandboxInfo>("GET", `/v1/sandboxes/${encodeURIComponent(id)}`, undefined, opts.signal);
     if (info.state === "stopped") throw stoppedError(info);
-    return new Sandbox(c, info);
+    const sbx = new Sandbox(c, info);
+    if (info.state === "paused") {
+      try {
+        await sbx.resume(undefined, opts);
+      } catch (e) {
+        if (!(e instanceof ConflictError)) throw e;
+        await sbx.refresh(opts); // resumed meanwhile by another caller
+      }
+    }
+    return sbx;
   }
 
   /** Lists sandboxes, newest first, stopped ones included unless filtered by state. */
@@ -206,6 +226,32 @@ export class Sandbox implements AsyncDisposable {
   /** Fetches the sandbox's record from the server. Throws NotFoundError. */
   async refresh(opts: CallOptions = {}): Promise<SandboxInfo> {
     this.#info = await this.client.json<SandboxInfo>("GET", this.path(""), undefined, opts.signal);
+    return this.#info;
+  }
+
+  /**
+   * Saves the running sandbox whole (processes with their memory, files) on
+   * the server's host and stops it: it is billed only for its image until
+   * resume (or connect, or any request when it has autoResume). Commands
+   * running at the pause end with SandboxPausedError; background processes
+   * run on after the resume. Throws ConflictError (not running, or already
+   * paused), NoSpaceError (no room on the host; it runs on),
+   * LeaseEndedError, SandboxStoppedError.
+   */
+  async pause(opts: CallOptions = {}): Promise<SandboxInfo> {
+    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/pause"), {}, opts.signal);
+    return this.#info;
+  }
+
+  /**
+   * Boots the paused sandbox where it was, with a lease of timeoutSeconds
+   * (default: the lease it was last given). Throws ConflictError (not
+   * paused), UnavailableError, SpendingLimitError (it stays paused),
+   * SandboxStoppedError (it could not be resumed and was destroyed).
+   */
+  async resume(timeoutSeconds?: number, opts: CallOptions = {}): Promise<SandboxInfo> {
+    const body = timeoutSeconds ? { timeoutSeconds } : {};
+    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/resume"), body, opts.signal);
     return this.#info;
   }
 

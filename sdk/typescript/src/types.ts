@@ -49,13 +49,17 @@ export interface CreateSandboxRequest {
   secrets?: string[];
   /** Refuse the sandbox (CostCapError) if its first lease could cost more, in micro-dollars. */
   maxCostMicros?: number;
+  /** What the lease end does: "stop" (default) or "pause". */
+  onLeaseEnd?: "stop" | "pause";
+  /** Whether a request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
+  autoResume?: boolean;
 }
 
 /** A sandbox's record as the server returns it. */
 export interface SandboxInfo {
   /** `sbx_` followed by 16 characters. */
   id: string;
-  state: "starting" | "running" | "stopped";
+  state: "starting" | "running" | "paused" | "stopped";
   template: string;
   /** RFC 3339, UTC. */
   createdAt: string;
@@ -82,9 +86,18 @@ export interface SandboxInfo {
    * plus memory size × time, at the server's prices, rounded once; the
    * figure Client.usage reports for it. create answers 0 (nothing is
    * metered yet); refresh, list, connect and setTimeout give the current
-   * figure.
+   * figure. A paused sandbox is billed only its image's size × time, at the
+   * storage price.
    */
   costMicros: number;
+  /** What the lease end does: "stop" or "pause". */
+  onLeaseEnd: "stop" | "pause";
+  /** Whether a request while paused resumes the sandbox first. */
+  autoResume: boolean;
+  /** When it was paused (RFC 3339, UTC); set only while paused. */
+  pausedAt?: string;
+  /** A paused sandbox's image size on the host, in bytes (its memory, processes and written files). */
+  imageBytes?: number;
 }
 
 /** One command to run. Set exactly one of `command` and `argv`. */
@@ -236,6 +249,8 @@ export interface UsageRow {
   billedCpuSeconds: number;
   /** Memory size × time running, in GiB-seconds. */
   gibSeconds: number;
+  /** Paused sandboxes' image size × time paused, in GiB-seconds (a paused sandbox is billed no CPU and no memory). */
+  storageGibSeconds: number;
   /** The cost in micro-dollars (1 USD = 1,000,000): billed CPU and memory at the report's prices, summed unrounded over the row's sandboxes and rounded once. */
   costMicros: number;
 }
@@ -248,6 +263,8 @@ export interface UsagePrices {
   memoryMicrosPerGibHour: number;
   /** The least CPU a running sandbox is billed, in vCPUs (reference 0.05). */
   cpuFloorVcpu: number;
+  /** Micro-dollars per GiB-hour of a paused sandbox's image (`serve --price-storage`; default 0). */
+  storageMicrosPerGibHour: number;
 }
 
 /** A whole usage report (GET /v1/usage). */

@@ -8,9 +8,11 @@ import { promisify } from "node:util";
 
 import {
   BadRequestError,
+  ConflictError,
   LeaseEndedError,
   NotFoundError,
   Sandbox,
+  SandboxPausedError,
   SandboxStoppedError,
   eventData,
   stdoutData,
@@ -249,6 +251,38 @@ describe("a real sandbox", { concurrency: 4 }, () => {
     } finally {
       await sbx.kill();
     }
+  });
+
+  test("pause and resume: memory and files kept; a paused sandbox refuses execs; connect resumes", async () => {
+    await using sbx = await Sandbox.create(opts);
+    await sbx.files.write("kept.txt", "kept");
+    await sbx.exec({ command: "python3 -c 'import time; open(\"/tmp/pid\", \"w\").write(\"x\"); time.sleep(3600)' &" });
+    const paused = await sbx.pause();
+    assert.equal(paused.state, "paused");
+    assert.ok((paused.imageBytes ?? 0) > 0 && paused.pausedAt !== undefined);
+    await assert.rejects(sbx.exec("true"), (e: unknown) => e instanceof SandboxPausedError && e.status === 409 && e.code === "sandbox_paused");
+    await assert.rejects(sbx.pause(), ConflictError);
+    assert.deepEqual((await Sandbox.list({ state: "paused" })).map((s) => s.id).filter((id) => id === sbx.id), [sbx.id]);
+    const again = await Sandbox.connect(sbx.id); // resumes it
+    assert.equal(again.info.state, "running");
+    assert.equal((await again.exec("cat kept.txt; cat /tmp/pid")).stdout, "keptx");
+    await assert.rejects(again.resume(), ConflictError);
+    await sbx.pause();
+    const resumed = await sbx.resume(600);
+    assert.equal(resumed.state, "running");
+    assert.ok(Date.parse(resumed.leaseEndsAt) > Date.now() + 500 * 1000);
+  });
+
+  test("onLeaseEnd pause: the lease end pauses, the next exec resumes", async () => {
+    await using sbx = await Sandbox.create({ timeoutSeconds: 3, onLeaseEnd: "pause" });
+    assert.equal(sbx.info.onLeaseEnd, "pause");
+    assert.equal(sbx.info.autoResume, true);
+    await sbx.files.write("f", "still here");
+    const deadline = Date.now() + 30_000;
+    while ((await sbx.refresh()).state !== "paused" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    assert.equal(sbx.info.state, "paused");
+    assert.equal((await sbx.exec("cat f")).stdout, "still here");
+    assert.equal((await sbx.refresh()).state, "running");
   });
 
   test("lease end: a clear LeaseEndedError, for the running command and after", async () => {

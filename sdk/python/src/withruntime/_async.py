@@ -17,7 +17,14 @@ import httpx
 from . import _http
 from ._config import resolve_config
 from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
-from .errors import NotFoundError, SandboxGoneError, SandboxStoppedError, TransportError, WithRuntimeError
+from .errors import (
+    ConflictError,
+    NotFoundError,
+    SandboxGoneError,
+    SandboxStoppedError,
+    TransportError,
+    WithRuntimeError,
+)
 from .types import (
     Event,
     ExecResult,
@@ -80,6 +87,8 @@ class AsyncClient:
         network: _http.NetworkArg | None = None,
         secrets: Sequence[str] | None = None,
         max_cost_micros: int | None = None,
+        on_lease_end: str | None = None,
+        auto_resume: bool | None = None,
     ) -> AsyncSandbox:
         """Creates a sandbox and returns once it runs (see :meth:`withruntime.Sandbox.create`)."""
         body = _http.create_body(
@@ -93,15 +102,23 @@ class AsyncClient:
             network=network,
             secrets=secrets,
             max_cost_micros=max_cost_micros,
+            on_lease_end=on_lease_end,
+            auto_resume=auto_resume,
         )
         info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body))
         return AsyncSandbox(self, info.id, info)
 
     async def connect(self, sandbox_id: str) -> AsyncSandbox:
-        """A handle on the running sandbox ``sandbox_id``."""
+        """A handle on the sandbox ``sandbox_id``, resumed first if it is
+        paused (see :meth:`withruntime.Client.connect`)."""
         sbx = AsyncSandbox(self, sandbox_id)
         info = await sbx.refresh()
         _check_running(info)
+        if info.state == "paused":
+            try:
+                await sbx.resume()
+            except ConflictError:
+                await sbx.refresh()  # resumed meanwhile by another caller
         return sbx
 
     async def list(
@@ -275,6 +292,8 @@ class AsyncSandbox:
         network: _http.NetworkArg | None = None,
         secrets: Sequence[str] | None = None,
         max_cost_micros: int | None = None,
+        on_lease_end: str | None = None,
+        auto_resume: bool | None = None,
         client: AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -297,6 +316,8 @@ class AsyncSandbox:
                     network=network,
                     secrets=secrets,
                     max_cost_micros=max_cost_micros,
+                    on_lease_end=on_lease_end,
+                    auto_resume=auto_resume,
                 )
             except BaseException:
                 if owns:
@@ -316,7 +337,8 @@ class AsyncSandbox:
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> _AwaitableContext[AsyncSandbox]:
-        """A handle on an existing, running sandbox (await it, or ``async with``)."""
+        """A handle on an existing sandbox, resumed first if it is paused
+        (await it, or ``async with``)."""
 
         async def make() -> AsyncSandbox:
             owns = client is None
@@ -381,6 +403,21 @@ class AsyncSandbox:
 
     async def refresh(self) -> SandboxInfo:
         info = SandboxInfo.from_dict(await self._client._json("GET", self._path()))
+        self._info = info
+        return info
+
+    async def pause(self) -> SandboxInfo:
+        """Saves the sandbox whole and stops it (see
+        :meth:`withruntime.Sandbox.pause`)."""
+        info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/pause")))
+        self._info = info
+        return info
+
+    async def resume(self, timeout_seconds: int | None = None) -> SandboxInfo:
+        """Boots the paused sandbox where it was (see
+        :meth:`withruntime.Sandbox.resume`)."""
+        body = {"timeoutSeconds": int(timeout_seconds)} if timeout_seconds else {}
+        info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/resume"), body))
         self._info = info
         return info
 

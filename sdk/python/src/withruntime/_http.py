@@ -101,6 +101,8 @@ def create_body(
     network: NetworkArg | None,
     secrets: Sequence[str] | None = None,
     max_cost_micros: int | None = None,
+    on_lease_end: str | None = None,
+    auto_resume: bool | None = None,
 ) -> dict[str, Any]:
     """The body of POST /v1/sandboxes. Unset (None) fields are left out and
     take the server's defaults. ``network`` is sent only when it differs
@@ -118,6 +120,8 @@ def create_body(
             "metadata": dict(metadata) if metadata else None,
             "secrets": list(secrets) if secrets else None,
             "maxCostMicros": int(max_cost_micros) if max_cost_micros else None,
+            "onLeaseEnd": on_lease_end or None,
+            "autoResume": bool(auto_resume) if auto_resume is not None else None,
         }
     )
     if network is not None:

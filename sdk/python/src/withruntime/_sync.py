@@ -15,6 +15,7 @@ import httpx
 from . import _http
 from ._config import resolve_config
 from .errors import (
+    ConflictError,
     NotFoundError,
     SandboxGoneError,
     SandboxStoppedError,
@@ -93,6 +94,8 @@ class Client:
         network: _http.NetworkArg | None = None,
         secrets: Sequence[str] | None = None,
         max_cost_micros: int | None = None,
+        on_lease_end: str | None = None,
+        auto_resume: bool | None = None,
     ) -> Sandbox:
         """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
         body = _http.create_body(
@@ -106,17 +109,24 @@ class Client:
             network=network,
             secrets=secrets,
             max_cost_micros=max_cost_micros,
+            on_lease_end=on_lease_end,
+            auto_resume=auto_resume,
         )
         info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body))
         return Sandbox(self, info.id, info)
 
     def connect(self, sandbox_id: str) -> Sandbox:
-        """A handle on the running sandbox ``sandbox_id``. Raises
-        NotFoundError, or LeaseEndedError / SandboxStoppedError when it is no
-        longer running."""
+        """A handle on the sandbox ``sandbox_id``, resumed first if it is
+        paused. Raises NotFoundError, or LeaseEndedError /
+        SandboxStoppedError when it is no longer running."""
         sbx = Sandbox(self, sandbox_id)
         info = sbx.refresh()
         _check_running(info)
+        if info.state == "paused":
+            try:
+                sbx.resume()
+            except ConflictError:
+                sbx.refresh()  # resumed meanwhile by another caller
         return sbx
 
     def list(
@@ -322,6 +332,8 @@ class Sandbox:
         network: _http.NetworkArg | None = None,
         secrets: Sequence[str] | None = None,
         max_cost_micros: int | None = None,
+        on_lease_end: str | None = None,
+        auto_resume: bool | None = None,
         client: Client | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -365,6 +377,8 @@ class Sandbox:
                 network=network,
                 secrets=secrets,
                 max_cost_micros=max_cost_micros,
+                on_lease_end=on_lease_end,
+                auto_resume=auto_resume,
             )
         except BaseException:
             if owns:
@@ -382,8 +396,9 @@ class Sandbox:
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> Sandbox:
-        """A handle on an existing, running sandbox. Raises NotFoundError, or
-        LeaseEndedError / SandboxStoppedError when it is no longer running."""
+        """A handle on an existing sandbox, resumed first if it is paused.
+        Raises NotFoundError, or LeaseEndedError / SandboxStoppedError when
+        it is no longer running."""
         owns = client is None
         c = client or Client(base_url, api_key)
         try:
@@ -452,6 +467,29 @@ class Sandbox:
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's record. Raises NotFoundError."""
         info = SandboxInfo.from_dict(self._client._json("GET", self._path()))
+        self._info = info
+        return info
+
+    def pause(self) -> SandboxInfo:
+        """Saves the running sandbox whole (processes with their memory,
+        files) on the server's host and stops it: it is billed only for its
+        image until :meth:`resume` (or :meth:`connect`, or any request when
+        it has ``auto_resume``). Commands running at the pause end with
+        SandboxPausedError; background processes run on after the resume.
+        Raises ConflictError (not running, or already paused), NoSpaceError
+        (no room on the host; it runs on), SandboxGoneError."""
+        info = SandboxInfo.from_dict(self._client._json("POST", self._path("/pause")))
+        self._info = info
+        return info
+
+    def resume(self, timeout_seconds: int | None = None) -> SandboxInfo:
+        """Boots the paused sandbox where it was, with a lease of
+        ``timeout_seconds`` (default: the lease it was last given). Raises
+        ConflictError (not paused), UnavailableError, SpendingLimitError (it
+        stays paused), SandboxStoppedError (it could not be resumed and was
+        destroyed)."""
+        body = {"timeoutSeconds": int(timeout_seconds)} if timeout_seconds else {}
+        info = SandboxInfo.from_dict(self._client._json("POST", self._path("/resume"), body))
         self._info = info
         return info
 

@@ -33,6 +33,7 @@ __all__ = [
     "MethodNotAllowedError",
     "APITimeoutError",
     "ConflictError",
+    "SandboxPausedError",
     "SandboxGoneError",
     "LeaseEndedError",
     "SandboxStoppedError",
@@ -122,6 +123,13 @@ class ConflictError(APIError):
     starting, already exists, not empty)."""
 
 
+class SandboxPausedError(ConflictError):
+    """409 ``sandbox_paused``: the sandbox is paused (``resume`` it, or
+    create it with ``auto_resume``), or was paused while the request ran
+    (the command it ran was killed). A :class:`ConflictError`, as its
+    status is 409."""
+
+
 class SandboxGoneError(APIError):
     """410: the sandbox is no longer running (either subclass below)."""
 
@@ -182,6 +190,7 @@ ERROR_CODES: dict[str, tuple[type[APIError], int]] = {
     "method_not_allowed": (MethodNotAllowedError, 405),
     "timeout": (APITimeoutError, 408),
     "conflict": (ConflictError, 409),
+    "sandbox_paused": (SandboxPausedError, 409),
     "lease_ended": (LeaseEndedError, 410),
     "sandbox_stopped": (SandboxStoppedError, 410),
     "too_large": (TooLargeError, 413),

@@ -73,8 +73,8 @@ class SandboxInfo:
     """A sandbox's record as the server returns it."""
 
     id: str
-    #: ``"starting"``, ``"running"`` or ``"stopped"``.
-    state: Literal["starting", "running", "stopped"] | str
+    #: ``"starting"``, ``"running"``, ``"paused"`` or ``"stopped"``.
+    state: Literal["starting", "running", "paused", "stopped"] | str
     template: str
     #: UTC. The server destroys the sandbox at ``lease_ends_at`` unless the
     #: lease is extended with ``set_timeout``.
@@ -101,6 +101,15 @@ class SandboxInfo:
     #: answers 0 (nothing is metered yet); ``refresh``, ``list``, ``connect``
     #: and ``set_timeout`` give the current figure.
     cost_micros: int = 0
+    #: What the lease end does: ``"stop"`` or ``"pause"``.
+    on_lease_end: str = "stop"
+    #: Whether a request while paused resumes the sandbox first.
+    auto_resume: bool = False
+    #: When it was paused (UTC); set only while paused.
+    paused_at: datetime | None = None
+    #: A paused sandbox's image size on the host, in bytes (its memory,
+    #: processes and written files; billed at the storage price).
+    image_bytes: int = 0
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -118,6 +127,10 @@ class SandboxInfo:
             disk_mib=int(d.get("diskMiB", 0) or 0),
             metadata=dict(d.get("metadata") or {}),
             cost_micros=int(d.get("costMicros", 0) or 0),
+            on_lease_end=d.get("onLeaseEnd", "stop") or "stop",
+            auto_resume=bool(d.get("autoResume", False)),
+            paused_at=parse_time(d.get("pausedAt")),
+            image_bytes=int(d.get("imageBytes", 0) or 0),
             _raw=dict(d),
         )
 
@@ -468,6 +481,9 @@ class UsageRow:
     #: file proxy) spent, in CPU-seconds, not billed: the host's CPU cost is
     #: ``cpu_seconds + overhead_cpu_seconds``.
     overhead_cpu_seconds: float = 0.0
+    #: Paused sandboxes' image size × time paused, in GiB-seconds (a paused
+    #: sandbox is billed no CPU and no memory).
+    storage_gib_seconds: float = 0.0
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageRow:
@@ -478,6 +494,7 @@ class UsageRow:
             gib_seconds=float(d.get("gibSeconds", 0) or 0),
             cost_micros=int(d.get("costMicros", 0) or 0),
             overhead_cpu_seconds=float(d.get("overheadCpuSeconds", 0) or 0),
+            storage_gib_seconds=float(d.get("storageGibSeconds", 0) or 0),
         )
 
 
@@ -492,6 +509,9 @@ class UsagePrices:
     memory_micros_per_gib_hour: float
     #: The least CPU a running sandbox is billed, in vCPUs (reference 0.05).
     cpu_floor_vcpu: float
+    #: Micro-dollars per GiB-hour of a paused sandbox's image
+    #: (``serve --price-storage``; default 0).
+    storage_micros_per_gib_hour: float = 0.0
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsagePrices:
@@ -499,6 +519,7 @@ class UsagePrices:
             cpu_micros_per_vcpu_hour=float(d.get("cpuMicrosPerVcpuHour", 0) or 0),
             memory_micros_per_gib_hour=float(d.get("memoryMicrosPerGibHour", 0) or 0),
             cpu_floor_vcpu=float(d.get("cpuFloorVcpu", 0) or 0),
+            storage_micros_per_gib_hour=float(d.get("storageMicrosPerGibHour", 0) or 0),
         )
 
 

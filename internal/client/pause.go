@@ -1,0 +1,24 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"withruntime.dev/runtime/internal/api"
+)
+
+// PauseSandbox saves a running sandbox and stops it (POST .../pause) and
+// returns its record (state "paused").
+func (c *Client) PauseSandbox(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.do(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/pause", nil, &sb)
+}
+
+// ResumeSandbox boots a paused sandbox where it was (POST .../resume), with
+// a lease of timeoutSeconds (0: the lease it was last given), and returns
+// its record.
+func (c *Client) ResumeSandbox(ctx context.Context, id string, timeoutSeconds int64) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.do(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/resume", api.ResumeRequest{TimeoutSeconds: timeoutSeconds}, &sb)
+}
