@@ -51,7 +51,10 @@ func TestSDKTemplates(t *testing.T) {
 	c := e.sdkClient()
 	ctx := context.Background()
 	start := time.Now()
-	lap := func(what string) { t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond)); start = time.Now() }
+	lap := func(what string) {
+		t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
+	}
 
 	img := imageOf(t, v1.Config{Env: []string{"GREETING=hi"}}, dashLayer(t))
 	dir := t.TempDir()
