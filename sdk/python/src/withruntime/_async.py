@@ -18,6 +18,7 @@ from . import _http
 from ._config import resolve_config
 from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
 from .errors import NotFoundError, SandboxGoneError, SandboxStoppedError, TransportError, WithRuntimeError
+from .templates import AsyncTemplatesMixin
 from .types import (
     Event,
     ExecResult,
@@ -36,7 +37,7 @@ __all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "AsyncExecStream", "Asyn
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(AsyncTemplatesMixin):
     """The asyncio twin of :class:`~withruntime.Client` (an
     ``httpx.AsyncClient`` underneath)."""
 
