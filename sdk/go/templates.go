@@ -181,7 +181,7 @@ func (c *Client) CreateTemplate(ctx context.Context, name, image string, progres
 	if err := c.checkTemplateFree(ctx, name); err != nil {
 		return Template{}, err
 	}
-	if kind == "oci-layout" || st.IsDir() {
+	if kind == "oci-layout" || kind == "path" && st.IsDir() {
 		if !st.IsDir() {
 			return Template{}, badRequest("image %s: %s is not a directory; an OCI layout is a directory with an oci-layout file", image, path)
 		}

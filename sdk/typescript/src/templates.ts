@@ -72,7 +72,7 @@ export async function createTemplate(c: Client, name: string, image: string, opt
     throw notFound(`image ${image}: ${(err as Error).message}`);
   }
   await checkFree(c, name, opts.signal);
-  if (kind === "oci-layout" || st.isDirectory()) {
+  if (kind === "oci-layout" || (kind === "path" && st.isDirectory())) {
     if (!st.isDirectory()) throw bad(`image ${image}: ${path} is not a directory; an OCI layout is a directory with an oci-layout file`);
     const chunks = await ociLayoutArchive(path, image);
     return upload(c, name, image, toStream(chunks), opts);

@@ -651,7 +651,7 @@ class TemplatesMixin:
             raise _not_found(f"image {image}: no such file or directory: {path}")
         label = os.fspath(image)
         self._check_free(name)
-        if kind == "oci-layout" or os.path.isdir(path):
+        if kind == "oci-layout" or (kind == "path" and os.path.isdir(path)):
             if not os.path.isdir(path):
                 raise _bad(
                     f"image {image}: {path} is not a directory; an OCI layout is a directory with an oci-layout file"
@@ -818,7 +818,7 @@ class AsyncTemplatesMixin:
             raise _not_found(f"image {image}: no such file or directory: {path}")
         label = os.fspath(image)
         await self._check_free(name)
-        if kind == "oci-layout" or os.path.isdir(path):
+        if kind == "oci-layout" or (kind == "path" and os.path.isdir(path)):
             if not os.path.isdir(path):
                 raise _bad(
                     f"image {image}: {path} is not a directory; an OCI layout is a directory with an oci-layout file"
