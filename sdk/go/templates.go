@@ -79,9 +79,12 @@ type TemplateEvent struct {
 	// text (output events).
 	Data string `json:"data,omitempty"`
 	// ElapsedSeconds is the time since the build started, in seconds.
-	ElapsedSeconds float64    `json:"elapsedSeconds,omitempty"`
-	Template       *Template  `json:"template,omitempty"`
-	Error          *ErrorInfo `json:"error,omitempty"`
+	ElapsedSeconds float64 `json:"elapsedSeconds,omitempty"`
+	// Template is the new template (template events).
+	Template *Template `json:"template,omitempty"`
+	// Error says why the build failed (error events); the SDK's methods
+	// return it as an *APIError.
+	Error *ErrorInfo `json:"error,omitempty"`
 }
 
 // DockerfileBuild says what Client.BuildTemplate builds.

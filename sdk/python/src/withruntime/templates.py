@@ -177,6 +177,7 @@ AsyncOnTemplateEvent = Callable[[TemplateEvent], Awaitable[None] | None]
 
 
 def template_path(name: str) -> str:
+    """The API path of the template ``name``."""
     return "/v1/templates/" + quote(name, safe="")
 
 
@@ -189,6 +190,7 @@ def _bad(msg: str) -> WithRuntimeError:
 
 
 def taken(name: str) -> WithRuntimeError:
+    """The ConflictError for a name already taken, raised before an upload."""
     return api_error(
         409, "conflict", f"template {name!r} already exists; delete it first (delete_template) or pick another name"
     )
@@ -393,6 +395,8 @@ class Dockerignore:
 
     @property
     def has_exceptions(self) -> bool:
+        """Whether a pattern is an exception (``!``): excluded directories
+        are then still searched."""
         return any(exc for _, exc in self.patterns)
 
     def excluded(self, rel: str) -> bool:
@@ -539,6 +543,7 @@ def build_request(
 
 
 def upload_params(name: str, label: str | None) -> list[tuple[str, str]]:
+    """The query of a tarball upload; the label is cut to MAX_LABEL_BYTES."""
     q = [("name", name)]
     if label:
         q.append(("image", label.encode("utf-8")[:MAX_LABEL_BYTES].decode("utf-8", "ignore")))
@@ -559,6 +564,7 @@ def end_event(ev: TemplateEvent) -> Template | None:
 
 
 def event_from_line(line: str) -> TemplateEvent | None:
+    """One NDJSON line of a build's progress as an event; None for a blank line."""
     line = line.strip()
     if not line:
         return None
