@@ -24,7 +24,7 @@ from withruntime import (
     Sandbox,
     TemplateEvent,
 )
-from withruntime.templates import CONTEXT_DOCKERFILE, Dockerignore, build_request
+from withruntime._archive import CONTEXT_DOCKERFILE, Dockerignore, build_request
 
 from .conftest import REPO, TEMPLATES_DIR, Server
 
