@@ -41,6 +41,14 @@
 // key; Options.MaxCostMicros refuses a sandbox whose lease could cost more
 // (ErrCostCap).
 //
+// # Templates
+//
+// Client.CreateTemplate makes a template from a container image (a
+// registry image the server pulls, or a `docker save` tarball or OCI
+// layout on this machine, which the SDK uploads), Client.BuildTemplate
+// from a Dockerfile and its build context; ListTemplates, GetTemplate and
+// DeleteTemplate manage them. Options.Template starts a sandbox from one.
+//
 // # Tools for models
 //
 // Package withruntime.dev/runtime/sdk/go/tools binds the four model tools

@@ -75,6 +75,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         pytest.fail("the tests start a real Runtime server, which needs root (gVisor): run them as root")
     data = tmp_path_factory.mktemp("withruntime-server")
     log_path = data / "server.log"
+    # A templates directory of the server's own, linking the installed
+    # templates (never written): the template tests make and delete theirs
+    # here.
+    templates = data / "templates"
+    templates.mkdir()
+    for entry in sorted(Path(TEMPLATES_DIR).iterdir()):
+        if entry.is_dir() and not entry.name.startswith("."):
+            (templates / entry.name).symlink_to(entry)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
@@ -87,7 +95,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 "--data-dir",
                 str(data),
                 "--templates-dir",
-                TEMPLATES_DIR,
+                str(templates),
                 "--no-build",
                 # Sample usage every second (default 5 s), so that a
                 # running sandbox's cost shows soon.

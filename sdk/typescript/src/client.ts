@@ -4,7 +4,20 @@ import { join } from "node:path";
 
 import { APIError, NotConfiguredError, WithRuntimeError, apiError } from "./errors.js";
 import { Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
-import type { GroupBy, KeyInfo, SandboxInfo, SecretInfo, UsageReport, UsageRow } from "./types.js";
+import * as templates from "./templates.js";
+import type {
+  BuildTemplateOptions,
+  GroupBy,
+  KeyInfo,
+  SandboxInfo,
+  SecretInfo,
+  Template,
+  TemplateOptions,
+  TemplateTarball,
+  UploadTemplateOptions,
+  UsageReport,
+  UsageRow,
+} from "./types.js";
 
 /** The environment variable naming the server's base URL, such as http://127.0.0.1:7780. */
 export const ENV_URL = "WITHRUNTIME_URL";
@@ -284,6 +297,86 @@ export class Client {
     if (query.groupBy) q.set("groupBy", query.groupBy);
     const qs = q.toString();
     return this.json<UsageReport>("GET", "/v1/usage" + (qs ? "?" + qs : ""), undefined, query.signal);
+  }
+
+  /** The server's templates by name. Throws UnauthorizedError. */
+  listTemplates(opts: CallOptions = {}): Promise<Template[]> {
+    return templates.listTemplates(this, opts.signal);
+  }
+
+  /** The template `name`. Throws NotFoundError, BadRequestError (an invalid name). */
+  getTemplate(name: string, opts: CallOptions = {}): Promise<Template> {
+    return templates.getTemplate(this, name, opts.signal);
+  }
+
+  /**
+   * Deletes the template `name` and its files (admin keys). Throws
+   * NotFoundError, ConflictError (sandboxes that are starting or running use
+   * it, or the warm pool serves it; the message names them), ForbiddenError.
+   */
+  deleteTemplate(name: string, opts: CallOptions = {}): Promise<void> {
+    return templates.deleteTemplate(this, name, opts.signal);
+  }
+
+  /**
+   * Makes the new template `name` (1-63 of a-z, 0-9, `.`, `_`, `-`, starting
+   * with a letter or digit) from a linux/amd64 container image (admin keys)
+   * and resolves to it once it is ready. `image` is, as for `withruntime
+   * template build --from-image`:
+   *
+   * - a registry image, `[HOST[:PORT]/]REPO[:TAG|@sha256:DIGEST]`, pulled by
+   *   the server with the registry credentials of the user it runs as;
+   * - `oci-layout:DIR`, or a directory path starting with `/`, `./` or
+   *   `../`: an OCI image layout on this machine, which the SDK reads and
+   *   uploads as a `docker save` tarball;
+   * - `docker-archive:FILE`, or a file path starting with `/`, `./` or `../`
+   *   or ending in `.tar`: a `docker save` tarball on this machine, uploaded
+   *   as it is.
+   *
+   * `onEvent` gets each step event as the server pulls (or receives) and
+   * flattens the layers. The template's sandboxes run commands as `user`
+   * (uid 1000) in /workspace, with bash (or /bin/sh when the image has
+   * none), and start with the image's environment. Throws ConflictError (the
+   * name is taken), BadRequestError (an invalid name or reference, a wrong
+   * architecture, a malformed image or layer, a path escape, a device node),
+   * NotFoundError (no such image, or the registry refused access; no such
+   * local file), TooLargeError (over the server's size cap), ForbiddenError.
+   * A failed or aborted build leaves nothing behind.
+   */
+  createTemplate(name: string, image: string, opts: TemplateOptions = {}): Promise<Template> {
+    return templates.createTemplate(this, name, image, opts);
+  }
+
+  /**
+   * Makes the new template `name` from a `docker save` tarball (bytes, a
+   * Blob, or a stream, uploaded as it is read); `opts.label` is recorded as
+   * its origin (default "upload"). See createTemplate.
+   */
+  uploadTemplate(name: string, tarball: TemplateTarball, opts: UploadTemplateOptions = {}): Promise<Template> {
+    return templates.uploadTemplate(this, name, tarball, opts);
+  }
+
+  /**
+   * Builds the new template `name` from a Dockerfile (admin keys), as
+   * `withruntime template build NAME -f Dockerfile CONTEXT` does. The build
+   * context directory `context` is sent less what its .dockerignore excludes
+   * (Docker's syntax): regular files, directories and symlinks, with their
+   * modes and without owners. The Dockerfile is `opts.dockerfile` (a path on
+   * this machine, default CONTEXT/Dockerfile; it may lie outside the context)
+   * or the text `opts.dockerfileContent`. It may use FROM (a template of the
+   * server, or a registry image), RUN, ENV, WORKDIR, USER, COPY and ADD
+   * (files of the context) and ARG (values from `opts.buildArgs`); anything
+   * else is refused by name before anything runs. The steps run in a sandbox
+   * on the server with no network, unless `opts.internet` or `opts.allow`
+   * (hosts or CIDRs, such as a package index) say otherwise.
+   *
+   * `onEvent` gets each step event (each layer and instruction) and each
+   * output event (what RUN prints) as they happen. A failing RUN throws
+   * BadRequestError with its exit code and last output; the other errors are
+   * createTemplate's.
+   */
+  buildTemplate(name: string, context = ".", opts: BuildTemplateOptions = {}): Promise<Template> {
+    return templates.buildTemplate(this, name, context, opts);
   }
 
   /**

@@ -289,3 +289,83 @@ export interface UsageTrial {
   usedHours: number;
   leftHours: number;
 }
+
+/** Where a template made from an image or a Dockerfile came from. */
+export interface TemplateOrigin {
+  /** The image reference it was made from, or an upload's label. */
+  image: string;
+  /** The image manifest's digest (`sha256:...`). */
+  digest?: string;
+  /** The image's environment (`KEY=value`); the template's sandboxes start with it, under a create's `env`. */
+  env?: string[];
+  /** The image's working directory, recorded only: commands start in /workspace. */
+  workingDir?: string;
+  /** What runs a command line: `/bin/bash`, `/bin/sh`, or "" when the image has no shell (then only an argv runs). */
+  shell: string;
+}
+
+/** A root filesystem sandboxes start from (`Sandbox.create({ template })`). */
+export interface Template {
+  /** What `template` names. */
+  name: string;
+  /** When it was built (RFC 3339, UTC). */
+  createdAt: string;
+  /** Its root filesystem's size on disk, in bytes. */
+  sizeBytes: number;
+  /** Where a template made from an image or a Dockerfile came from; absent for one built from a built-in recipe (base). */
+  origin?: TemplateOrigin;
+}
+
+/**
+ * One event of a template build's progress, as `onEvent` receives it:
+ * "step" (a step begins, or ends when `done`: pulling and extracting a
+ * layer, a Dockerfile instruction) or "output" (what a RUN printed, in
+ * `data`). The build's result is what the method resolves to ("template")
+ * or rejects with ("error").
+ */
+export interface TemplateEvent {
+  type: "step" | "output" | "template" | "error";
+  /** What the step does, such as `pulling and extracting layer 2/3 (sha256:...), 12.0 MiB compressed` (step events). */
+  step?: string;
+  /** The step ended (step events). */
+  done?: boolean;
+  /** What a RUN step printed, stdout and stderr together, as UTF-8 text (output events). */
+  data?: string;
+  /** Seconds since the build started. */
+  elapsedSeconds?: number;
+  /** The new template (template events). */
+  template?: Template;
+  /** Why the build failed (error events). */
+  error?: ErrorInfo;
+}
+
+/** Options of Client.createTemplate and Client.uploadTemplate. */
+export interface TemplateOptions {
+  /** Called with each step event (and, for a Dockerfile, each output event) as it happens. */
+  onEvent?: (ev: TemplateEvent) => void;
+  /** Aborts the build; the server then leaves nothing behind. */
+  signal?: AbortSignal;
+}
+
+/** Options of Client.uploadTemplate. */
+export interface UploadTemplateOptions extends TemplateOptions {
+  /** Recorded as the template's origin (at most 1024 bytes; default "upload"). */
+  label?: string;
+}
+
+/** Options of Client.buildTemplate. */
+export interface BuildTemplateOptions extends TemplateOptions {
+  /** The Dockerfile's path on this machine (default CONTEXT/Dockerfile); it may lie outside the context. */
+  dockerfile?: string;
+  /** The Dockerfile itself, instead of a file. */
+  dockerfileContent?: string;
+  /** The ARGs' values. */
+  buildArgs?: Record<string, string>;
+  /** Let RUN steps reach the internet. */
+  internet?: boolean;
+  /** The hosts (or CIDRs) RUN steps may reach, such as a package index: RUN has no network by default. */
+  allow?: string[];
+}
+
+/** A `docker save` tarball for Client.uploadTemplate: bytes, a Blob, or a stream of bytes (uploaded as it is read). */
+export type TemplateTarball = Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;

@@ -3,7 +3,7 @@
 // directory and the installed templates, and stops it with everything it
 // started.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,13 +69,20 @@ export async function startServer(): Promise<TestServer> {
   const templates = process.env["WITHRUNTIME_TEST_TEMPLATES"] || "/var/lib/withruntime/templates";
   const dataDir = mkdtempSync(join(tmpdir(), "withruntime-ts-"));
   const logFile = join(dataDir, "server.log");
+  // A templates directory of the server's own, linking the installed
+  // templates (never written): the template tests make and delete theirs here.
+  const ownTemplates = join(dataDir, "templates");
+  mkdirSync(ownTemplates);
+  for (const name of readdirSync(templates).sort()) {
+    if (!name.startsWith(".") && statSync(join(templates, name)).isDirectory()) symlinkSync(join(templates, name), join(ownTemplates, name));
+  }
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const log = openSync(logFile, "a");
   const proc = spawn(
     bin,
     // --meter-interval 1s (default 5 s): a running sandbox's cost shows soon.
-    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--templates-dir", templates, "--no-build", "--meter-interval", "1s"],
+    ["serve", "--listen", `127.0.0.1:${port}`, "--data-dir", dataDir, "--templates-dir", ownTemplates, "--no-build", "--meter-interval", "1s"],
     { stdio: ["ignore", log, log] },
   );
   let spawnError: Error | undefined;

@@ -12,7 +12,9 @@ language model's code.
 
 The server is found in ``WITHRUNTIME_URL`` / ``WITHRUNTIME_API_KEY``, else
 ``~/.config/withruntime/config.json`` (``{"url", "apiKey"}``); see
-:class:`Client`. ``withruntime.tools`` gives a model the four Runtime tools.
+:class:`Client`. ``withruntime.tools`` gives a model the four Runtime tools;
+``withruntime.templates`` says how to make templates from images and
+Dockerfiles.
 """
 
 from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncSandbox
@@ -43,6 +45,7 @@ from .errors import (
     UnavailableError,
     WithRuntimeError,
 )
+from .templates import Template, TemplateEvent, TemplateOrigin
 from .types import (
     DEFAULT_EXEC_TIMEOUT_SECONDS,
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -90,6 +93,9 @@ __all__ = [
     "UsageReport",
     "UsageTrial",
     "GroupBy",
+    "Template",
+    "TemplateOrigin",
+    "TemplateEvent",
     "WithRuntimeError",
     "NotConfiguredError",
     "TransportError",

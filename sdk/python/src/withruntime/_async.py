@@ -25,6 +25,7 @@ from .errors import (
     TransportError,
     WithRuntimeError,
 )
+from .templates import AsyncTemplatesMixin
 from .types import (
     Event,
     ExecResult,
@@ -43,7 +44,7 @@ __all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "AsyncExecStream", "Asyn
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(AsyncTemplatesMixin):
     """The asyncio twin of :class:`~withruntime.Client` (an
     ``httpx.AsyncClient`` underneath)."""
 

@@ -24,6 +24,7 @@ from .errors import (
     api_error,
     status_of_code,
 )
+from .templates import TemplatesMixin
 from .types import (
     ErrorInfo,
     Event,
@@ -41,7 +42,7 @@ from .types import (
 __all__ = ["Client", "Sandbox", "Files", "ExecStream", "FileReader"]
 
 
-class Client:
+class Client(TemplatesMixin):
     """A connection to one Runtime server. Safe to share between threads.
 
     ``Client()`` finds the server in ``base_url``/``api_key``, else
@@ -50,6 +51,9 @@ class Client:
     it raises :class:`~withruntime.NotConfiguredError` saying how to set one
     up. Pass ``http_client`` to use your own ``httpx.Client`` (it then stays
     yours to close).
+
+    Templates (root filesystems from images and Dockerfiles) are managed
+    with the methods of :class:`~withruntime.templates.TemplatesMixin`.
     """
 
     def __init__(
