@@ -73,8 +73,8 @@ def wait_for(what: str, ok: Callable[[], bool], seconds: float = 10) -> None:
 def test_request_bodies() -> None:
     kw = dict(template=None, timeout_seconds=None, cpu=None, memory_mib=None, disk_mib=None, env=None, metadata=None)
     assert create_body(network=NetworkPolicy(), **kw) == {}
-    assert create_body(network=NetworkPolicy(allow=["pypi.org"]), secrets=["TOKEN"], max_cost_micros=5000, **kw) == {
-        "network": {"internet": False, "allow": ["pypi.org"]},
+    assert create_body(network=NetworkPolicy(allow=["packages.example"]), secrets=["TOKEN"], max_cost_micros=5000, **kw) == {
+        "network": {"internet": False, "allow": ["packages.example"]},
         "secrets": ["TOKEN"],
         "maxCostMicros": 5000,
     }

@@ -265,7 +265,7 @@ test("what create, usage and the key and secret methods send", async () => {
     return Response.json({ id: "sbx_test", state: "running", metadata: {}, costMicros: 0 }, { status: 201 });
   }) as typeof fetch;
   const c = new Client({ baseURL: "http://127.0.0.1:1", apiKey: "wr_test", fetch: fakeFetch });
-  await c.create({ secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["pypi.org"] } });
+  await c.create({ secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["packages.example"] } });
   await c.create({ secrets: [], maxCostMicros: 0 });
   const rows = await c.usage({ from: new Date(Date.UTC(2026, 0, 1, 1)), to: "2026-01-02", groupBy: "sandbox" });
   assert.deepEqual(rows.map((r) => [r.group, r.costMicros, r.overheadCpuSeconds]), [["sbx_1", 12, 0.1]]);
@@ -278,7 +278,7 @@ test("what create, usage and the key and secret methods send", async () => {
   assert.deepEqual(
     sent.map((s) => [s.method, s.url.replace("http://127.0.0.1:1", ""), s.body]),
     [
-      ["POST", "/v1/sandboxes", { secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["pypi.org"] } }],
+      ["POST", "/v1/sandboxes", { secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["packages.example"] } }],
       ["POST", "/v1/sandboxes", {}],
       ["GET", "/v1/usage?from=2026-01-01T01%3A00%3A00.000Z&to=2026-01-02&groupBy=sandbox", undefined],
       ["GET", "/v1/usage", undefined],

@@ -352,7 +352,7 @@ class Sandbox:
         ``metadata`` (labels, usable as :meth:`list` filters).
 
         ``network`` is the :class:`~withruntime.NetworkPolicy` (or its dict,
-        such as ``{"allow": ["pypi.org"]}``; default ``{"internet": False}``:
+        such as ``{"allow": ["packages.example"]}``; default ``{"internet": False}``:
         loopback only); it can change later with :meth:`set_network`.
         ``secrets`` names stored secrets (:meth:`Client.set_secret`): each is
         an environment variable holding a placeholder that the egress proxy
