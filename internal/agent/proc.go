@@ -17,12 +17,12 @@ import (
 
 // procSpec is a resolved, validated command ready to start.
 type procSpec struct {
-	path    string   // absolute program path
-	args    []string // argv, args[0] included
-	dir     string
-	env     []string
-	cred    *syscall.Credential // nil: run as the agent's own user
-	stdin   string
+	path  string   // absolute program path
+	args  []string // argv, args[0] included
+	dir   string
+	env   []string
+	cred  *syscall.Credential // nil: run as the agent's own user
+	stdin string
 	// stdinOpen gives the command a stdin pipe that stays open for
 	// proc.writeStdin until proc.closeStdin (background processes).
 	stdinOpen bool
