@@ -53,6 +53,14 @@ func (e *apiError) Error() string { return e.Message }
 // closing it early cancels the request. An answer of 400 or more is turned
 // into an *apiError (its body read and closed).
 func (c apiClient) do(ctx context.Context, as who, method, path string, body io.Reader, header http.Header) (*http.Response, error) {
+	return c.doLen(ctx, as, method, path, body, -1, header)
+}
+
+// doLen is do with the body's length when known (-1: unknown, unless
+// body is a bytes.Reader or the like whose length http.NewRequest reads).
+// The length must not be left 0 for a body that has bytes: the API's
+// reverse proxy drops a body of length 0.
+func (c apiClient) doLen(ctx context.Context, as who, method, path string, body io.Reader, length int64, header http.Header) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	if as.key != nil {
 		ctx = api.AsKey(ctx, *as.key)
@@ -64,6 +72,12 @@ func (c apiClient) do(ctx context.Context, as who, method, path string, body io.
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	switch {
+	case length >= 0:
+		req.ContentLength = length
+	case req.ContentLength == 0 && req.Body != http.NoBody:
+		req.ContentLength = -1
 	}
 	for k, v := range header {
 		req.Header[k] = v
