@@ -479,5 +479,3 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request, as who) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-
