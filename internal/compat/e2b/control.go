@@ -110,9 +110,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	if req.AutoPause {
 		in.OnLeaseEnd = "pause"
 	}
-	if req.AutoResume != nil {
-		in.AutoResume = &req.AutoResume.Enabled
-	}
+	// E2B resumes a paused sandbox on traffic only when asked to
+	// (Runtime's own default is to, for onLeaseEnd pause).
+	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
+	in.AutoResume = &autoResume
 	var sb api.Sandbox
 	if err := s.api.json(r.Context(), as, "POST", "/v1/sandboxes", in, &sb); err != nil {
 		s.writeAPIError(w, r, err)
@@ -186,8 +187,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, as who) {
 	}
 	var net api.NetworkPolicy
 	netp := &net
-	if err := s.api.json(r.Context(), as, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/network", nil, &net); err != nil {
-		netp = nil // a paused sandbox's policy is still known; any failure only leaves it out
+	// Not asked of a paused sandbox, which a request to its network would
+	// resume when it has autoResume; any failure only leaves it out.
+	if sb.State == "paused" || s.api.json(r.Context(), as, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/network", nil, &net) != nil {
+		netp = nil
 	}
 	writeJSON(w, http.StatusOK, detail(sb, s.templates(r.Context())[id], netp))
 }

@@ -272,7 +272,10 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 			}
 			p := qpath
 			if p == "" {
-				p = part.FileName()
+				// The SDKs send the whole path as the file name, which
+				// Part.FileName would cut to its last element.
+				_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+				p = cd["filename"]
 			}
 			if p == "" {
 				writeError(w, http.StatusBadRequest, "say where to write the file: ?path= or the part's file name")
