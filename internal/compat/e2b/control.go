@@ -460,7 +460,7 @@ func (s *Server) connectTo(w http.ResponseWriter, r *http.Request, as who, sb ap
 func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request, as who) {
 	var req struct {
 		networkConfig
-		AllowInternetAccess *bool `json:"allowInternetAccess"`
+		AllowInternetAccess *bool `json:"allow_internet_access"`
 	}
 	if err := decodeBody(r, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)

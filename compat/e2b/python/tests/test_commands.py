@@ -92,3 +92,10 @@ def test_pty_is_a_clear_error(sandbox):
     with pytest.raises(SandboxException) as e:
         sandbox.pty.create(PtySize(rows=24, cols=80))
     assert "not supported" in str(e.value)
+
+
+def test_stream_input(sandbox):
+    h = sandbox.commands.run("cat", background=True, stdin=True)
+    sandbox.commands.stream_input(h.pid, iter([b"a", "b", b"c\n"]))
+    sandbox.commands.close_stdin(h.pid)
+    assert h.wait().stdout == "abc\n"

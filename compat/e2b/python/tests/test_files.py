@@ -75,3 +75,8 @@ def test_file_metadata_is_refused_by_the_sdk(sandbox):
     # Runtime answers envd 0.5.7, so the SDK itself refuses what needs more.
     with pytest.raises(TemplateException):
         sandbox.files.write("/tmp/meta.txt", "x", metadata={"k": "v"})
+
+
+def test_gzip_upload(sandbox):
+    sandbox.files.write("/tmp/gz.txt", "zipped " * 1000, gzip=True)
+    assert sandbox.files.read("/tmp/gz.txt") == "zipped " * 1000

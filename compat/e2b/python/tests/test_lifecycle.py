@@ -92,3 +92,17 @@ def test_auto_pause_at_timeout_then_connect_resumes():
         assert back.files.read("/tmp/state") == "before"
     finally:
         Sandbox.kill(sb.sandbox_id)
+
+
+def test_network_maps_to_the_policy():
+    sb = Sandbox.create(timeout=60, allow_internet_access=False)
+    try:
+        assert sb.get_info().allow_internet_access is False
+        sb.update_network({"allow_out": ["example.com"], "deny_out": ["0.0.0.0/0"]})
+        info = sb.get_info()
+        assert info.allow_internet_access is False
+        assert info.network["allow_out"] == ["example.com"]
+        sb.update_network({})
+        assert sb.get_info().allow_internet_access is True
+    finally:
+        sb.kill()
