@@ -76,8 +76,9 @@ tenant_key() {
 		-d "{\"name\":\"$1\",\"dailyLimitMicros\":100000000}" "http://$api/v1/keys" |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])'
 }
-export E2B_API_URL=http://$e2b E2B_SANDBOX_URL=http://$e2b
-export E2B_API_KEY=$(tenant_key compat-e2b-a) COMPAT_OTHER_API_KEY=$(tenant_key compat-e2b-b)
+key_a=$(tenant_key compat-e2b-a)
+key_b=$(tenant_key compat-e2b-b)
+export E2B_API_URL=http://$e2b E2B_SANDBOX_URL=http://$e2b E2B_API_KEY=$key_a COMPAT_OTHER_API_KEY=$key_b
 
 for s in "${suites[@]}"; do
 	case $s in
