@@ -45,6 +45,8 @@ suite "go test ./... (real gVisor sandboxes)" go test -count=1 -timeout 50m "$@"
 for target in FuzzDecode:30s FuzzAPI:40s FuzzAuthorization:15s; do
 	suite "fuzz ${target%%:*} ${target##*:}" go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${target##*:}" ./internal/api
 done
+# The unmodified e2b SDKs (Python and JS) against `serve --e2b-listen`.
+suite "compat/e2b (e2b SDKs, Python and JS)" compat/e2b/run.sh
 suite "sdk/go" bash -c 'cd sdk/go && go test -count=1 ./...'
 suite "examples (vet)" bash -c 'cd examples && go vet ./...' # run against a server by TestSDKExampleDispatch
 suite "adapters/go/testserver (vet)" bash -c 'cd adapters/go/testserver && go vet ./...'

@@ -30,7 +30,7 @@ func newServeCmd() *cobra.Command {
 	var sandboxCAs []string
 	var secretsKey string
 	var rotateKey, discardSecrets bool
-	var metricsListen string
+	var metricsListen, e2bListen string
 	var login server.LoginConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -80,6 +80,17 @@ func newServeCmd() *cobra.Command {
 				log.Info("serving metrics without authentication", "addr", ml.Addr().String(), "path", "/metrics")
 				go serveMetrics(ctx, ml, srv, log)
 			}
+			if e2bListen != "" {
+				el, err := net.Listen("tcp", e2bListen)
+				if err != nil {
+					return fmt.Errorf("--e2b-listen: %w", err)
+				}
+				h, closeE2B := srv.E2BHandler()
+				defer closeE2B()
+				log.Info("serving the E2B-compatible API", "addr", el.Addr().String(),
+					"env", "E2B_API_URL=http://"+el.Addr().String()+" E2B_SANDBOX_URL=http://"+el.Addr().String())
+				go serveE2B(ctx, el, h, log)
+			}
 			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
 				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
 			return srv.Serve(ctx, l)
@@ -101,6 +112,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&rotateKey, "rotate-secrets-key", false, "make a new secrets key at start, re-seal every secret value with it and replace the key file, then serve")
 	cmd.Flags().BoolVar(&discardSecrets, "discard-unreadable-secrets", false, "delete the secrets sealed with a key this server does not have (a lost key) instead of refusing to start")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve GET /metrics without authentication on this address, for a Prometheus on the host (a port alone, 9781 or :9781, listens on 127.0.0.1); /metrics on --listen always needs a key without a limit")
+	cmd.Flags().StringVar(&e2bListen, "e2b-listen", "", "also serve the E2B-compatible API (both planes: set E2B_API_URL and E2B_SANDBOX_URL to http://ADDR, E2B_API_KEY to a Runtime key) on this address, e.g. 127.0.0.1:3000 (default: off)")
 	cmd.Flags().Float64Var(&login.TrialHours, "trial-hours", 0, "sandbox-hours that a key approved as a trial (withruntime login, sandbox run --trial) may use in total; past them its creates answer 429 (0: no trials)")
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
@@ -129,6 +141,23 @@ func serveMetrics(ctx context.Context, l net.Listener, srv *server.Server, log *
 	}()
 	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("metrics listener stopped", "err", err)
+	}
+}
+
+// serveE2B serves the E2B-compatible API on l until ctx ends. Plaintext
+// HTTP/2 (prior knowledge) is served beside HTTP/1.1 for clients that
+// speak it.
+func serveE2B(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, Protocols: &protocols}
+	go func() {
+		<-ctx.Done()
+		_ = hs.Close()
+	}()
+	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("E2B listener stopped", "err", err)
 	}
 }
 

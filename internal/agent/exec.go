@@ -75,6 +75,15 @@ func (s *Server) buildSpec(req *agentapi.ExecRequest, background bool) (procSpec
 	spec.env = commandEnv(s.environ(), acct, req.Env)
 	spec.cred = acct.credential()
 	spec.stdin = req.Stdin
+	if req.StdinOpen {
+		if !background {
+			return spec, 0, badRequest(`stdinOpen is only for background processes (POST /processes); give a foreground command its input in "stdin"`)
+		}
+		if req.Stdin != "" {
+			return spec, 0, badRequest(`set at most one of "stdin" (input given at once) and "stdinOpen" (input written later with POST /processes/{pid}/stdin)`)
+		}
+		spec.stdinOpen = true
+	}
 	if req.Command != "" {
 		shell := "/bin/bash"
 		if _, err := os.Stat(shell); err != nil {

@@ -17,13 +17,16 @@ import (
 
 // procSpec is a resolved, validated command ready to start.
 type procSpec struct {
-	path    string   // absolute program path
-	args    []string // argv, args[0] included
-	dir     string
-	env     []string
-	cred    *syscall.Credential // nil: run as the agent's own user
-	stdin   string
-	timeout time.Duration // 0: none
+	path  string   // absolute program path
+	args  []string // argv, args[0] included
+	dir   string
+	env   []string
+	cred  *syscall.Credential // nil: run as the agent's own user
+	stdin string
+	// stdinOpen gives the command a stdin pipe that stays open for
+	// proc.writeStdin until proc.closeStdin (background processes).
+	stdinOpen bool
+	timeout   time.Duration // 0: none
 }
 
 // proc is one running (or finished) command: its own session and process
@@ -46,6 +49,11 @@ type proc struct {
 	pidKilled bool // the guard killed it for the sandbox's process limit
 	timer     *time.Timer
 	ended     time.Time
+
+	// stdin is the write end of an open stdin pipe (procSpec.stdinOpen);
+	// nil once closed. stdinMu serialises writes and the close.
+	stdinMu sync.Mutex
+	stdin   *os.File
 }
 
 // startProc starts spec with output going to sk, in a cgroup of its own
@@ -77,7 +85,7 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 	// Without stdin the child gets /dev/null (exec.Cmd's nil Stdin), so a
 	// read sees EOF at once and nothing can hang waiting for input.
 	var inR, inW *os.File
-	if spec.stdin != "" {
+	if spec.stdin != "" || spec.stdinOpen {
 		if inR, inW, err = os.Pipe(); err != nil {
 			outR.Close()
 			outW.Close()
@@ -124,7 +132,10 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		}
 		return nil, fmt.Errorf("start %s: %w", spec.path, err)
 	}
-	if inW != nil {
+	var openStdin *os.File
+	if inW != nil && spec.stdinOpen {
+		openStdin = inW
+	} else if inW != nil {
 		go func() {
 			// EPIPE if the command exits without reading it all: fine.
 			_, _ = io.WriteString(inW, spec.stdin)
@@ -139,6 +150,7 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		started: time.Now(),
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
+		stdin:   openStdin,
 	}
 	p.streams[stdout] = newOutStream(stdout, outR, sk)
 	p.streams[stderr] = newOutStream(stderr, errR, sk)
@@ -188,6 +200,7 @@ func (p *proc) wait() {
 	}
 	p.mu.Unlock()
 	close(p.exited)
+	p.closeStdin()
 	for _, s := range p.streams {
 		s.mainExited(grace)
 	}
@@ -307,4 +320,38 @@ func (p *proc) result() agentapi.ExecResult {
 		r.Signal = signalName(syscall.SIGKILL)
 	}
 	return r
+}
+
+// errStdinClosed says a process's stdin is not open (never was, closed, or
+// the process ended).
+var errStdinClosed = errors.New("stdin is closed")
+
+// stdinWriteWait bounds how long a write to a process that does not read
+// its stdin may block.
+const stdinWriteWait = 10 * time.Second
+
+// writeStdin writes b to the open stdin pipe. A process that reads none of
+// it within stdinWriteWait fails the write with os.ErrDeadlineExceeded.
+func (p *proc) writeStdin(b []byte) error {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		return errStdinClosed
+	}
+	_ = p.stdin.SetWriteDeadline(time.Now().Add(stdinWriteWait))
+	_, err := p.stdin.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		return errStdinClosed
+	}
+	return err
+}
+
+// closeStdin closes the open stdin pipe, if any: the process reads EOF.
+func (p *proc) closeStdin() {
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
 }

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -289,5 +292,47 @@ func (s *Server) handleKillProcess(w http.ResponseWriter, r *http.Request) error
 	case <-t.C:
 	}
 	writeJSON(w, http.StatusOK, b.snapshot())
+	return nil
+}
+
+// handleWriteStdin writes the body (raw bytes, at most
+// agentapi.MaxStdinWriteBytes) to the standard input of a background
+// process started with stdinOpen.
+func (s *Server) handleWriteStdin(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.lookupProc(r)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, agentapi.MaxStdinWriteBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: agentapi.CodeTooLarge,
+				msg: fmt.Sprintf("one stdin write is at most %d bytes; send the input in several writes", agentapi.MaxStdinWriteBytes)}
+		}
+		return badRequest("reading the request body failed: %v", err)
+	}
+	switch err := b.p.writeStdin(data); {
+	case errors.Is(err, errStdinClosed):
+		return conflict("the standard input of process %d is closed (it was started without stdinOpen, its stdin was closed, or it ended)", b.info.Pid)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &apiError{status: http.StatusRequestTimeout, code: agentapi.CodeTimeout,
+			msg: fmt.Sprintf("process %d read none of its input for %s; part of it may have been written", b.info.Pid, stdinWriteWait)}
+	case err != nil:
+		return fmt.Errorf("write to the stdin of process %d: %w", b.info.Pid, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// handleCloseStdin closes a background process's open standard input: it
+// reads end-of-file. Closing a closed stdin is not an error.
+func (s *Server) handleCloseStdin(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.lookupProc(r)
+	if err != nil {
+		return err
+	}
+	b.p.closeStdin()
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

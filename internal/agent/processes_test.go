@@ -149,3 +149,27 @@ func TestRing(t *testing.T) {
 		t.Fatalf("trim %q", got)
 	}
 }
+
+func TestBackgroundStdinOpen(t *testing.T) {
+	t.Parallel()
+	a := newTestAgent(t, Config{})
+	p := startBackground(t, a, agentapi.ExecRequest{Command: "while read l; do echo got:$l; done; echo eof", StdinOpen: true})
+	a.call("POST", fmt.Sprintf("/processes/%d/stdin", p.Pid), []byte("one\ntwo\n"), 204, nil)
+	a.call("POST", fmt.Sprintf("/processes/%d/stdin/close", p.Pid), nil, 204, nil)
+	var res agentapi.ExecResult
+	a.call("POST", fmt.Sprintf("/processes/%d/wait?timeoutSeconds=5", p.Pid), nil, 200, &res)
+	if res.ExitCode != 0 || res.Stdout != "got:one\ngot:two\neof\n" {
+		t.Fatalf("result %+v", res)
+	}
+	// Closed, and then ended: both refuse a write.
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/stdin", p.Pid), []byte("x"), 409, agentapi.CodeConflict)
+	a.call("POST", fmt.Sprintf("/processes/%d/stdin/close", p.Pid), nil, 204, nil)
+
+	// Without stdinOpen the process read EOF at once and stdin is closed.
+	q := startBackground(t, a, agentapi.ExecRequest{Command: "cat; sleep 5"})
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/stdin", q.Pid), []byte("x"), 409, agentapi.CodeConflict)
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/stdin", q.Pid), make([]byte, agentapi.MaxStdinWriteBytes+1), 413, agentapi.CodeTooLarge)
+	// stdinOpen is for background processes only, and not with stdin.
+	a.apiErr("POST", "/exec", agentapi.ExecRequest{Command: "true", StdinOpen: true}, 400, agentapi.CodeBadRequest)
+	a.apiErr("POST", "/processes", agentapi.ExecRequest{Command: "true", StdinOpen: true, Stdin: "x"}, 400, agentapi.CodeBadRequest)
+}

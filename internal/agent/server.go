@@ -142,6 +142,8 @@ func (s *Server) Handler() http.Handler {
 	route("GET", "/processes/{pid}", s.handleGetProcess)
 	route("POST", "/processes/{pid}/wait", s.handleWaitProcess)
 	route("POST", "/processes/{pid}/kill", s.handleKillProcess)
+	route("POST", "/processes/{pid}/stdin", s.handleWriteStdin)
+	route("POST", "/processes/{pid}/stdin/close", s.handleCloseStdin)
 	route("GET", "/files", s.handleGetFile)
 	route("PUT", "/files", s.handlePutFile)
 	route("DELETE", "/files", s.handleDeleteFile)
@@ -151,7 +153,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/files/rename", s.handleRename)
 	// Method-less patterns catch a known path with a wrong method.
 	for _, p := range []string{"/health", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
-		"/processes/{pid}/wait", "/processes/{pid}/kill", "/files", "/files/list",
+		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, &apiError{status: http.StatusMethodNotAllowed, code: agentapi.CodeBadRequest,

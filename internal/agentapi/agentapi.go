@@ -22,6 +22,11 @@
 //	                                       the bounded output buffer first); 408 if
 //	                                       still running after N seconds
 //	POST   /processes/{pid}/kill  KillRequest -> 200 Process
+//	POST   /processes/{pid}/stdin  raw bytes -> 204 once written to the standard
+//	                                       input of a process started with
+//	                                       stdinOpen (at most MaxStdinWriteBytes);
+//	                                       409 when its stdin is closed or it ended
+//	POST   /processes/{pid}/stdin/close -> 204; the process reads end-of-file
 //	GET    /files?path=P                -> 200 raw bytes (application/octet-stream)
 //	PUT    /files?path=P   raw bytes    -> 200 FileInfo; parents are created and owned
 //	                                       by the sandbox user; written to a temporary
@@ -99,7 +104,15 @@ type ExecRequest struct {
 	// User runs the command as this user: exactly "user" (default, uid 1000;
 	// also "") or "root". Any other name is refused with 400.
 	User string `json:"user,omitempty"`
+	// StdinOpen keeps a background process's standard input open: a pipe
+	// that POST /processes/{pid}/stdin writes to and POST
+	// /processes/{pid}/stdin/close closes (EOF). Only for POST /processes,
+	// and not together with Stdin.
+	StdinOpen bool `json:"stdinOpen,omitempty"`
 }
+
+// MaxStdinWriteBytes caps one POST /processes/{pid}/stdin body (1 MiB).
+const MaxStdinWriteBytes = 1 << 20
 
 // Event is one line of an NDJSON exec stream.
 type Event struct {

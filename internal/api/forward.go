@@ -32,6 +32,8 @@ var agentRoutes = []agentRoute{
 	{method: "POST", path: "processes/{pid}/wait",
 		query: map[string]queryRule{"timeoutSeconds": numberParam(0, maxExecTimeoutSeconds, "seconds")}},
 	{method: "POST", path: "processes/{pid}/kill", body: func() any { return &killRequest{} }},
+	{method: "POST", path: "processes/{pid}/stdin", maxRaw: agentapi.MaxStdinWriteBytes},
+	{method: "POST", path: "processes/{pid}/stdin/close"},
 	{method: "GET", path: "files", query: map[string]queryRule{"path": pathParam}},
 	{method: "PUT", path: "files", query: map[string]queryRule{"path": pathParam}},
 	{method: "DELETE", path: "files", query: map[string]queryRule{"path": pathParam, "recursive": boolParam}},
@@ -54,6 +56,9 @@ type agentRoute struct {
 	// route takes no JSON body); maxBody caps it (0: maxJSONBytes).
 	body    func() any
 	maxBody int64
+	// maxRaw caps a raw (not JSON) request body forwarded as it comes (0:
+	// none beyond the upload cap of PUT).
+	maxRaw int64
 }
 
 func execBody() any { return &execRequest{} }
@@ -64,6 +69,12 @@ func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Reques
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := ar.check(r); err != nil {
 			return err
+		}
+		if ar.maxRaw > 0 {
+			if r.ContentLength > ar.maxRaw {
+				return errs.New(errs.TooLarge, "the body of %d bytes is over the %d-byte cap of %s %s; send it in parts", r.ContentLength, ar.maxRaw, ar.method, ar.path)
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, ar.maxRaw)
 		}
 		rest := ar.path
 		if strings.Contains(rest, "{pid}") {

@@ -472,6 +472,18 @@ func TestContract(t *testing.T) {
 	}
 	c.do(apiCall{method: "POST", path: pp(sleeper) + "/kill", want: 200}) // no body: SIGKILL, already ended
 	c.do(apiCall{method: "POST", path: pp(sleeper) + "/kill", body: agentapi.KillRequest{Signal: "SIGNOPE"}, want: 400})
+	var reader agentapi.Process
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/processes", want: 201,
+		body: agentapi.ExecRequest{Command: "read l; echo got:$l", StdinOpen: true}}), &reader)
+	c.do(apiCall{method: "POST", path: pp(reader) + "/stdin", body: []byte("line\n"), want: 204})
+	c.do(apiCall{method: "POST", path: pp(reader) + "/stdin/close", want: 204})
+	mustDecode(t, c.do(apiCall{method: "POST", path: pp(reader) + "/wait?timeoutSeconds=30", want: 200}), &res)
+	if res.Stdout != "got:line\n" {
+		t.Errorf("stdin: %+v", res)
+	}
+	c.do(apiCall{method: "POST", path: pp(reader) + "/stdin", body: []byte("late"), want: 409})
+	c.do(apiCall{method: "POST", path: pp(quick) + "/stdin", body: make([]byte, agentapi.MaxStdinWriteBytes+1), want: 413})
+	c.do(apiCall{method: "POST", path: sbx + "/processes", body: agentapi.ExecRequest{Command: "true", StdinOpen: true, Stdin: "x"}, want: 400})
 	c.do(apiCall{method: "GET", path: sbx + "/processes/99999", want: 404})
 	c.do(apiCall{method: "POST", path: sbx + "/processes/99999/wait", want: 404})
 	c.do(apiCall{method: "POST", path: sbx + "/processes/99999/kill", want: 404})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/compat/e2b"
 	"withruntime.dev/runtime/internal/dashboard"
 	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/sandbox"
@@ -35,6 +36,7 @@ func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error
 	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: s.Templates, Log: cfg.Log,
 		MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images,
 		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL})
+	s.api = h
 	dash, err := dashboard.New(dashboard.Config{API: h, Store: s.Store, Log: cfg.Log})
 	if err != nil {
 		return nil, err
@@ -43,4 +45,13 @@ func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error
 	mux.Handle(dashboard.Prefix, dash)
 	mux.Handle("/", h)
 	return s.Metrics.Middleware(mux), nil
+}
+
+// E2BHandler returns the E2B-compatible API (internal/compat/e2b) over
+// this server's API, measured by the metrics middleware, for serve
+// --e2b-listen. Close it when done (it stops the directory watchers it
+// holds).
+func (s *Server) E2BHandler() (http.Handler, func()) {
+	h := e2b.New(e2b.Config{API: s.api, Store: s.Store, Log: s.log})
+	return s.Metrics.Middleware(h), h.Close
 }

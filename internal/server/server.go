@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/auth"
 	"withruntime.dev/runtime/internal/driver/gvisor"
 	"withruntime.dev/runtime/internal/metrics"
@@ -85,6 +86,7 @@ type Server struct {
 	// LocalKey is the secret of the key in DataDir/local.key.
 	LocalKey string
 	log      *slog.Logger
+	api      *api.Server // the API handler, for the E2B facade
 	egress   egressCloser
 	lock     *os.File   // the data directory's lock (lock.go), held until Close
 	names    []*os.File // the host-wide locks on its egress names (lock.go)

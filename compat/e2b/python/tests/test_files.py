@@ -1,0 +1,82 @@
+"""files: the envd filesystem service and /files."""
+
+import time
+import uuid
+
+import pytest
+from e2b import FileType, FilesystemEventType
+from e2b.exceptions import FileNotFoundException, TemplateException
+
+
+def test_text_and_bytes(sandbox):
+    info = sandbox.files.write("notes/a.txt", "hello\nworld")
+    assert info.path == "/home/user/notes/a.txt"
+    assert sandbox.files.read("/home/user/notes/a.txt") == "hello\nworld"
+    data = bytes(range(256)) * 64
+    sandbox.files.write("/tmp/blob.bin", data)
+    assert bytes(sandbox.files.read("/tmp/blob.bin", format="bytes")) == data
+    sandbox.files.write("/tmp/stream.bin", data, use_octet_stream=True)
+    assert bytes(sandbox.files.read("/tmp/stream.bin", format="bytes")) == data
+    written = sandbox.files.write_files(
+        [{"path": "/tmp/m/one", "data": "1"}, {"path": "/tmp/m/two", "data": b"2"}]
+    )
+    assert [w.path for w in written] == ["/tmp/m/one", "/tmp/m/two"]
+    assert sandbox.commands.run("cat /tmp/m/one /tmp/m/two").stdout == "12"
+    with pytest.raises(FileNotFoundException):
+        sandbox.files.read("/tmp/does-not-exist")
+
+
+def test_list_mkdir_exists_rename_remove(sandbox):
+    d = f"/tmp/d-{uuid.uuid4().hex[:8]}"
+    assert sandbox.files.make_dir(d + "/sub") is True
+    assert sandbox.files.make_dir(d + "/sub") is False
+    sandbox.files.write(d + "/f.txt", "x")
+    entries = sandbox.files.list(d)
+    assert sorted((e.name, e.type) for e in entries) == [("f.txt", FileType.FILE), ("sub", FileType.DIR)]
+    deep = sandbox.files.list(d, depth=2)
+    assert d + "/sub" in [e.path for e in deep]
+    assert sandbox.files.exists(d + "/f.txt")
+    moved = sandbox.files.rename(d + "/f.txt", d + "/sub/g.txt")
+    assert moved.path == d + "/sub/g.txt"
+    assert not sandbox.files.exists(d + "/f.txt")
+    info = sandbox.files.get_info(d + "/sub/g.txt")
+    assert info.size == 1 and info.type == FileType.FILE and info.permissions.startswith("-rw")
+    sandbox.files.remove(d)
+    assert not sandbox.files.exists(d)
+    with pytest.raises(FileNotFoundException):
+        sandbox.files.list(d)
+
+
+def test_watch_dir(sandbox):
+    d = f"/tmp/w-{uuid.uuid4().hex[:8]}"
+    sandbox.files.make_dir(d + "/deep")
+    handle = sandbox.files.watch_dir(d, recursive=True)
+    events = []
+
+    def wait_for(name, kind):
+        deadline = time.time() + 5
+        while not any(e.name == name and e.type == kind for e in events):
+            assert time.time() < deadline, f"no {kind} event for {name} in {events}"
+            time.sleep(0.1)
+            events.extend(handle.get_new_events())
+
+    try:
+        sandbox.files.write(d + "/new.txt", "content")
+        wait_for("new.txt", FilesystemEventType.WRITE)
+        sandbox.files.write(d + "/deep/inner.txt", "more")
+        wait_for("deep/inner.txt", FilesystemEventType.CREATE)
+        sandbox.commands.run(f"rm {d}/new.txt")
+        wait_for("new.txt", FilesystemEventType.REMOVE)
+    finally:
+        handle.stop()
+
+
+def test_file_metadata_is_refused_by_the_sdk(sandbox):
+    # Runtime answers envd 0.5.7, so the SDK itself refuses what needs more.
+    with pytest.raises(TemplateException):
+        sandbox.files.write("/tmp/meta.txt", "x", metadata={"k": "v"})
+
+
+def test_gzip_upload(sandbox):
+    sandbox.files.write("/tmp/gz.txt", "zipped " * 1000, gzip=True)
+    assert sandbox.files.read("/tmp/gz.txt") == "zipped " * 1000

@@ -1,0 +1,108 @@
+"""Sandbox lifecycle through the control plane."""
+
+import time
+import uuid
+
+import pytest
+from e2b import Sandbox, SandboxQuery, SandboxState
+from e2b.exceptions import SandboxNotFoundException
+
+
+def test_create_info_timeout_kill():
+    sb = Sandbox.create(timeout=120, metadata={"case": "lifecycle"})
+    try:
+        assert sb.is_running()
+        info = sb.get_info()
+        assert info.sandbox_id == sb.sandbox_id
+        assert info.template_id == "base"
+        assert info.state == SandboxState.RUNNING
+        assert info.metadata == {"case": "lifecycle"}
+        assert info.cpu_count >= 1 and info.memory_mb > 0
+        assert 100 <= (info.end_at - info.started_at).total_seconds() <= 121
+        sb.set_timeout(600)
+        info = sb.get_info()
+        assert (info.end_at - info.started_at).total_seconds() > 500
+    finally:
+        assert sb.kill() is True
+    assert sb.kill() is False
+    assert Sandbox.kill(sb.sandbox_id) is False
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_info(sb.sandbox_id)
+
+
+def test_connect_gives_a_working_second_handle():
+    sb = Sandbox.create(timeout=120)
+    try:
+        sb.files.write("/tmp/shared.txt", "from the first handle")
+        again = Sandbox.connect(sb.sandbox_id)
+        assert again.sandbox_id == sb.sandbox_id
+        assert again.files.read("/tmp/shared.txt") == "from the first handle"
+        # The first handle's access token still works after the connect.
+        assert sb.commands.run("cat /tmp/shared.txt").stdout == "from the first handle"
+    finally:
+        sb.kill()
+
+
+def test_list_filters_and_pages():
+    tag = uuid.uuid4().hex
+    made = [Sandbox.create(timeout=120, metadata={"page": tag}) for _ in range(3)]
+    try:
+        ids = {s.sandbox_id for s in made}
+        paginator = Sandbox.list(query=SandboxQuery(metadata={"page": tag}), limit=2)
+        first = paginator.next_items()
+        assert len(first) == 2 and paginator.has_next
+        second = paginator.next_items()
+        assert len(second) == 1 and not paginator.has_next
+        assert {s.sandbox_id for s in first + second} == ids
+        assert all(s.metadata == {"page": tag} for s in first + second)
+        running = Sandbox.list(query=SandboxQuery(metadata={"page": tag}, state=[SandboxState.PAUSED])).next_items()
+        assert running == []
+    finally:
+        for s in made:
+            s.kill()
+
+
+def test_pause_and_resume_keep_memory_and_files():
+    sb = Sandbox.create(timeout=120)
+    try:
+        sb.files.write("/home/user/kept.txt", "on disk")
+        proc = sb.commands.run("python3 -c 'import time; x=42; time.sleep(3600)'", background=True)
+        assert sb.pause() is True
+        assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.PAUSED
+        assert sb.pause() is False  # already paused: 409
+        resumed = Sandbox.connect(sb.sandbox_id, timeout=120)
+        assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.RUNNING
+        assert resumed.files.read("/home/user/kept.txt") == "on disk"
+        assert proc.pid in [p.pid for p in resumed.commands.list()]
+    finally:
+        sb.kill()
+
+
+def test_auto_pause_at_timeout_then_connect_resumes():
+    sb = Sandbox.create(timeout=2, lifecycle={"on_timeout": "pause"})
+    try:
+        sb.files.write("/tmp/state", "before")
+        deadline = time.time() + 20
+        while Sandbox.get_info(sb.sandbox_id).state != SandboxState.PAUSED:
+            assert time.time() < deadline, "the sandbox was not paused at its timeout"
+            time.sleep(0.5)
+        info = Sandbox.get_info(sb.sandbox_id)
+        assert info.lifecycle["on_timeout"] == "pause"
+        back = Sandbox.connect(sb.sandbox_id, timeout=60)
+        assert back.files.read("/tmp/state") == "before"
+    finally:
+        Sandbox.kill(sb.sandbox_id)
+
+
+def test_network_maps_to_the_policy():
+    sb = Sandbox.create(timeout=60, allow_internet_access=False)
+    try:
+        assert sb.get_info().allow_internet_access is False
+        sb.update_network({"allow_out": ["example.com"], "deny_out": ["0.0.0.0/0"]})
+        info = sb.get_info()
+        assert info.allow_internet_access is False
+        assert info.network["allow_out"] == ["example.com"]
+        sb.update_network({})
+        assert sb.get_info().allow_internet_access is True
+    finally:
+        sb.kill()

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// E2BToken is a data-plane access token of the E2B-compatible API: the
+// SHA-256 of the token (hex), the sandbox it opens and the E2B template
+// name the sandbox was created with.
+type E2BToken struct {
+	Hash      string
+	SandboxID string
+	Template  string
+	CreatedAt time.Time
+}
+
+// MaxE2BTokens is how many tokens one sandbox keeps; minting one more
+// drops the oldest.
+const MaxE2BTokens = 64
+
+// InsertE2BToken records a token, drops the sandbox's oldest past
+// MaxE2BTokens, and removes the tokens of stopped sandboxes.
+func (s *Store) InsertE2BToken(ctx context.Context, t E2BToken) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: e2b token: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO e2b_tokens (token_hash, sandbox_id, template, created_at) VALUES (?, ?, ?, ?)`,
+		t.Hash, t.SandboxID, t.Template, millis(t.CreatedAt)); err != nil {
+		return fmt.Errorf("store: insert e2b token: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM e2b_tokens WHERE sandbox_id = ? AND token_hash NOT IN
+		(SELECT token_hash FROM e2b_tokens WHERE sandbox_id = ? ORDER BY created_at DESC, token_hash LIMIT ?)`,
+		t.SandboxID, t.SandboxID, MaxE2BTokens); err != nil {
+		return fmt.Errorf("store: e2b tokens: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM e2b_tokens WHERE sandbox_id IN (SELECT id FROM sandboxes WHERE state = ?)`,
+		StateStopped); err != nil {
+		return fmt.Errorf("store: e2b tokens: %w", err)
+	}
+	return tx.Commit()
+}
+
+// E2BTokenByHash returns the token whose SHA-256 is hash, or ErrNotFound.
+func (s *Store) E2BTokenByHash(ctx context.Context, hash string) (E2BToken, error) {
+	var t E2BToken
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT token_hash, sandbox_id, template, created_at FROM e2b_tokens WHERE token_hash = ?`,
+		hash).Scan(&t.Hash, &t.SandboxID, &t.Template, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return E2BToken{}, fmt.Errorf("e2b token: %w", ErrNotFound)
+	}
+	if err != nil {
+		return E2BToken{}, fmt.Errorf("store: e2b token: %w", err)
+	}
+	t.CreatedAt = fromMillis(created)
+	return t, nil
+}
+
+// E2BTemplates returns the E2B template name of each sandbox that has
+// one (those made through the E2B-compatible API).
+func (s *Store) E2BTemplates(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT sandbox_id, template FROM e2b_tokens`)
+	if err != nil {
+		return nil, fmt.Errorf("store: e2b templates: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, tpl string
+		if err := rows.Scan(&id, &tpl); err != nil {
+			return nil, err
+		}
+		out[id] = tpl
+	}
+	return out, rows.Err()
+}
