@@ -36,15 +36,24 @@ var agentRoutes = []struct{ method, path string }{
 	{"GET", "files/stat"},
 	{"POST", "files/mkdir"},
 	{"POST", "files/rename"},
+	{"POST", "code"},
+	{"POST", "contexts"},
+	{"GET", "contexts"},
+	{"GET", "contexts/{contextId}"},
+	{"DELETE", "contexts/{contextId}"},
+	{"POST", "contexts/{contextId}/restart"},
 }
 
 // forwarder returns the handler that forwards one agent route; route is
-// its path relative to the sandbox, with {pid} filled from the request.
+// its path relative to the sandbox, with {pid} and {contextId} filled from
+// the request.
 func (s *Server) forwarder(route string) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		rest := route
-		if strings.Contains(rest, "{pid}") {
-			rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
+		for _, name := range []string{"pid", "contextId"} {
+			if strings.Contains(rest, "{"+name+"}") {
+				rest = strings.Replace(rest, "{"+name+"}", url.PathEscape(r.PathValue(name)), 1)
+			}
 		}
 		return s.forward(w, r, rest)
 	}
