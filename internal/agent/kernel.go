@@ -283,4 +283,3 @@ func (t *tailSink) String() string {
 	defer t.mu.Unlock()
 	return strings.ToValidUTF8(string(t.buf), "\uFFFD")
 }
-
