@@ -93,7 +93,9 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) runCell(ctx context.Context, c *codeContext, k *kernel, req *agentapi.RunCodeRequest, timeout time.Duration, x *execution) {
 	if len(req.Env) > 0 {
 		if lost := s.runSilent(c, k, envSetCode(req.Env)); lost {
-			k.markKilled("it failed while setting this call's env")
+			if !k.waitExit(time.Second) {
+				k.markKilled("it failed while setting this call's env")
+			}
 			s.kernelLost(c, k, x, 0)
 			return
 		}
@@ -139,7 +141,11 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k *kernel, req *ag
 			s.kernelLost(c, k, x, 0)
 			return
 		case <-k.client.Done():
-			k.markKilled("its connection to the agent broke (" + k.client.Err().Error() + ")")
+			// A kernel that dies closes its sockets a moment before it is
+			// reaped: its own end (out of memory, say) is the news.
+			if !k.waitExit(time.Second) {
+				k.markKilled("its connection to the agent broke (" + k.client.Err().Error() + ")")
+			}
 			s.kernelLost(c, k, x, 0)
 			return
 		}

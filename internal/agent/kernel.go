@@ -220,6 +220,18 @@ func (k *kernel) exited() bool {
 	}
 }
 
+// waitExit waits up to d for the kernel to exit and reports whether it did.
+func (k *kernel) waitExit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-k.p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // startError explains a kernel that failed to start, with the end of what
 // it printed.
 func (k *kernel) startError(what string) error {
