@@ -61,7 +61,7 @@ func dialZMTP(ctx context.Context, network, addr, sockType string) (*zconn, erro
 	if err != nil {
 		return nil, err
 	}
-	z := &zconn{nc: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10)}
+	z := &zconn{nc: nc, r: newReader(nc), w: bufio.NewWriterSize(nc, 64<<10)}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	} else {
@@ -74,6 +74,8 @@ func dialZMTP(ctx context.Context, network, addr, sockType string) (*zconn, erro
 	_ = nc.SetDeadline(time.Time{})
 	return z, nil
 }
+
+func newReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
 
 // greeting is ZMTP 3.0's: signature, version 3.0, mechanism NULL, client.
 func greeting() []byte {
