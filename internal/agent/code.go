@@ -384,7 +384,7 @@ func (x *execution) finish(start time.Time) {
 	}
 	if x.out != nil {
 		end := x.ex
-		end.Results, end.Logs = nil, agentapi.Logs{}
+		end.Results, end.Logs = []agentapi.Result{}, agentapi.Logs{Stdout: []string{}, Stderr: []string{}}
 		x.emit(agentapi.CodeEvent{Type: "end", Execution: &end})
 		return
 	}

@@ -32,6 +32,7 @@
 //	POST   /files/mkdir    MkdirRequest -> 200 FileInfo
 //	DELETE /files?path=P&recursive=B    -> 204
 //	POST   /files/rename   RenameRequest -> 200 FileInfo
+//	POST   /code, /contexts, ...        -> the code interpreter (see code.go)
 //
 // One route is the host's alone (the server never forwards it):
 //

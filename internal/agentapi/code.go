@@ -179,8 +179,8 @@ type CodeEvent struct {
 	Result *Result `json:"result,omitempty"`
 	// Error is set on error events.
 	Error *ExecutionError `json:"error,omitempty"`
-	// Execution ends the stream (end): everything but results and logs,
-	// which went out as events. An Error is also sent as an error event
+	// Execution ends the stream (end): everything but results and logs
+	// (empty there: they went out as events). An Error is also sent as an error event
 	// before it (a timeout's or a lost kernel's just before end).
 	Execution *Execution `json:"execution,omitempty"`
 }
