@@ -8,24 +8,40 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"withruntime.dev/runtime/internal/template"
 )
 
 func newTemplateCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "template", Short: "Build and list templates (root filesystems)"}
+	var missing bool
+	var dir string
 	build := &cobra.Command{
 		Use:   "build NAME",
-		Short: "Build (or rebuild) a template on this host; known recipes: base",
+		Short: "Build (or rebuild) a template on this host; known recipes: base, " + template.CodeInterpreter,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if os.Getenv("WITHRUNTIME_URL") != "" {
 				return errors.New("templates are built on the server's host: run `withruntime template build` there (without WITHRUNTIME_URL)")
 			}
-			s, err := embed(cmd.Context(), "")
-			if err != nil {
-				return err
+			var ts *template.Store
+			if dir != "" {
+				// A templates directory of its own: no server needed (builds
+				// of one name lock each other out across processes).
+				ts = &template.Store{Dir: dir}
+			} else {
+				s, err := embed(cmd.Context(), "")
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ts = s.embedded.Templates
 			}
-			defer s.Close()
-			info, err := s.embedded.Templates.Build(cmd.Context(), args[0], printProgress)
+			b := ts.Build
+			if missing {
+				b = ts.Ensure
+			}
+			info, err := b(cmd.Context(), args[0], printProgress)
 			if err != nil {
 				return err
 			}
@@ -33,6 +49,8 @@ func newTemplateCmd() *cobra.Command {
 			return nil
 		},
 	}
+	build.Flags().BoolVar(&missing, "missing", false, "build only if the template is missing or was built from another version of its recipe")
+	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default: the server's, DATA_DIR/templates)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List templates",

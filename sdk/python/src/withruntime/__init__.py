@@ -18,6 +18,16 @@ The server is found in ``WITHRUNTIME_URL`` / ``WITHRUNTIME_API_KEY``, else
 from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncSandbox
 from ._config import ENV_API_KEY, ENV_URL, config_path
 from ._sync import Client, ExecStream, FileReader, Files, Sandbox
+from .code import (
+    CODE_INTERPRETER_TEMPLATE,
+    DEFAULT_CODE_TIMEOUT_SECONDS,
+    CodeContext,
+    Execution,
+    ExecutionError,
+    Logs,
+    OutputMessage,
+    Result,
+)
 from .errors import (
     ERROR_CODES,
     APIError,
@@ -40,6 +50,7 @@ from .errors import (
     TransportError,
     UnauthorizedError,
     UnavailableError,
+    UnsupportedError,
     WithRuntimeError,
 )
 from .types import (
@@ -105,6 +116,7 @@ __all__ = [
     "RateLimitedError",
     "InternalError",
     "UnavailableError",
+    "UnsupportedError",
     "NoSpaceError",
     "CostCapError",
     "SpendingLimitError",
@@ -117,5 +129,13 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "MAX_MAX_OUTPUT_BYTES",
     "TIMEOUT_EXIT_CODE",
+    "CODE_INTERPRETER_TEMPLATE",
+    "DEFAULT_CODE_TIMEOUT_SECONDS",
+    "Execution",
+    "Result",
+    "Logs",
+    "ExecutionError",
+    "OutputMessage",
+    "CodeContext",
     "__version__",
 ]
