@@ -7,6 +7,7 @@
 #   - runsc, built from the gVisor version pinned in third_party/runsc
 #     (scripts/build-runsc.sh; never a downloaded binary) -> /usr/local/bin/runsc
 #   - withruntime and withruntime-agent -> /usr/local/bin
+#   - kernel.pid_max raised where it would cap sandboxes before memory does
 #
 # Usage: scripts/install.sh [--template]
 #   --template  also build the base template if it is missing (a few minutes)
@@ -88,6 +89,21 @@ for cmd in withruntime withruntime-agent; do
 		log "$cmd: installed /usr/local/bin/$cmd"
 	fi
 done
+
+# --- kernel.pid_max ---------------------------------------------------------
+# Each idle sandbox holds about 31 host threads and 20 MiB of host memory
+# (bench/suite). Where pid_max would run out before memory does, raise it,
+# so the host's capacity is its memory's; persisted in /etc/sysctl.d.
+pid_max=$(cat /proc/sys/kernel/pid_max)
+mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+by_memory=$((mem_kib / (20 * 1024)))
+by_pids=$((pid_max / 31))
+if ((by_pids < by_memory)); then
+	want=4194304
+	log "kernel.pid_max $pid_max allows about $by_pids sandboxes, memory about $by_memory: raising it to $want (/etc/sysctl.d/90-withruntime.conf)"
+	echo "kernel.pid_max = $want" >/etc/sysctl.d/90-withruntime.conf
+	sysctl -q -w kernel.pid_max=$want || log "warning: could not raise kernel.pid_max (a container without sysctl rights?); cap sandboxes with serve --max-sandboxes"
+fi
 
 # --- base template (optional) ----------------------------------------------
 if ((want_template)); then

@@ -2,28 +2,57 @@
 # Runs Runtime's whole test suite on this host, as root: installs what the
 # tests need (scripts/install.sh --template: Debian packages, the pinned runsc
 # build, the binaries, the base template — all cached, so a second run starts
-# at once), then runs every suite. Sandboxes in the tests are real gVisor
+# at once), then runs every suite, printing each one's time and a summary at
+# the end so that slow suites show. Sandboxes in the tests are real gVisor
 # sandboxes; nothing is mocked.
 #
-# Usage: scripts/test.sh [go test flags...]
+# Usage: scripts/test.sh [go test flags...]   (the flags go to the main `go test ./...`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install.sh --template
+timings=()
+# suite NAME CMD...: runs one suite and records its time; the first failing
+# suite stops the run (set -e) after the summary is printed.
+suite() {
+	local name=$1 start=$SECONDS rc=0
+	shift
+	echo "test: == $name" >&2
+	"$@" || rc=$?
+	timings+=("$(printf '%5d s  %s%s' $((SECONDS - start)) "$name" "$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")")
+	return $rc
+}
+summary() {
+	echo "test: suite times:" >&2
+	printf 'test:   %s\n' "${timings[@]}" >&2
+}
+trap summary EXIT
 
+# The dashboard's browser test (internal/itest TestDashboardBrowser) drives
+# Debian's Chromium headless; Runtime itself does not need it.
+if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' chromium 2>/dev/null || true) != ii* ]]; then
+	echo "test: installing chromium (the dashboard's browser test)" >&2
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
+fi
+
+suite install scripts/install.sh --template
 export WITHRUNTIME_RUNSC=/usr/local/bin/runsc
-echo "test: go vet" >&2
-go vet ./...
-echo "test: go test (real gVisor sandboxes)" >&2
-go test -count=1 -timeout 40m "$@" ./...
-(cd sdk/go && go test -count=1 ./...)
-(cd examples && go vet ./...)  # run against a server by TestSDKExampleDispatch
-(cd adapters/go/testserver && go vet ./...)
-(cd adapters/go/eino && go vet ./... && go test -count=1 ./...)
-(cd sdk/typescript && npm ci --no-audit --no-fund && npm test)
-(python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests)
-(cd adapters/typescript && npm ci --no-audit --no-fund && npm test)
-adapters/python/run-tests.sh
-(cd adapters/go/openai && go vet ./... && go test -count=1 ./...)
-(cd adapters/go/anthropic && go vet ./... && go test -count=1 ./...)
-(cd adapters/go/genai && go vet ./... && go test -count=1 ./...)
+suite "go vet" go vet ./...
+suite "go test ./... (real gVisor sandboxes)" go test -count=1 -timeout 50m "$@" ./...
+# Fuzzing of the API's request decoders and handlers, bounded (~1.5 min).
+# A failing input is saved under internal/api/testdata/fuzz and then runs
+# with every `go test`.
+for target in FuzzDecode:30s FuzzAPI:40s FuzzAuthorization:15s; do
+	suite "fuzz ${target%%:*} ${target##*:}" go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${target##*:}" ./internal/api
+done
+suite "sdk/go" bash -c 'cd sdk/go && go test -count=1 ./...'
+suite "examples (vet)" bash -c 'cd examples && go vet ./...' # run against a server by TestSDKExampleDispatch
+suite "adapters/go/testserver (vet)" bash -c 'cd adapters/go/testserver && go vet ./...'
+suite "adapters/go/eino" bash -c 'cd adapters/go/eino && go vet ./... && go test -count=1 ./...'
+suite "sdk/typescript" bash -c 'cd sdk/typescript && npm ci --no-audit --no-fund && npm test'
+suite "sdk/python" bash -c "python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests"
+suite "adapters/typescript" bash -c 'cd adapters/typescript && npm ci --no-audit --no-fund && npm test'
+suite "adapters/python" adapters/python/run-tests.sh
+for a in openai anthropic genai; do
+	suite "adapters/go/$a" bash -c "cd adapters/go/$a && go vet ./... && go test -count=1 ./..."
+done

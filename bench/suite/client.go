@@ -214,8 +214,14 @@ type firstOutputSample struct {
 // start with want. The sandbox's id is returned also on error when it was
 // created: the caller deletes it.
 func (c *apiClient) createToFirstOutput(ctx context.Context, argv []string, want string) (s firstOutputSample, err error) {
+	return c.createToFirstOutputFrom(ctx, "", argv, want)
+}
+
+// createToFirstOutputFrom is createToFirstOutput with a sandbox of the
+// template tpl ("": the default).
+func (c *apiClient) createToFirstOutputFrom(ctx context.Context, tpl string, argv []string, want string) (s firstOutputSample, err error) {
 	start := time.Now()
-	s.id, err = c.create(ctx, api.CreateSandboxRequest{})
+	s.id, err = c.create(ctx, api.CreateSandboxRequest{Template: tpl})
 	if err != nil {
 		return s, err
 	}

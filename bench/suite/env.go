@@ -314,6 +314,9 @@ func (e *env) sweep() error {
 			errList = append(errList, err)
 		}
 	}
+	if err := e.removeImageTemplate(ctx); err != nil {
+		errList = append(errList, err)
+	}
 	b := &bare{runsc: e.runsc, dir: filepath.Join(workDir, "bare")}
 	if err := b.sweep(); err != nil {
 		errList = append(errList, err)

@@ -18,6 +18,9 @@
 //	             baseline: bare `runsc run` of `true` at the same concurrency
 //	memory       host memory and idle CPU of K idle sandboxes held at once;
 //	             baseline: idle bare runsc sandboxes measured alongside
+//	image        the base rootfs imported as a container image (template
+//	             bench-suite-image, deleted at the end): the import's time,
+//	             and create-to-first-output from it against base, cold
 //
 // Everything it creates lives under /tmp/wr-bench-suite, in runsc roots
 // there, in cgroups named after its sandboxes, and in network namespaces,
@@ -44,7 +47,7 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "memory"}
+var allSections = []string{"startup", "exec", "concurrency", "memory", "image"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -198,6 +201,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.concurrency(ctx)
 		case "memory":
 			runErr = env.memory(ctx, idleWindow)
+		case "image":
+			runErr = env.imageSection(ctx)
 		}
 		fmt.Fprintf(os.Stderr, "suite: %s done in %s\n", s, time.Since(t0).Round(time.Second))
 		if runErr != nil {

@@ -14,13 +14,45 @@ import (
 
 func newTemplateCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "template", Short: "Build and list templates (root filesystems)"}
+	var fromImage string
+	var bf buildFlags
 	var missing bool
 	var dir string
 	build := &cobra.Command{
-		Use:   "build NAME",
-		Short: "Build (or rebuild) a template on this host; known recipes: base, " + template.CodeInterpreter,
-		Args:  cobra.ExactArgs(1),
+		Use:   "build NAME [--from-image REF | -f Dockerfile [CONTEXT]]",
+		Short: "Build (or rebuild) a template from its recipe (base, " + template.CodeInterpreter + "), or make a new one from a container image",
+		Long: `Without --from-image, build (or rebuild) the template NAME from its built-in recipe on this host
+(known recipes: base, ` + template.CodeInterpreter + `; with --missing only if it is missing or stale).
+
+With --from-image, make the new template NAME from a linux/amd64 container image:
+  REGISTRY/REPO[:TAG|@DIGEST]   pulled by the server, with the docker credentials of the user it runs as
+  oci-layout:DIR, or a DIR path  an OCI image layout on this machine (uploaded to the server)
+  FILE.tar                      a ` + "`docker save`" + ` tarball on this machine (uploaded to the server)
+Its sandboxes run commands as "user" (uid 1000, added if the image has none) in /workspace, with
+bash, or /bin/sh when the image has no bash, and start with the image's environment.
+
+With -f, build the new template NAME from a Dockerfile and the build context CONTEXT (default .,
+less what its .dockerignore excludes): FROM a template of the server or an image, then RUN, ENV,
+WORKDIR, USER, COPY, ADD (files from the context) and ARG. RUN steps run in a sandbox on the server,
+with the network --internet and --allow give them (none by default).`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if bf.file != "" && fromImage != "" {
+				return errors.New("give either --from-image or -f, not both")
+			}
+			if bf.file != "" {
+				dir := "."
+				if len(args) == 2 {
+					dir = args[1]
+				}
+				return buildFromDockerfile(cmd.Context(), args[0], dir, bf)
+			}
+			if len(args) == 2 {
+				return errors.New("a build CONTEXT goes with -f Dockerfile")
+			}
+			if fromImage != "" {
+				return buildFromImage(cmd.Context(), args[0], fromImage)
+			}
 			if os.Getenv("WITHRUNTIME_URL") != "" {
 				return errors.New("templates are built on the server's host: run `withruntime template build` there (without WITHRUNTIME_URL)")
 			}
@@ -49,8 +81,6 @@ func newTemplateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	build.Flags().BoolVar(&missing, "missing", false, "build only if the template is missing or was built from another version of its recipe")
-	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default: the server's, DATA_DIR/templates)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List templates",
@@ -66,14 +96,21 @@ func newTemplateCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT")
+			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT\tFROM")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%dMiB\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%dMiB\t%s\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime), originText(t))
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.AddCommand(build, ls)
+	build.Flags().StringVarP(&bf.file, "file", "f", "", "build from this Dockerfile (with the build context CONTEXT, default .)")
+	build.Flags().StringArrayVar(&bf.buildArgs, "build-arg", nil, "an ARG's value, KEY=VALUE (repeatable)")
+	build.Flags().BoolVar(&bf.internet, "internet", false, "let RUN steps reach the internet")
+	build.Flags().StringArrayVar(&bf.allow, "allow", nil, "a host or CIDR that RUN steps may reach (repeatable)")
+	build.Flags().BoolVar(&missing, "missing", false, "with a recipe: build only if the template is missing or was built from another version of its recipe")
+	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "with a recipe: the directory of templates to build in, without a server (default: the server's, DATA_DIR/templates)")
+	build.Flags().StringVar(&fromImage, "from-image", "", "make the template from this container image (a registry reference, oci-layout:DIR or FILE.tar)")
+	cmd.AddCommand(build, ls, newTemplateRmCmd())
 	return cmd
 }
 

@@ -57,7 +57,11 @@ func (s *session) Close() {
 // stderr); pass "" when no sandbox will be created.
 func connect(ctx context.Context, needTemplate string) (*session, error) {
 	if url := os.Getenv("WITHRUNTIME_URL"); url != "" {
-		return &session{Client: &client.Client{BaseURL: url, APIKey: os.Getenv("WITHRUNTIME_API_KEY")}}, nil
+		key := os.Getenv("WITHRUNTIME_API_KEY")
+		if fc, err := readConfig(); key == "" && err == nil && strings.TrimRight(fc.URL, "/") == strings.TrimRight(url, "/") {
+			key = fc.APIKey // saved by `withruntime login` for this server
+		}
+		return &session{Client: &client.Client{BaseURL: url, APIKey: key}}, nil
 	}
 	if p := configPath(); p != "" {
 		if b, err := os.ReadFile(p); err == nil {
@@ -127,7 +131,7 @@ func embed(ctx context.Context, needTemplate string) (*session, error) {
 func openOrShare(ctx context.Context, dir string) (*server.Server, *session, error) {
 	said := false
 	for {
-		srv, err := server.Open(ctx, server.Config{DataDir: dir})
+		srv, err := server.Open(ctx, server.Config{DataDir: dir, TemplatesDir: os.Getenv("WITHRUNTIME_TEMPLATES_DIR")})
 		var inUse *server.ErrInUse
 		if !errors.As(err, &inUse) {
 			return srv, nil, err

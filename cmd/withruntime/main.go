@@ -113,10 +113,11 @@ func newRoot() *cobra.Command {
 With WITHRUNTIME_URL (and WITHRUNTIME_API_KEY) set, or a config file at
 ~/.config/withruntime/config.json ({"url": ..., "apiKey": ...}), the CLI talks to
 that server. Otherwise it runs an embedded server in-process on the local data
-directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime), which needs root.`,
+directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime; templates in
+WITHRUNTIME_TEMPLATES_DIR, default DATA_DIR/templates), which needs root.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd())
+	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newLoginCmd(), newLogoutCmd())
 	return root
 }

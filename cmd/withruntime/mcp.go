@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -21,6 +19,7 @@ import (
 
 func newMCPCmd() *cobra.Command {
 	var template, httpAddr string
+	var allowOrigins []string
 	var lease time.Duration
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -37,7 +36,13 @@ next call gets a new, empty one (the result says so).
 By default the server speaks MCP on stdin/stdout (one session), for clients that
 start it as a command; with --http ADDR it serves streamable HTTP at
 http://ADDR/mcp (a session per client). The Runtime server is found as for every
-other command (WITHRUNTIME_URL, the config file, else an embedded server).`,
+other command (WITHRUNTIME_URL, the config file, else an embedded server).
+
+Over HTTP every request needs ` + "`Authorization: Bearer TOKEN`" + `: the MCP token
+(` + envMCPToken + `, else one generated at start and printed on stderr) or a
+Runtime API key, whose sessions then run their sandboxes under that key. A
+non-loopback ADDR needs ` + envMCPToken + ` set. Requests from a web page of
+another origin are refused (403) unless allowed with --allow-origin.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lease < time.Second {
@@ -57,15 +62,18 @@ other command (WITHRUNTIME_URL, the config file, else an embedded server).`,
 					return err
 				}
 			}
-			opts := []withruntime.ClientOption{withruntime.WithBaseURL(s.BaseURL), withruntime.WithAPIKey(s.APIKey)}
-			if s.HTTP != nil {
-				opts = append(opts, withruntime.WithHTTPClient(s.HTTP))
+			newClient := func(apiKey string) (*withruntime.Client, error) {
+				opts := []withruntime.ClientOption{withruntime.WithBaseURL(s.BaseURL), withruntime.WithAPIKey(apiKey)}
+				if s.HTTP != nil {
+					opts = append(opts, withruntime.WithHTTPClient(s.HTTP))
+				}
+				return withruntime.NewClient(opts...)
 			}
-			c, err := withruntime.NewClient(opts...)
+			c, err := newClient(s.APIKey)
 			if err != nil {
 				return err
 			}
-			m := newMCPSandboxes(c, withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second)})
+			m := newMCPSandboxes(c, newClient, withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second)})
 			defer m.closeAll()
 			srv := m.server()
 			if httpAddr == "" {
@@ -75,44 +83,25 @@ other command (WITHRUNTIME_URL, the config file, else an embedded server).`,
 				}
 				return err
 			}
-			return serveMCPHTTP(ctx, srv, httpAddr, lease)
+			return serveMCPHTTP(ctx, srv, mcpHTTPConfig{addr: httpAddr, idle: lease, token: os.Getenv(envMCPToken),
+				allowOrigins: allowOrigins, newClient: newClient})
 		},
 	}
 	cmd.Flags().StringVar(&template, "template", "base", "template of the sandboxes")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Minute, "sandbox lease, renewed while the session uses it; also the idle timeout of an HTTP session")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (such as 127.0.0.1:7781) instead of stdio")
+	cmd.Flags().StringArrayVar(&allowOrigins, "allow-origin", nil, "with --http, also accept requests from web pages of this origin (such as http://localhost:6274; repeatable)")
 	return cmd
-}
-
-// serveMCPHTTP serves streamable HTTP at /mcp until ctx ends.
-func serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr string, idle time.Duration) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: idle}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
-	fmt.Fprintf(os.Stderr, "withruntime: MCP over streamable HTTP at http://%s/mcp\n", l.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(l) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	return nil
 }
 
 // mcpSandboxes holds one sandbox per MCP session.
 type mcpSandboxes struct {
-	c    *withruntime.Client
-	opts withruntime.Options
-	log  *slog.Logger
+	// c is the client of sessions without a key of their own; newClient
+	// makes the client of a session opened with a Runtime API key.
+	c         *withruntime.Client
+	newClient func(apiKey string) (*withruntime.Client, error)
+	opts      withruntime.Options
+	log       *slog.Logger
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*sessionSandbox
@@ -121,6 +110,11 @@ type mcpSandboxes struct {
 
 // sessionSandbox is a session's sandbox, created on first use.
 type sessionSandbox struct {
+	// c creates and runs the sandbox: the client of the key the session
+	// was opened with.
+	c   *withruntime.Client
+	err error // the client could not be made
+
 	mu  sync.Mutex
 	sbx *withruntime.Sandbox
 	// replaced says the session's previous sandbox was lost (lease ended);
@@ -129,8 +123,8 @@ type sessionSandbox struct {
 	done     bool
 }
 
-func newMCPSandboxes(c *withruntime.Client, opts withruntime.Options) *mcpSandboxes {
-	return &mcpSandboxes{c: c, opts: opts, sessions: map[*mcp.ServerSession]*sessionSandbox{},
+func newMCPSandboxes(c *withruntime.Client, newClient func(string) (*withruntime.Client, error), opts withruntime.Options) *mcpSandboxes {
+	return &mcpSandboxes{c: c, newClient: newClient, opts: opts, sessions: map[*mcp.ServerSession]*sessionSandbox{},
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 }
 
@@ -146,7 +140,7 @@ func (m *mcpSandboxes) server() *mcp.Server {
 		name := d.Name
 		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return m.call(ctx, req.Session, name, req.Params.Arguments), nil
+				return m.call(ctx, req.Session, req.Extra, name, req.Params.Arguments), nil
 			})
 	}
 	return srv
@@ -155,8 +149,8 @@ func (m *mcpSandboxes) server() *mcp.Server {
 // call runs one tool call in the session's sandbox. Every failure is a
 // result the model sees; the sandbox being gone also drops it, so the next
 // call gets a new one.
-func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, name string, args json.RawMessage) *mcp.CallToolResult {
-	entry := m.entry(ss)
+func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra, name string, args json.RawMessage) *mcp.CallToolResult {
+	entry := m.entry(ss, extra)
 	ts := tools.Bind(func(ctx context.Context) (*withruntime.Sandbox, error) { return m.sandbox(ctx, ss, entry) })
 	res, err := tools.Dispatch(ctx, ts, name, args)
 	text := res.Text
@@ -178,12 +172,20 @@ func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, name str
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: res.IsError}
 }
 
-func (m *mcpSandboxes) entry(ss *mcp.ServerSession) *sessionSandbox {
+// entry returns the session's sandbox entry, made on its first call with
+// the client of the key in extra's token, if any (the MCP SDK keeps a
+// session to the token that opened it).
+func (m *mcpSandboxes) entry(ss *mcp.ServerSession, extra *mcp.RequestExtra) *sessionSandbox {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.sessions[ss]
 	if !ok {
-		e = &sessionSandbox{}
+		e = &sessionSandbox{c: m.c}
+		if extra != nil && extra.TokenInfo != nil {
+			if key, _ := extra.TokenInfo.Extra[apiKeyExtra].(string); key != "" {
+				e.c, e.err = m.newClient(key)
+			}
+		}
 		m.sessions[ss] = e
 		if ss != nil && !m.closed {
 			go func() {
@@ -203,8 +205,11 @@ func (m *mcpSandboxes) sandbox(ctx context.Context, ss *mcp.ServerSession, e *se
 	if e.done {
 		return nil, errors.New("the MCP session has ended")
 	}
+	if e.err != nil {
+		return nil, e.err
+	}
 	if e.sbx == nil {
-		sbx, err := m.c.Create(ctx, m.opts)
+		sbx, err := e.c.Create(ctx, m.opts)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +226,7 @@ func (m *mcpSandboxes) sandbox(ctx context.Context, ss *mcp.ServerSession, e *se
 	}
 	// The lease ended while the session was idle: carry on in a new
 	// sandbox, and tell the model (see call).
-	sbx, err := m.c.Create(ctx, m.opts)
+	sbx, err := e.c.Create(ctx, m.opts)
 	if err != nil {
 		e.sbx = nil
 		return nil, err

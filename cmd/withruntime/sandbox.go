@@ -114,7 +114,7 @@ func streamOutput(stream string, data []byte) {
 
 func newRunCmd() *cobra.Command {
 	var f createFlags
-	var noStdin bool
+	var noStdin, trial bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD [ARGS...]",
 		Short: "Run one command in a fresh sandbox, stream its output, exit with its code",
@@ -136,6 +136,12 @@ program and its arguments. ` + stdinHelp,
 			ctx := cmd.Context()
 			if ereq.Stdin, err = commandStdin(ctx, os.Stdin, noStdin); err != nil {
 				return err
+			}
+			if trial && !configured() {
+				// First run: get a key by device login, then go on with it.
+				if _, err := login(ctx, loginURL(""), true, os.Stderr); err != nil {
+					return err
+				}
 			}
 			s, err := connect(ctx, f.template)
 			if err != nil {
@@ -162,6 +168,7 @@ program and its arguments. ` + stdinHelp,
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "do not read stdin (the command reads end-of-file), as ssh -n")
+	cmd.Flags().BoolVar(&trial, "trial", false, "with no server and key configured, first log in (withruntime login --trial) to WITHRUNTIME_URL or this host's server and ask for a trial key")
 	return cmd
 }
 

@@ -1,22 +1,27 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 func newServeCmd() *cobra.Command {
 	var listen, data, templates string
-	var maxUpload int64
+	var maxUpload, imageMaxBytes int64
 	var noBuild bool
 	var meter func() sandbox.MeterConfig
 	var pool sandbox.PoolConfig
@@ -24,19 +29,28 @@ func newServeCmd() *cobra.Command {
 	var sandboxCAs []string
 	var secretsKey string
 	var rotateKey, discardSecrets bool
+	var metricsListen string
+	var login server.LoginConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if login.TrialHours < 0 {
+				return fmt.Errorf("--trial-hours must be 0 (no trials) or more; got %g", login.TrialHours)
+			}
 			if maxSandboxes < 0 || pool.Size < 0 {
 				return fmt.Errorf("--max-sandboxes and --pool-size must be 0 or more (0: no limit, no pool)")
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
-				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets})
+				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
+
+				Images: image.Options{Limits: image.Limits{MaxBytes: imageMaxBytes}},
+
+				Login: login})
 			if err != nil {
 				return err
 			}
@@ -54,6 +68,14 @@ func newServeCmd() *cobra.Command {
 			if err := srv.Advertise("http://" + l.Addr().String()); err != nil {
 				return err
 			}
+			if metricsListen != "" {
+				ml, err := net.Listen("tcp", loopbackDefault(metricsListen))
+				if err != nil {
+					return fmt.Errorf("--metrics-listen: %w", err)
+				}
+				log.Info("serving metrics without authentication", "addr", ml.Addr().String(), "path", "/metrics")
+				go serveMetrics(ctx, ml, srv, log)
+			}
 			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
 				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
 			return srv.Serve(ctx, l)
@@ -64,6 +86,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
+	cmd.Flags().Int64Var(&imageMaxBytes, "image-max-bytes", image.DefaultMaxBytes, "cap on the uncompressed content of an image made into a template (POST /v1/templates), in bytes")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
 	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes running at once; creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
@@ -72,8 +95,36 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&secretsKey, "secrets-key-file", os.Getenv(server.SecretsKeyEnv), "file of the key that seals secret values in the database (64 hex characters, mode 0600; created if missing) (default DATA_DIR/secrets.key)")
 	cmd.Flags().BoolVar(&rotateKey, "rotate-secrets-key", false, "make a new secrets key at start, re-seal every secret value with it and replace the key file, then serve")
 	cmd.Flags().BoolVar(&discardSecrets, "discard-unreadable-secrets", false, "delete the secrets sealed with a key this server does not have (a lost key) instead of refusing to start")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve GET /metrics without authentication on this address, for a Prometheus on the host (a port alone, 9781 or :9781, listens on 127.0.0.1); /metrics on --listen always needs a key without a limit")
+	cmd.Flags().Float64Var(&login.TrialHours, "trial-hours", 0, "sandbox-hours that a key approved as a trial (withruntime login, sandbox run --trial) may use in total; past them its creates answer 429 (0: no trials)")
+	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
 	return cmd
+}
+
+// loopbackDefault puts a listen address without a host on 127.0.0.1.
+func loopbackDefault(addr string) string {
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
+// serveMetrics serves srv's /metrics on l until ctx ends.
+func serveMetrics(ctx context.Context, l net.Listener, srv *server.Server, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.Metrics.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = hs.Close()
+	}()
+	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("metrics listener stopped", "err", err)
+	}
 }
 
 // limits is the server's default limits with the --max-sandboxes cap.

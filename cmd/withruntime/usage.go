@@ -22,7 +22,11 @@ func newUsageCmd() *cobra.Command {
 
 --from and --to take an RFC 3339 time or a UTC date (YYYY-MM-DD; --to is then
 inclusive). The default window is the last 30 days. Costs are micro-dollars
-summed per row and rounded once; USD is shown to the micro-dollar.`,
+summed per row and rounded once; USD is shown to the micro-dollar.
+
+CPU-S is the CPU the sandboxes' own processes used (billed, with the floor:
+BILLED CPU-S); OVERHEAD CPU-S is the host CPU their isolation layer (gVisor)
+spent on top, not billed. The host's CPU cost is CPU-S + OVERHEAD CPU-S.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := connect(cmd.Context(), "")
@@ -38,13 +42,19 @@ summed per row and rounded once; USD is shown to the micro-dollar.`,
 				rep.From.Format("2006-01-02 15:04Z"), rep.To.Format("2006-01-02 15:04Z"), rep.GroupBy,
 				rep.Prices.CPUMicrosPerVCPUHour/1e6, rep.Prices.CPUFloorVCPU, rep.Prices.MemoryMicrosPerGiBHour/1e6)
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "%s\tCPU-S\tBILLED CPU-S\tGIB-S\tCOST USD\t\n", groupTitle(rep.GroupBy))
+			fmt.Fprintf(tw, "%s\tCPU-S\tBILLED CPU-S\tOVERHEAD CPU-S\tGIB-S\tCOST USD\t\n", groupTitle(rep.GroupBy))
 			for _, r := range rep.Rows {
-				fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t\n", r.Group, r.CPUSeconds, r.BilledCPUSeconds, r.GiBSeconds, usd(r.CostMicros))
+				fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n", r.Group, r.CPUSeconds, r.BilledCPUSeconds, r.OverheadCPUSeconds, r.GiBSeconds, usd(r.CostMicros))
 			}
 			t := rep.Total
-			fmt.Fprintf(tw, "TOTAL\t%.3f\t%.3f\t%.3f\t%s\t\n", t.CPUSeconds, t.BilledCPUSeconds, t.GiBSeconds, usd(t.CostMicros))
-			return tw.Flush()
+			fmt.Fprintf(tw, "TOTAL\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n", t.CPUSeconds, t.BilledCPUSeconds, t.OverheadCPUSeconds, t.GiBSeconds, usd(t.CostMicros))
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if tr := rep.Trial; tr != nil {
+				fmt.Printf("trial: %.2f of %g sandbox-hours used, %.2f left\n", tr.UsedHours, tr.AllowanceHours, tr.LeftHours)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "start of the window: RFC 3339 time or UTC date (default 30 days ago)")
@@ -66,12 +76,21 @@ func groupTitle(groupBy string) string {
 // usd formats micro-dollars as dollars to the micro-dollar.
 func usd(micros int64) string { return fmt.Sprintf("$%.6f", float64(micros)/1e6) }
 
-// usdToMicros converts a --daily-limit-usd value.
+// maxLimitUSD is the largest daily limit the API takes (1e15 µ$).
+const maxLimitUSD = 1e9
+
+// usdToMicros converts a --daily-limit-usd value (0: none). A limit that
+// would round to no limit, or past what the API takes, is refused rather
+// than wrapped or dropped.
 func usdToMicros(v float64) (int64, error) {
-	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("--daily-limit-usd must be a positive amount of dollars; got %v", v)
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v > maxLimitUSD {
+		return 0, fmt.Errorf("--daily-limit-usd must be an amount of dollars from 0.000001 to %d (0: no limit); got %v", int64(maxLimitUSD), v)
 	}
-	return int64(math.Round(v * 1e6)), nil
+	micros := int64(math.Round(v * 1e6))
+	if v > 0 && micros == 0 {
+		return 0, fmt.Errorf("--daily-limit-usd %v rounds to no limit at all; the smallest limit is 0.000001 (one micro-dollar)", v)
+	}
+	return micros, nil
 }
 
 // addMeterFlags adds the metering and price flags of `serve` and returns

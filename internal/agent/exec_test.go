@@ -66,6 +66,27 @@ func TestBadExecRequests(t *testing.T) {
 	a.apiErr("POST", "/exec", agentapi.ExecRequest{Command: "true", User: "no_such_user_xyz"}, 400, agentapi.CodeBadRequest)
 }
 
+// Commands run as the documented users only ("user", the default, and
+// "root"), not as whatever other account the image has.
+func TestOnlyDocumentedUsers(t *testing.T) {
+	t.Parallel()
+	a := newTestAgent(t, Config{})
+	for _, name := range []string{"nobody", "daemon", "bin", "Root", "root ", "0", "1000"} {
+		e := a.apiErr("POST", "/exec", agentapi.ExecRequest{Command: "true", User: name}, 400, agentapi.CodeBadRequest)
+		if !strings.Contains(e.Message, `"user"`) || !strings.Contains(e.Message, `"root"`) {
+			t.Errorf("user %q: %q, want the allowed users named", name, e.Message)
+		}
+	}
+	for _, name := range []string{"", "user", "root"} {
+		if os.Geteuid() != 0 && name == "root" {
+			continue // a non-root agent cannot switch to root
+		}
+		if res := a.exec(agentapi.ExecRequest{Command: "true", User: name}); res.ExitCode != 0 {
+			t.Errorf("user %q: %+v", name, res)
+		}
+	}
+}
+
 func TestEnvAndCwd(t *testing.T) {
 	t.Parallel()
 	a := newTestAgent(t, Config{})

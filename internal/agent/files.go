@@ -38,11 +38,20 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) error {
 	if !st.Mode().IsRegular() {
 		return badRequest("%s is not a regular file (mode %s); only regular files can be downloaded", path, st.Mode().Type())
 	}
-	f, err := os.Open(path)
+	// O_NONBLOCK: should a FIFO have replaced the file since the Stat, the
+	// open returns at once instead of waiting for a writer; the opened file
+	// is checked again.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return fsErr(err, path)
 	}
 	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return fsErr(err, path)
+	}
+	if !st.Mode().IsRegular() {
+		return badRequest("%s is not a regular file (mode %s); only regular files can be downloaded", path, st.Mode().Type())
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	var src io.Reader = f
 	// Files such as those in /proc report size 0 yet have content: those
@@ -56,11 +65,20 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// Patterns of the temporary files that writes rename into place: short
+// and independent of the target's name, so that names up to NAME_MAX stay
+// usable.
+const (
+	tempUpload = ".upload-*"
+	tempMove   = ".move-*"
+)
+
 // handlePutFile streams the body into a temporary file next to the target
 // and renames it into place, so a failed or aborted upload leaves nothing.
 // Missing parents are created and owned by the sandbox user. A new file is
 // 0644 and owned by the sandbox user; a replaced file keeps its mode and
 // owner. A symlink at the path is followed when its target can be resolved.
+// Devices, FIFOs and sockets (also behind a symlink) are refused.
 func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 	path, err := s.queryPath(r, "")
 	if err != nil {
@@ -68,6 +86,9 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	acct, err := s.lookupAccount("")
 	if err != nil {
+		return err
+	}
+	if err := checkTarget(path); err != nil {
 		return err
 	}
 	mode, uid, gid := fs.FileMode(0o644), acct.Uid, acct.Gid
@@ -93,7 +114,9 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".upload-*")
+	// A short name of its own (O_EXCL), whatever the target's length: a
+	// 255-byte name stays writable.
+	tmp, err := os.CreateTemp(dir, tempUpload)
 	if err != nil {
 		removeCreated(created)
 		return fsErr(err, path)
@@ -221,6 +244,9 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkTarget(path); err != nil {
+		return err
+	}
 	if req.Parents {
 		if st, err := os.Stat(path); err == nil && !st.IsDir() {
 			return conflict("%s already exists and is not a directory", path)
@@ -306,6 +332,9 @@ func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := checkTarget(to); err != nil {
+		return err
+	}
 	if tst, err := os.Lstat(to); err == nil && tst.IsDir() && from != to {
 		return conflict("cannot move %s to %s: the destination is an existing directory; to move into it give %s, or delete it first",
 			from, to, filepath.Join(to, filepath.Base(from)))
@@ -349,7 +378,7 @@ func copyAcross(from, to string, st fs.FileInfo) error {
 		return fsErr(err, from)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".move-*")
+	tmp, err := os.CreateTemp(filepath.Dir(to), tempMove)
 	if err != nil {
 		return fsErr(err, to)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -188,5 +189,109 @@ func TestFileErrors(t *testing.T) {
 	a.call("DELETE", "/files?path=e&recursive=true", nil, 204, nil)
 	if ents, _ := os.ReadDir(a.workspace); len(ents) != 0 {
 		t.Fatalf("left over: %v", ents)
+	}
+}
+
+// D5: writes refuse devices, FIFOs and sockets at the target, also behind
+// symlinks, at once and without touching them; reads never wait on a FIFO.
+func TestWritesRefuseSpecialFiles(t *testing.T) {
+	t.Parallel()
+	a := newTestAgent(t, Config{})
+	ws := a.workspace
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o666))
+	ln, err := net.Listen("unix", filepath.Join(ws, "sock"))
+	must(err)
+	defer ln.Close()
+	must(os.Symlink("fifo", filepath.Join(ws, "to-fifo")))
+	specials := []string{"fifo", "sock", "to-fifo"}
+	if os.Geteuid() == 0 {
+		// A null device of the test's own (1,3): never the host's /dev/null.
+		must(syscall.Mknod(filepath.Join(ws, "null"), syscall.S_IFCHR|0o666, 1<<8|3))
+		must(os.Symlink(filepath.Join(ws, "null"), filepath.Join(ws, "to-null")))
+		specials = append(specials, "null", "to-null")
+	}
+	modes := map[string]os.FileMode{}
+	for _, name := range specials {
+		st, err := os.Lstat(filepath.Join(ws, name))
+		must(err)
+		modes[name] = st.Mode()
+	}
+	a.call("PUT", "/files?path=plain.txt", []byte("plain"), 200, nil)
+	for _, name := range specials {
+		t0 := time.Now()
+		e := a.apiErr("PUT", "/files?path="+name, []byte("data"), 400, agentapi.CodeBadRequest)
+		if !strings.Contains(e.Message, "not a regular file") || time.Since(t0) > time.Second {
+			t.Errorf("PUT %s: %q after %v", name, e.Message, time.Since(t0))
+		}
+		a.apiErr("POST", "/files/mkdir", agentapi.MkdirRequest{Path: name}, 400, agentapi.CodeBadRequest)
+		a.apiErr("POST", "/files/mkdir", agentapi.MkdirRequest{Path: name, Parents: true}, 400, agentapi.CodeBadRequest)
+		a.apiErr("POST", "/files/rename", agentapi.RenameRequest{From: "plain.txt", To: name}, 400, agentapi.CodeBadRequest)
+		a.apiErr("GET", "/files?path="+name, nil, 400, agentapi.CodeBadRequest)
+		if st, err := os.Lstat(filepath.Join(ws, name)); err != nil || st.Mode() != modes[name] {
+			t.Errorf("%s changed: %v, %v (was %v)", name, st.Mode(), err, modes[name])
+		}
+	}
+	if ents, _ := filepath.Glob(filepath.Join(ws, ".*")); len(ents) > 0 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+}
+
+// C23: names of up to 255 bytes (NAME_MAX) can be written, listed, read,
+// renamed to and made as directories; temporary names take none of them.
+// 256 bytes is refused with a message naming the limit.
+func TestLongNames(t *testing.T) {
+	t.Parallel()
+	a := newTestAgent(t, Config{})
+	for _, name := range []string{strings.Repeat("z", 255), strings.Repeat("é", 85)} {
+		data := []byte("content of " + name)
+		var fi agentapi.FileInfo
+		a.call("PUT", "/files?path="+q(name), data, 200, &fi)
+		if fi.Name != name || fi.Size != int64(len(data)) {
+			t.Errorf("put %d-byte name: %+v", len(name), fi)
+		}
+		resp := a.do(t.Context(), "GET", "/files?path="+q(name), nil)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Equal(got, data) {
+			t.Errorf("get %d-byte name: %d %q", len(name), resp.StatusCode, got)
+		}
+		var list agentapi.FileList
+		a.call("GET", "/files/list", nil, 200, &list)
+		found := false
+		for _, e := range list.Entries {
+			found = found || e.Name == name
+		}
+		if !found {
+			t.Errorf("list lacks the %d-byte name: %+v", len(name), list.Entries)
+		}
+		a.call("PUT", "/files?path="+q(name), []byte("again"), 200, nil) // replace
+		a.call("POST", "/files/rename", agentapi.RenameRequest{From: name, To: "d/" + name}, 200, &fi)
+		a.call("POST", "/files/mkdir", agentapi.MkdirRequest{Path: "m/" + name, Parents: true}, 200, nil)
+		a.call("DELETE", "/files?path=d&recursive=true", nil, 204, nil)
+		a.call("DELETE", "/files?path=m&recursive=true", nil, 204, nil)
+	}
+	long := strings.Repeat("z", 256)
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"PUT", "/files?path=" + long, []byte("x")},
+		{"GET", "/files?path=" + long, nil},
+		{"POST", "/files/mkdir", agentapi.MkdirRequest{Path: long}},
+		{"POST", "/files/rename", agentapi.RenameRequest{From: "x", To: long}},
+	} {
+		e := a.apiErr(c.method, c.path, c.body, 400, agentapi.CodeBadRequest)
+		if !strings.Contains(e.Message, "255 bytes (NAME_MAX)") || !strings.Contains(e.Message, "256 bytes") {
+			t.Errorf("%s %s: %q, want the limit named", c.method, c.path[:min(len(c.path), 40)], e.Message)
+		}
+	}
+	if ents, _ := os.ReadDir(a.workspace); len(ents) != 0 {
+		t.Errorf("left over: %v", ents)
 	}
 }

@@ -9,12 +9,23 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"withruntime.dev/runtime/internal/agentapi"
 )
 
+// Linux's limits on paths, in bytes.
+const (
+	// nameMax is NAME_MAX: the longest name of one file or directory.
+	nameMax = 255
+	// pathMax is PATH_MAX less its terminating NUL: the longest path.
+	pathMax = 4095
+)
+
 // resolve turns a request path into an absolute, clean path: relative paths
-// are under the workspace. Empty paths and paths with NUL are refused.
+// are under the workspace. Empty paths, paths with NUL and paths past
+// Linux's limits (a name of more than 255 bytes, a path of more than 4095)
+// are refused.
 func (s *Server) resolve(p string) (string, error) {
 	if p == "" {
 		return "", badRequest("path is required; give an absolute path or one relative to %s", s.cfg.Workspace)
@@ -25,7 +36,67 @@ func (s *Server) resolve(p string) (string, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(s.cfg.Workspace, p)
 	}
-	return filepath.Clean(p), nil
+	p = filepath.Clean(p)
+	for name := range strings.SplitSeq(p, "/") {
+		if len(name) > nameMax {
+			return "", badRequest("a name in path %s is %d bytes (%s); a file or directory name may be at most %d bytes (NAME_MAX): shorten it",
+				abbrev(p, 80), len(name), abbrev(name, 32), nameMax)
+		}
+	}
+	if len(p) > pathMax {
+		return "", badRequest("path %s is %d bytes; a path may be at most %d bytes (PATH_MAX): shorten it", abbrev(p, 80), len(p), pathMax)
+	}
+	return p, nil
+}
+
+// abbrev is s, or its first n bytes or less (never splitting a UTF-8
+// character) and "…" when it is longer.
+func abbrev(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// checkTarget refuses a write (upload, mkdir, rename) onto path when
+// something other than a regular file or a directory is there: a device, a
+// FIFO or a socket, also behind symlinks. A write never opens or replaces
+// such a node, where it would hang, write through to a device, or break the
+// sandbox (/dev/null). A new path, or a dangling symlink, passes; other
+// errors are left to the write to report.
+func checkTarget(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	m := st.Mode()
+	if m.IsRegular() || m.IsDir() {
+		return nil
+	}
+	const fix = "the file API writes only regular files and directories; delete it first (DELETE /files) or pick another path"
+	if lst, err := os.Lstat(path); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
+		target, _ := filepath.EvalSymlinks(path)
+		return badRequest("%s is a symbolic link to %s, which is %s, not a regular file; %s", path, target, fileKind(m), fix)
+	}
+	return badRequest("%s is %s, not a regular file; %s", path, fileKind(m), fix)
+}
+
+// fileKind names a special file's type, with its article.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file (" + m.Type().String() + ")"
 }
 
 // queryPath resolves the path query parameter; def is used when it is absent.
@@ -65,7 +136,7 @@ func fsErr(err error, path string) error {
 		return &apiError{status: http.StatusForbidden, code: agentapi.CodeForbidden,
 			msg: fmt.Sprintf("%s is on a read-only filesystem; write under %s instead", path, agentapi.Workspace)}
 	case syscall.ENAMETOOLONG:
-		return badRequest("path %s is too long", path)
+		return badRequest("path %s is too long: a name may be at most %d bytes (NAME_MAX), a path %d (PATH_MAX)", path, nameMax, pathMax)
 	case syscall.ELOOP:
 		return badRequest("%s has too many levels of symbolic links", path)
 	case syscall.EBUSY:

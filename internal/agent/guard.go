@@ -237,8 +237,9 @@ func (r killReason) String() string {
 	return [...]string{"memory", "process limit"}[r]
 }
 
-// unit is one command's processes: a running command's tree, or what is
-// left of a finished command's session.
+// unit is one command's processes: a running command's tree and cgroup
+// (daemons that left the tree included), or what is left of a finished
+// command's session.
 type unit struct {
 	root  int   // the command's pid, which is also its session and group id
 	p     *proc // the running command, if any
@@ -282,7 +283,12 @@ func (g *guard) units(procs []procEntry) []*unit {
 		default:
 		}
 		u := &unit{root: p.pid, p: p}
-		for _, pid := range treeOf(procs, p.pid) {
+		tree := treeOf(procs, p.pid)
+		if p.cg != nil {
+			// Daemons that left the tree are still in the cgroup.
+			tree = append(tree, p.cg.procs()...)
+		}
+		for _, pid := range tree {
 			if e, ok := byPid[pid]; ok && !claimed[pid] && e.sid != selfSid {
 				add(u, e)
 			}

@@ -47,6 +47,13 @@ func shortTempDir(t *testing.T) string {
 // newTestAgent serves a Server for cfg (defaults: current user, temp workspace).
 func newTestAgent(t *testing.T, cfg Config) *testAgent {
 	t.Helper()
+	return newTestAgentWith(t, cfg, nil)
+}
+
+// newTestAgentWith is newTestAgent with tweak applied to the Server before
+// it serves.
+func newTestAgentWith(t *testing.T, cfg Config, tweak func(*Server)) *testAgent {
+	t.Helper()
 	if cfg.User == "" {
 		cfg.User = currentUser(t)
 	}
@@ -57,6 +64,9 @@ func newTestAgent(t *testing.T, cfg Config) *testAgent {
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(srv)
 	}
 	sock := filepath.Join(shortTempDir(t), "agent.sock")
 	ln, err := Listen(sock)

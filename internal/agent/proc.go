@@ -31,6 +31,8 @@ type procSpec struct {
 type proc struct {
 	pid     int
 	cmd     *exec.Cmd
+	cg      *cgroup  // the command's own cgroup; nil: none (see cgroups)
+	cgs     *cgroups // where cg is released once the command is done
 	started time.Time
 	streams [2]*outStream
 	exited  chan struct{} // the main process has exited and been reaped
@@ -46,9 +48,10 @@ type proc struct {
 	ended     time.Time
 }
 
-// startProc starts spec with output going to sk. The caller owns the result
-// and learns of its end through done.
-func startProc(spec procSpec, sk sink) (*proc, error) {
+// startProc starts spec with output going to sk, in a cgroup of its own
+// when cgs is not nil. The caller owns the result and learns of its end
+// through done.
+func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("create stdout pipe: %w", err)
@@ -84,10 +87,17 @@ func startProc(spec procSpec, sk sink) (*proc, error) {
 		}
 		cmd.Stdin = inR
 	}
+	var cg *cgroup
+	if cgs != nil {
+		if cg, err = cgs.create(); err != nil {
+			cgs.log.Warn("the command runs without a cgroup of its own", "err", err)
+		}
+	}
 	// Registered with the reaper as it starts, so that PID 1's orphan
 	// reaping never takes this command's exit status.
 	err = reap.start(func() (int, error) {
-		if err := cmd.Start(); err != nil {
+		var err error
+		if cg, err = forkIn(cmd, cgs, cg); err != nil {
 			return 0, err
 		}
 		return cmd.Process.Pid, nil
@@ -105,6 +115,9 @@ func startProc(spec procSpec, sk sink) (*proc, error) {
 		if inW != nil {
 			inW.Close()
 		}
+		if cg != nil {
+			cgs.release(cg)
+		}
 		if errors.Is(err, fs.ErrPermission) {
 			return nil, &apiError{status: 403, code: agentapi.CodeForbidden,
 				msg: fmt.Sprintf("permission denied starting %s: %v; check that the program is executable by the user it runs as", spec.path, err)}
@@ -121,6 +134,8 @@ func startProc(spec procSpec, sk sink) (*proc, error) {
 	p := &proc{
 		pid:     cmd.Process.Pid,
 		cmd:     cmd,
+		cg:      cg,
+		cgs:     cgs,
 		started: time.Now(),
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
@@ -137,6 +152,20 @@ func startProc(spec procSpec, sk sink) (*proc, error) {
 	}
 	go p.wait()
 	return p, nil
+}
+
+// forkIn starts cmd in cg (see cgroups.startIn) and returns cg, or nil if
+// the command was started without a cgroup.
+func forkIn(cmd *exec.Cmd, cgs *cgroups, cg *cgroup) (*cgroup, error) {
+	if cg == nil {
+		return nil, cmd.Start()
+	}
+	contained, err := cgs.startIn(cg, cmd.Start)
+	if !contained {
+		cgs.release(cg)
+		return nil, err
+	}
+	return cg, err
 }
 
 // wait reaps the main process, then waits for the output streams.
@@ -166,6 +195,11 @@ func (p *proc) wait() {
 		<-s.done
 	}
 	close(p.done)
+	if p.cg != nil {
+		// Kept while daemons the command left still run, so that a kill
+		// of a finished background process still reaches them.
+		p.cgs.release(p.cg)
+	}
 }
 
 // waitExitNoReap blocks until pid has exited, leaving it a zombie.
@@ -209,10 +243,12 @@ func (p *proc) kill(why killReason) {
 	p.signalLocked(syscall.SIGKILL)
 }
 
-// signal sends sig to the command's whole tree: its process group, its
-// session, and every descendant found through /proc PPid links (which may
-// have moved to another session). After the main process has exited only
-// the leftovers of its group and session are signalled.
+// signal sends sig to everything the command started: every process in
+// its cgroup, whatever session or parent it moved to, also after the main
+// process has exited. Without a cgroup: its process group, its session,
+// and every descendant found through /proc PPid links (which may have
+// moved to another session), and after the main process has exited only
+// the leftovers of its group and session.
 func (p *proc) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -220,10 +256,14 @@ func (p *proc) signal(sig syscall.Signal) {
 }
 
 func (p *proc) signalLocked(sig syscall.Signal) {
+	if !p.reaped && sig == syscall.SIGKILL {
+		p.killed = true
+	}
+	if p.cg != nil {
+		p.cg.signal(sig)
+		return
+	}
 	if !p.reaped {
-		if sig == syscall.SIGKILL {
-			p.killed = true
-		}
 		signalTree(p.pid, sig, true)
 		return
 	}

@@ -63,6 +63,7 @@ type Server struct {
 	guard      *guard
 	kicker     *kicker
 	lease      lease
+	cgroups    *cgroups // per-command cgroups; nil outside a sandbox or without the mount
 	ctxs       *contexts
 }
 
@@ -99,13 +100,16 @@ func New(cfg Config) (*Server, error) {
 		ctxs:       newContexts(),
 	}
 	s.lease.end = s.endSandbox
+	if inSandbox() {
+		s.cgroups = openCgroups(cfg.Logger, cgroupRoot)
+	}
 	return s, nil
 }
 
 // start starts a command (exec or background) and puts it in the guard's
 // view.
 func (s *Server) start(spec procSpec, sk sink) (*proc, error) {
-	p, err := startProc(spec, sk)
+	p, err := startProc(spec, sk, s.cgroups)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 func startIn(t *testing.T, live *liveSet, command string) *proc {
 	t.Helper()
 	p, err := startProc(procSpec{path: "/bin/sh", args: []string{"sh", "-c", command}, dir: t.TempDir(),
-		env: os.Environ()}, newCollectSink(1<<10))
+		env: os.Environ()}, newCollectSink(1<<10), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

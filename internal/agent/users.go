@@ -27,12 +27,21 @@ const defaultUserName = "user"
 // such entry in /etc/passwd (the protocol promises uid 1000).
 const fallbackUid = 1000
 
-// lookupAccount resolves name ("" or "user" mean the configured default user)
-// from the sandbox's /etc/passwd and /etc/group. It is read on every call
-// because a template may add users after the agent starts.
+// rootUserName is the name an ExecRequest uses to run as root.
+const rootUserName = "root"
+
+// lookupAccount resolves name from the sandbox's /etc/passwd and
+// /etc/group: "" or "user" mean the configured default user, "root" root.
+// No other name is accepted, whatever accounts the sandbox's image has: a
+// caller runs commands as the documented users only. It is read on every
+// call because a template may change the accounts after the agent starts.
 func (s *Server) lookupAccount(name string) (account, error) {
-	if name == "" || name == defaultUserName {
+	switch name {
+	case "", defaultUserName:
 		name = s.cfg.User
+	case rootUserName:
+	default:
+		return account{}, badRequest("user %q is not allowed; use %q (the default, the sandbox's unprivileged user) or %q", abbrev(name, 64), defaultUserName, rootUserName)
 	}
 	acct, found, err := readPasswd(s.passwdPath, name)
 	if err != nil {
@@ -40,12 +49,12 @@ func (s *Server) lookupAccount(name string) (account, error) {
 	}
 	if !found {
 		switch name {
-		case "root":
-			acct = account{Name: "root", Uid: 0, Gid: 0, Home: "/root"}
+		case rootUserName:
+			acct = account{Name: rootUserName, Uid: 0, Gid: 0, Home: "/root"}
 		case defaultUserName:
 			acct = account{Name: name, Uid: fallbackUid, Gid: fallbackUid, Home: "/home/" + name}
 		default:
-			return account{}, badRequest("user %q does not exist in this sandbox; use \"user\" (the default) or \"root\"", name)
+			return account{}, fmt.Errorf("the sandbox user %q (agent --user) is not in %s", name, s.passwdPath)
 		}
 	}
 	acct.Groups = readGroups(s.groupPath, acct.Name, acct.Gid)

@@ -82,7 +82,8 @@ type ExecRequest struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Env adds to (and overrides) the sandbox's environment for this command.
 	Env map[string]string `json:"env,omitempty"`
-	// TimeoutSeconds kills the command's whole process group after this many
+	// TimeoutSeconds kills everything the command started (every process
+	// in its cgroup, daemons that called setsid included) after this many
 	// seconds. 0 means DefaultExecTimeoutSeconds for /exec; for a background
 	// process 0 means no timeout (the lease still ends it).
 	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
@@ -92,7 +93,8 @@ type ExecRequest struct {
 	// Stdin is given to the command as its standard input (UTF-8 text). When
 	// empty the command reads end-of-file at once, so nothing can hang on input.
 	Stdin string `json:"stdin,omitempty"`
-	// User runs the command as this user: "user" (default, uid 1000) or "root".
+	// User runs the command as this user: exactly "user" (default, uid 1000;
+	// also "") or "root". Any other name is refused with 400.
 	User string `json:"user,omitempty"`
 }
 
@@ -178,7 +180,8 @@ type ProcessList struct {
 	Processes []Process `json:"processes"`
 }
 
-// KillRequest signals a background process's whole process group.
+// KillRequest signals everything a background process started (every
+// process in its cgroup), also after its main process has exited.
 type KillRequest struct {
 	// Signal is a name such as "SIGTERM" or "SIGKILL" (default SIGKILL).
 	Signal string `json:"signal,omitempty"`

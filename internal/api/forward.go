@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,35 +22,56 @@ import (
 // agentRoutes are the sandbox-scoped routes served by the agent (see
 // internal/agentapi), relative to /v1/sandboxes/{id}/. The server registers
 // each with its method, so an unknown path is a 404 and a wrong method a
-// 405 before the sandbox is looked up.
-var agentRoutes = []struct{ method, path string }{
-	{"POST", "exec"},
-	{"POST", "processes"},
-	{"GET", "processes"},
-	{"GET", "processes/{pid}"},
-	{"POST", "processes/{pid}/wait"},
-	{"POST", "processes/{pid}/kill"},
-	{"GET", "files"},
-	{"PUT", "files"},
-	{"DELETE", "files"},
-	{"GET", "files/list"},
-	{"GET", "files/stat"},
-	{"POST", "files/mkdir"},
-	{"POST", "files/rename"},
-	{"POST", "code"},
-	{"POST", "contexts"},
-	{"GET", "contexts"},
-	{"GET", "contexts/{contextId}"},
-	{"DELETE", "contexts/{contextId}"},
-	{"POST", "contexts/{contextId}/restart"},
+// 405 before the sandbox is looked up, and checks each request (query,
+// process id, JSON body) before forwarding it.
+var agentRoutes = []agentRoute{
+	{method: "POST", path: "exec", body: execBody, maxBody: maxExecBytes},
+	{method: "POST", path: "processes", body: execBody, maxBody: maxExecBytes},
+	{method: "GET", path: "processes"},
+	{method: "GET", path: "processes/{pid}"},
+	{method: "POST", path: "processes/{pid}/wait",
+		query: map[string]queryRule{"timeoutSeconds": numberParam(0, maxExecTimeoutSeconds, "seconds")}},
+	{method: "POST", path: "processes/{pid}/kill", body: func() any { return &killRequest{} }},
+	{method: "GET", path: "files", query: map[string]queryRule{"path": pathParam}},
+	{method: "PUT", path: "files", query: map[string]queryRule{"path": pathParam}},
+	{method: "DELETE", path: "files", query: map[string]queryRule{"path": pathParam, "recursive": boolParam}},
+	{method: "GET", path: "files/list", query: map[string]queryRule{"path": pathParam, "depth": intParam(1, maxListDepth, "levels")}},
+	{method: "GET", path: "files/stat", query: map[string]queryRule{"path": pathParam}},
+	{method: "POST", path: "files/mkdir", body: func() any { return &mkdirRequest{} }},
+	{method: "POST", path: "files/rename", body: func() any { return &renameRequest{} }},
+	{method: "POST", path: "code", body: func() any { return &runCodeRequest{} }, maxBody: maxExecBytes},
+	{method: "POST", path: "contexts", body: func() any { return &createContextRequest{} }},
+	{method: "GET", path: "contexts"},
+	{method: "GET", path: "contexts/{contextId}"},
+	{method: "DELETE", path: "contexts/{contextId}"},
+	{method: "POST", path: "contexts/{contextId}/restart"},
 }
 
-// forwarder returns the handler that forwards one agent route; route is
-// its path relative to the sandbox, with {pid} and {contextId} filled from
-// the request.
-func (s *Server) forwarder(route string) func(http.ResponseWriter, *http.Request) error {
+// maxExecBytes caps an exec's JSON body, which carries its stdin (64 MiB,
+// as the agent does).
+const maxExecBytes = 64 << 20
+
+// agentRoute is one route the agent serves, with what the server checks.
+type agentRoute struct {
+	method, path string
+	// query lists the parameters the route takes, each with its rule.
+	query map[string]queryRule
+	// body returns a new request to decode a JSON body into (nil: the
+	// route takes no JSON body); maxBody caps it (0: maxJSONBytes).
+	body    func() any
+	maxBody int64
+}
+
+func execBody() any { return &execRequest{} }
+
+// forwarder returns the handler that checks and forwards one agent route,
+// with {pid} and {contextId} filled from the request.
+func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		rest := route
+		if err := ar.check(r); err != nil {
+			return err
+		}
+		rest := ar.path
 		for _, name := range []string{"pid", "contextId"} {
 			if strings.Contains(rest, "{"+name+"}") {
 				rest = strings.Replace(rest, "{"+name+"}", url.PathEscape(r.PathValue(name)), 1)
@@ -59,15 +81,53 @@ func (s *Server) forwarder(route string) func(http.ResponseWriter, *http.Request
 	}
 }
 
+// check refuses what the agent would refuse and the server can tell
+// without it: an unknown, repeated or out-of-range query parameter, a
+// process id that is not one, a JSON body that is not strictly the route's
+// (see decodeJSON). A checked JSON body is forwarded as it came.
+func (ar agentRoute) check(r *http.Request) error {
+	if err := checkQuery(r.URL.RawQuery, ar.query); err != nil {
+		return err
+	}
+	if strings.Contains(ar.path, "{pid}") {
+		if err := intParam(1, maxPid, "(a process id)")("pid", r.PathValue("pid")); err != nil {
+			return err
+		}
+	}
+	if strings.Contains(ar.path, "{contextId}") {
+		if err := checkName("context id", r.PathValue("contextId")); err != nil {
+			return err
+		}
+	}
+	if ar.body == nil {
+		return nil
+	}
+	limit := ar.maxBody
+	if limit == 0 {
+		limit = maxJSONBytes
+	}
+	data, err := readBody(r, limit)
+	if err != nil {
+		return err
+	}
+	req := ar.body()
+	var bounds []bound
+	if b, ok := req.(interface{ bounds() []bound }); ok {
+		bounds = b.bounds()
+	}
+	if err := decodeJSON(data, req, bounds...); err != nil {
+		return err
+	}
+	r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+	return nil
+}
+
 // forward sends a sandbox-scoped request (exec, processes, files) to the
 // sandbox's agent, streaming both ways. The server checks the key, the
 // sandbox's state and the upload cap; the agent does the rest. rest is the
 // agent's path without the leading slash, escaped.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) error {
 	id := r.PathValue("id")
-	if strings.Contains(r.URL.RawQuery, "%00") {
-		return badRequest("the path contains a NUL byte; file paths cannot contain NUL")
-	}
 	if r.Method == http.MethodPut && r.ContentLength > s.cfg.MaxUploadBytes {
 		// Refused before the body is read: a client that sent
 		// Expect: 100-continue never sends it.

@@ -2,7 +2,9 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -14,16 +16,8 @@ import (
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req CreateSandboxRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(r, &req, req.bounds(s.cfg.Limits)...); err != nil {
 		return err
-	}
-	if req.TimeoutSeconds < 0 {
-		return badRequest("timeoutSeconds must be positive (a lease in seconds); got %d", req.TimeoutSeconds)
-	}
-	for k, v := range req.Metadata {
-		if len(k) > 256 || len(v) > 4096 {
-			return badRequest("metadata %q: keys are at most 256 bytes and values at most 4096", k)
-		}
 	}
 	sb, err := s.cfg.Manager.Create(r.Context(), sandbox.CreateParams{
 		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
@@ -41,7 +35,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 // listSandboxes filters by ?state= and by metadata as ?metadata.KEY=VALUE.
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	f := store.SandboxFilter{Metadata: map[string]string{}}
-	for name, values := range r.URL.Query() {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("malformed query string: %v", err)
+	}
+	for name, values := range query {
+		if len(values) > 1 {
+			return badRequest("query parameter %q is given %d times; give it once", name, len(values))
+		}
+		if err := checkName("query parameter", name); err != nil {
+			return err
+		}
+		if err := checkName(fmt.Sprintf("the value of %q", name), values[0]); err != nil {
+			return err
+		}
 		switch {
 		case name == "state":
 			f.State = values[0]
@@ -97,7 +104,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 	var req SetTimeoutRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(r, &req, req.bounds(s.cfg.Limits)...); err != nil {
 		return err
 	}
 	sb, err := s.cfg.Manager.SetTimeout(r.Context(), r.PathValue("id"), req.TimeoutSeconds)
@@ -114,11 +121,8 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	var req CreateKeyRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(r, &req, req.bounds()...); err != nil {
 		return err
-	}
-	if req.DailyLimitMicros < 0 {
-		return badRequest("dailyLimitMicros must be positive (micro-dollars per UTC day; 1 USD = 1,000,000) or absent; got %d", req.DailyLimitMicros)
 	}
 	k, secret, err := auth.NewKey(r.Context(), s.cfg.Store, req.Name, req.DailyLimitMicros)
 	if err != nil {
@@ -161,18 +165,5 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
-	infos, err := s.cfg.Templates.List()
-	if err != nil {
-		return err
-	}
-	out := TemplateList{Templates: make([]Template, 0, len(infos))}
-	for _, t := range infos {
-		out.Templates = append(out.Templates, Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes})
-	}
-	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -7,19 +7,19 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 
 	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 // DefaultMaxUploadBytes caps one file upload (1.5 GiB).
@@ -36,6 +36,19 @@ type Config struct {
 	Log       *slog.Logger
 	// MaxUploadBytes caps one file upload; 0 means DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Limits are the manager's, for the ranges requests are checked
+	// against; the zero value means sandbox.DefaultLimits.
+	Limits sandbox.Limits
+	// Images configures templates made from images (POST /v1/templates):
+	// the byte cap, registry access.
+	Images image.Options
+	// Metrics serves GET /metrics to keys without a limit (nil: no route).
+	Metrics http.Handler
+	// Device serves device login, /v1/device/* (nil: no routes).
+	Device *device.Service
+	// PublicURL is the server's URL as users reach it, for the links that
+	// device login prints (default: the request's scheme and Host).
+	PublicURL string
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.
@@ -56,6 +69,9 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.Limits == (sandbox.Limits{}) {
+		cfg.Limits = sandbox.DefaultLimits()
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), allowed: map[string][]string{}}
 	s.routes()
 	return s
@@ -69,14 +85,15 @@ func (s *Server) routes() {
 	s.handle("DELETE", "/v1/sandboxes/{id}", s.deleteSandbox)
 	s.handle("POST", "/v1/sandboxes/{id}/timeout", s.setTimeout)
 	for _, ar := range agentRoutes {
-		s.handle(ar.method, "/v1/sandboxes/{id}/"+ar.path, s.forwarder(ar.path))
+		s.handle(ar.method, "/v1/sandboxes/{id}/"+ar.path, s.forwarder(ar))
 	}
 	s.handle("POST", "/v1/keys", s.createKey)
 	s.handle("GET", "/v1/keys", s.listKeys)
 	s.handle("DELETE", "/v1/keys/{id}", s.revokeKey)
-	s.handle("GET", "/v1/templates", s.listTemplates)
+	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
+	s.extraRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.
 	for _, path := range s.paths {
 		allow := s.allowed[path]
@@ -114,8 +131,7 @@ type keyCtx struct{}
 // handle registers an authenticated route.
 func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.Request) error) {
 	s.register(method, path, func(w http.ResponseWriter, r *http.Request) {
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		key, err := auth.Authenticate(r.Context(), s.cfg.Store, strings.TrimSpace(token))
+		key, err := s.authenticate(r)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -135,6 +151,36 @@ func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.R
 	})
 }
 
+// bearerToken returns the API key of an `Authorization: Bearer <key>`
+// header ("" when there is none, for auth.Authenticate to explain). The
+// scheme is matched without regard to case (RFC 7235); a bare key, another
+// scheme, several keys or several Authorization headers are refused with
+// errs.Unauthorized. Messages never repeat the header, which may hold a key.
+func bearerToken(h http.Header) (string, error) {
+	const want = "send the key as `Authorization: Bearer wr_...`"
+	values := h.Values("Authorization")
+	switch {
+	case len(values) == 0:
+		return "", nil
+	case len(values) > 1:
+		return "", errs.New(errs.Unauthorized, "the request has %d Authorization headers; %s, once", len(values), want)
+	}
+	scheme, token, found := strings.Cut(strings.TrimSpace(values[0]), " ")
+	token = strings.TrimLeft(token, " ")
+	switch {
+	case scheme == "":
+		return "", nil
+	case !strings.EqualFold(scheme, "Bearer"):
+		if !found && strings.HasPrefix(scheme, auth.TokenPrefix) {
+			return "", errs.New(errs.Unauthorized, "the Authorization header holds a bare key, without its scheme; %s", want)
+		}
+		return "", errs.New(errs.Unauthorized, "the Authorization header must use the Bearer scheme; %s", want)
+	case strings.ContainsAny(token, " \t"):
+		return "", errs.New(errs.Unauthorized, "the Authorization header holds more than one value after Bearer; %s", want)
+	}
+	return token, nil
+}
+
 func keyFrom(ctx context.Context) store.Key {
 	k, _ := ctx.Value(keyCtx{}).(store.Key)
 	return k
@@ -149,46 +195,6 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		h.Pool[t] = PoolStatus{Size: st.Size, Ready: st.Ready}
 	}
 	writeJSON(w, http.StatusOK, h)
-}
-
-// decode reads exactly one JSON object into v, refusing unknown fields,
-// trailing data and bodies over maxJSONBytes. An empty body is an empty object.
-func decode(r *http.Request, v any) error {
-	body := http.MaxBytesReader(nil, r.Body, maxJSONBytes)
-	data, err := io.ReadAll(body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errs.New(errs.TooLarge, "request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", maxJSONBytes)
-		}
-		return badRequest("reading request body: %v", err)
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("malformed JSON body: %s", describeJSONError(err))
-	}
-	if dec.More() {
-		return badRequest("malformed JSON body: unexpected data after the JSON object")
-	}
-	return nil
-}
-
-func describeJSONError(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("%v (at byte %d)", se, se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q must be %s, not a JSON %s", te.Field, te.Type, te.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return strings.TrimPrefix(err.Error(), "json: ") + " (check the field's spelling against api/openapi.yaml)"
-	}
-	return err.Error()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

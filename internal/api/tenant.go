@@ -22,9 +22,16 @@ type limitedCtx struct{}
 
 // adminRoutes are the routes a tenant key may not use.
 var adminRoutes = map[string]bool{
-	"POST /v1/keys":        true,
-	"GET /v1/keys":         true,
-	"DELETE /v1/keys/{id}": true,
+	"POST /v1/keys":               true,
+	"GET /v1/keys":                true,
+	"DELETE /v1/keys/{id}":        true,
+	"POST /v1/templates":          true,
+	"DELETE /v1/templates/{name}": true,
+	"GET /metrics":                true,
+	// Device login approvals make keys.
+	"GET /v1/device/requests/{userCode}": true,
+	"POST /v1/device/approve":            true,
+	"POST /v1/device/deny":               true,
 }
 
 // tenantOf reports whether the request's key is a tenant key.
@@ -45,7 +52,7 @@ func (s *Server) scope(r *http.Request, key store.Key, route string) (context.Co
 		return ctx, nil
 	}
 	if adminRoutes[route] {
-		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys; use a key without a limit (the server's local key) for that")
+		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys or templates; use a key without a limit (the server's local key) for that")
 	}
 	_, pattern, _ := strings.Cut(route, " ")
 	if strings.HasPrefix(pattern, "/v1/sandboxes/{id}") {

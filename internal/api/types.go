@@ -100,6 +100,9 @@ type Template struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// SizeBytes is the root filesystem's size on disk.
 	SizeBytes int64 `json:"sizeBytes"`
+	// Origin is where a template made from an image came from; absent for
+	// templates built from a recipe.
+	Origin *TemplateOrigin `json:"origin,omitempty"`
 }
 
 // TemplateList is the body of GET /v1/templates.

@@ -34,6 +34,20 @@ func Hash(token string) string {
 // secret, which is shown once and never again. dailyLimitMicros > 0 gives
 // the key a daily spending limit (micro-dollars per UTC day) atomically with it.
 func NewKey(ctx context.Context, st *store.Store, name string, dailyLimitMicros int64) (store.Key, string, error) {
+	k, token, err := Generate(name)
+	if err != nil {
+		return store.Key{}, "", err
+	}
+	if err := st.InsertKey(ctx, k, dailyLimitMicros); err != nil {
+		return store.Key{}, "", err
+	}
+	return k, token, nil
+}
+
+// Generate makes a key named name and its secret without storing it, for
+// callers that store it in a transaction of their own (device login). The
+// name must be 1 to 100 characters, not all spaces.
+func Generate(name string) (store.Key, string, error) {
 	if strings.TrimSpace(name) == "" {
 		return store.Key{}, "", errs.New(errs.Invalid, "a key needs a name (for example \"ci\" or \"laptop\")")
 	}
@@ -51,9 +65,6 @@ func NewKey(ctx context.Context, st *store.Store, name string, dailyLimitMicros 
 		Prefix:    token[:len(TokenPrefix)+6],
 		Hash:      Hash(token),
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond), // what the store keeps
-	}
-	if err := st.InsertKey(ctx, k, dailyLimitMicros); err != nil {
-		return store.Key{}, "", err
 	}
 	return k, token, nil
 }

@@ -79,19 +79,32 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// send performs a request and turns an error status into *APIError.
+// send performs a request with a JSON body (if any) and turns an error
+// status into *APIError.
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, accept string) (*http.Response, error) {
+	return c.sendAs(ctx, method, path, body, "application/json", accept)
+}
+
+// sendAs is send with a body of another content type.
+func (c *Client) sendAs(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
 	if c.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
+	return c.roundTrip(ctx, method, path, body, contentType, accept)
+}
+
+// roundTrip is send without the key check: with the key when there is one.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
 	req.Header.Set("Accept", accept)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	hc := c.HTTP
 	if hc == nil {

@@ -94,10 +94,21 @@ type Driver interface {
 	List(ctx context.Context) ([]string, error)
 }
 
-// Stats is one sample of a sandbox's resource use.
+// Stats is one sample of a sandbox's resource use, as the host measures it
+// (never as the sandbox reports it: everything inside is untrusted).
 type Stats struct {
-	// CPUSeconds is the total CPU time used since the sandbox started.
+	// CPUSeconds is the total host CPU time the sandbox has used since it
+	// started, in seconds: its processes and its isolation layer together.
 	CPUSeconds float64
+	// IsolationCPUSeconds is the part of CPUSeconds that the isolation layer
+	// itself spent (for gVisor: its kernel and file proxy processes), in
+	// seconds since the sandbox started; CPUSeconds minus it is what the
+	// sandbox's own processes used. Meaningful only when IsolationKnown.
+	IsolationCPUSeconds float64
+	// IsolationKnown says whether the driver could measure
+	// IsolationCPUSeconds for this sample; when it could not, all of
+	// CPUSeconds counts as the sandbox's processes'.
+	IsolationKnown bool
 	// MemoryBytes is the memory in use now.
 	MemoryBytes int64
 	// At is when the sample was taken.

@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -56,10 +57,16 @@ type Resolver interface {
 // Config configures a Manager.
 type Config struct {
 	// Name names the nftables table (inet) and starts every namespace name
-	// (Name + "-" + sandbox id) and link alias. Default "withruntime".
+	// (Name + "-" + sandbox id) and link alias (Name + ":" + sandbox id):
+	// 1 to 64 letters, digits, '_' or '-'. Default "withruntime". Managers
+	// on one host need different names; one name may start another (the
+	// namespaces of "withruntime-1a2b" are not "withruntime"'s: sandbox ids
+	// hold no '-').
 	Name string
 	// LinkPrefix starts every host-side veth name (at most 6 characters;
-	// default "wr"). Two Managers on one host need different prefixes.
+	// default "wr"). Managers on one host need prefixes neither of which
+	// starts the other's veth names: the firewall drops packets from any
+	// link with its prefix that has no rules of its own.
 	LinkPrefix string
 	// Pool is where sandbox links come from, one /30 each (default
 	// 100.64.0.0/10).
@@ -86,6 +93,9 @@ type Config struct {
 	// direct connection: for networks where only a proxy reaches out (see
 	// proxy.Proxy.Upstream). Sandboxes never see it.
 	Upstream func(scheme, host string) *url.URL
+	// Observe, when set, hears every proxied connection's decision and
+	// spliced bytes (see proxy.Proxy.Observe), for metrics.
+	Observe func(allowed bool, out, in int64)
 }
 
 // Secret is a credential a sandbox uses without holding it.
@@ -148,6 +158,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
+	if !validName(cfg.Name) {
+		return nil, fmt.Errorf("egress: name %q: want 1 to 64 letters, digits, '_' or '-'", cfg.Name)
+	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -162,6 +175,12 @@ func New(cfg Config) (*Manager, error) {
 	if _, err := nc.List(); err != nil { // checks the configuration too
 		return nil, fmt.Errorf("egress: %w", err)
 	}
+	if foreign, err := nc.Foreign(); err != nil || len(foreign) > 0 {
+		if err == nil {
+			err = fmt.Errorf("links %s start with this server's link prefix %q but belong to another server: give one of them another LinkPrefix", strings.Join(foreign, ", "), cfg.LinkPrefix)
+		}
+		return nil, fmt.Errorf("egress: %w", err)
+	}
 	fw, err := firewall.New(cfg.Name, cfg.LinkPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
@@ -174,6 +193,18 @@ func New(cfg Config) (*Manager, error) {
 		guard:     policy.NewGuard(cfg.Exempt...),
 		sandboxes: map[string]*sandbox{},
 	}, nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Guard returns the guard the Manager applies to every destination.
@@ -278,6 +309,7 @@ func (m *Manager) serve(sb *sandbox) error {
 		UpstreamRoots: m.cfg.UpstreamRoots,
 		Log:           log,
 		Upstream:      m.cfg.Upstream,
+		Observe:       m.cfg.Observe,
 	}
 	go func() {
 		defer close(sb.served)

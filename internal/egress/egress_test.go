@@ -48,7 +48,7 @@ func newWorld(t *testing.T, p Policy, opts ...func(*Config)) *world {
 	res.addrs["loop.site.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 	res.addrs["meta.site.test"] = []netip.Addr{netip.MustParseAddr("169.254.169.254")}
 	m := newTestManager(t, res, opts...)
-	att, err := m.Attach(context.Background(), "sbx-"+randHex(3), p)
+	att, err := m.Attach(context.Background(), "sbx_"+randHex(3), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestDetachCleanupAndAdopt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m2.Detach(ctx, "never-attached"); err != nil {
+	if err := m2.Detach(ctx, "never_attached"); err != nil {
 		t.Fatal(err)
 	}
 	if ids, _ := m2.nc.List(); len(ids) != 0 {

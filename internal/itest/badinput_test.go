@@ -152,7 +152,7 @@ func TestBadInput(t *testing.T) {
 		{"PUT", sbx + "/files/list", "GET, HEAD"},
 		{"GET", sbx + "/files/mkdir", "POST"},
 		{"PATCH", "/v1/keys/key_x", "DELETE"},
-		{"POST", "/v1/templates", "GET, HEAD"},
+		{"PUT", "/v1/templates", "GET, POST, HEAD"},
 	} {
 		req, _ := http.NewRequest(r.method, e.http.URL+r.path, nil)
 		req.Header.Set("Authorization", "Bearer "+e.key)

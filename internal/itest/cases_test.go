@@ -17,6 +17,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -910,4 +911,204 @@ func TestC16Disk(t *testing.T) {
 	b.mustOK("echo ok")
 	b.mustOK("rm -f /workspace/big /workspace/fill; echo again > /workspace/small && cat /workspace/small")
 	b.e.must(http.StatusOK, "PUT", b.path("files?path=more.bin"), bytes.Repeat([]byte("x"), 1<<20), nil)
+}
+
+// psLines lists `ps -eo pid,ppid,sid,args` lines of the sandbox whose args
+// contain one of words (ps itself excluded).
+func (b *box) psLines(words ...string) []string {
+	b.e.t.Helper()
+	res := b.exec(agentapi.ExecRequest{Argv: []string{"ps", "-eo", "pid,ppid,sid,args"}, User: "root"})
+	var out []string
+	for line := range strings.SplitSeq(res.Stdout, "\n") {
+		for _, w := range words {
+			if strings.Contains(line, w) && !strings.Contains(line, "ps -eo") {
+				out = append(out, strings.TrimSpace(line))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// C22: a timeout or a kill ends everything the command started, daemons
+// that called setsid and were re-parented to PID 1 included, whatever their
+// environment; a daemon of an earlier call survives (C05).
+func TestC22TimeoutKillsDaemons(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{TimeoutSeconds: 600})
+	b.logOnFailure(t)
+	// A detached process of an earlier background process: it must survive
+	// every unrelated timeout and kill below.
+	var early agentapi.Process
+	b.e.must(http.StatusCreated, "POST", b.path("processes"), agentapi.ExecRequest{Command: "setsid -f sleep 2201"}, &early)
+	waitFor(t, 10*time.Second, "the earlier daemon to start", func() bool { return len(b.psLines("sleep 2201")) == 1 })
+
+	const double = `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(2205)
+    os._exit(0)
+os.wait()
+time.sleep(5)`
+	for _, c := range []struct {
+		name  string
+		req   agentapi.ExecRequest
+		trace string
+	}{
+		{"setsid -f", agentapi.ExecRequest{Command: "setsid -f sleep 60; sleep 5"}, "sleep 60"},
+		{"env -i", agentapi.ExecRequest{Command: "env -i /usr/bin/setsid -f /bin/sleep 2202; sleep 5"}, "sleep 2202"},
+		{"as root", agentapi.ExecRequest{Command: "setsid -f sleep 2203; sleep 5", User: "root"}, "sleep 2203"},
+		{"nohup and disown", agentapi.ExecRequest{Command: "nohup setsid sleep 2204 >/dev/null 2>&1 & disown; sleep 5"}, "sleep 2204"},
+		{"python double fork", agentapi.ExecRequest{Argv: []string{"python3", "-c", double}}, "time.sleep(2205)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := b.on(t)
+			c.req.TimeoutSeconds = 1
+			t0 := time.Now()
+			res := b.exec(c.req)
+			took := time.Since(t0)
+			if !res.TimedOut || res.ExitCode != agentapi.TimeoutExitCode || took > 2*time.Second {
+				t.Errorf("result %+v after %v, want exit 124 after about 1 s", res, took)
+			}
+			if left := b.psLines(c.trace); len(left) > 0 {
+				t.Errorf("left after the timeout (pid ppid sid args): %q", left)
+			}
+		})
+	}
+
+	t.Run("CLI exec --timeout 1s", func(t *testing.T) {
+		b := b.on(t)
+		buildWithruntime(t) // not timed
+		t0 := time.Now()
+		r := b.e.cli(nil, "sandbox", "exec", "--timeout", "1s", b.id, "--", "setsid -f sleep 2206; sleep 5")
+		if took := time.Since(t0); r.code != agentapi.TimeoutExitCode || took > 3*time.Second {
+			t.Errorf("CLI: exit %d after %v (stderr %q), want 124 after about 1 s", r.code, took, r.stderr)
+		}
+		if left := b.psLines("sleep 2206"); len(left) > 0 {
+			t.Errorf("left after the CLI's timeout: %q", left)
+		}
+	})
+
+	for _, c := range []struct{ name, command, trace string }{
+		// The main process has exited at once; its daemon is still its.
+		{"kill after exit", "setsid -f sleep 300", "sleep 300"},
+		{"kill while running", "setsid -f sleep 2207; sleep 1000", "sleep 2207"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := b.on(t)
+			var p agentapi.Process
+			b.e.must(http.StatusCreated, "POST", b.path("processes"), agentapi.ExecRequest{Command: c.command}, &p)
+			waitFor(t, 10*time.Second, "the daemon to start", func() bool { return len(b.psLines(c.trace)) == 1 })
+			b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/kill", p.Pid)), nil, &p)
+			waitFor(t, 3*time.Second, "no "+c.trace+" left after the kill", func() bool { return len(b.psLines(c.trace)) == 0 })
+		})
+	}
+
+	if left := b.psLines("sleep 2201"); len(left) != 1 {
+		t.Errorf("the earlier call's daemon: %q, want it alive after the others' timeouts and kills", left)
+	}
+	b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/kill", early.Pid)), nil, &early)
+	waitFor(t, 3*time.Second, "the earlier daemon to die at its own kill", func() bool { return len(b.psLines("sleep 2201")) == 0 })
+}
+
+// C23: a 255-byte last component (NAME_MAX) is written, listed and read
+// back exactly through the file API; temporary names take none of it. 256
+// bytes is a 400 that names the limit.
+func TestC23LongFileNames(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	for _, name := range []string{strings.Repeat("z", 255), strings.Repeat("é", 85)} {
+		path := "/workspace/" + name
+		data := []byte("long name " + strconv.Itoa(len(name)) + "\n")
+		var fi agentapi.FileInfo
+		b.e.must(http.StatusOK, "PUT", b.path("files?path="+url.QueryEscape(path)), data, &fi)
+		if fi.Name != name || fi.Path != path || fi.Size != int64(len(data)) {
+			t.Errorf("upload of a %d-byte name: %+v", len(name), fi)
+		}
+		var list agentapi.FileList
+		b.e.must(http.StatusOK, "GET", b.path("files/list?path=/workspace"), nil, &list)
+		listed := false
+		for _, e := range list.Entries {
+			listed = listed || (e.Name == name && e.Path == path)
+		}
+		if !listed {
+			t.Errorf("the %d-byte name is not listed: %+v", len(name), list.Entries)
+		}
+		status, got := b.e.do("GET", b.path("files?path="+url.QueryEscape(path)), nil)
+		if status != http.StatusOK || !bytes.Equal(got, data) {
+			t.Errorf("read back of a %d-byte name: %d %q", len(name), status, got)
+		}
+		if res := b.sh("cat /workspace/" + name); res.Stdout != string(data) {
+			t.Errorf("inside, the %d-byte name holds %+v", len(name), res)
+		}
+	}
+	long := "/workspace/" + strings.Repeat("z", 256)
+	status, body := b.e.do("PUT", b.path("files?path="+url.QueryEscape(long)), []byte("x"))
+	if status != http.StatusBadRequest || errorCode(t, body) != agentapi.CodeBadRequest ||
+		!strings.Contains(string(body), "255 bytes (NAME_MAX)") {
+		t.Errorf("a 256-byte name: %d %s, want 400 naming the limit", status, body)
+	}
+	if res := b.sh("ls -A /workspace | grep -c upload"); res.Stdout != "0\n" {
+		t.Errorf("temporary files left: %+v", res)
+	}
+}
+
+// D5: file API writes never open, replace or write through a device, FIFO
+// or socket (also behind a symlink): 400 at once, the node unchanged.
+func TestD5FileWritesRefuseSpecialFiles(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	b.logOnFailure(t)
+	res := b.exec(agentapi.ExecRequest{User: "root", Command: `mkfifo /workspace/fifo && ln -s /dev/null /workspace/to-null &&
+		ln -s fifo /workspace/to-fifo && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/workspace/sock")' &&
+		echo plain > /workspace/plain`})
+	if res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	const kinds = `stat -c '%n %F' /dev/null /workspace/fifo /workspace/to-null /workspace/to-fifo /workspace/sock`
+	before := b.mustOK(kinds).Stdout
+	for _, target := range []string{"/dev/null", "/dev/zero", "/workspace/fifo", "/workspace/to-null", "/workspace/to-fifo", "/workspace/sock"} {
+		for _, c := range []struct {
+			method, path string
+			body         any
+		}{
+			{"PUT", "files?path=" + url.QueryEscape(target), []byte("data")},
+			{"POST", "files/mkdir", agentapi.MkdirRequest{Path: target, Parents: true}},
+			{"POST", "files/rename", agentapi.RenameRequest{From: "/workspace/plain", To: target}},
+		} {
+			t0 := time.Now()
+			status, body := b.e.do(c.method, b.path(c.path), c.body)
+			if took := time.Since(t0); status != http.StatusBadRequest || !strings.Contains(string(body), "not a regular file") || took > 2*time.Second {
+				t.Errorf("%s %s onto %s: %d %s after %v, want 400 at once", c.method, c.path, target, status, body, took)
+			}
+		}
+	}
+	status, body := b.e.do("GET", b.path("files?path=/workspace/fifo"), nil)
+	if status != http.StatusBadRequest {
+		t.Errorf("reading a FIFO: %d %s, want 400", status, body)
+	}
+	if after := b.mustOK(kinds).Stdout; after != before {
+		t.Errorf("special files changed:\n%s\nwas\n%s", after, before)
+	}
+	b.mustOK("echo x > /dev/null && cat /workspace/plain")
+}
+
+// D10: commands run only as the documented users, "user" (the default, uid
+// 1000) and "root"; another account of the image is a 400 naming them.
+func TestD10ExecUsers(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	for _, c := range []struct{ user, uid string }{{"", "1000"}, {"user", "1000"}, {"root", "0"}} {
+		if res := b.exec(agentapi.ExecRequest{Command: "id -u", User: c.user}); res.Stdout != c.uid+"\n" {
+			t.Errorf("user %q: %+v, want uid %s", c.user, res, c.uid)
+		}
+	}
+	for _, name := range []string{"nobody", "daemon", "www-data", "Root"} {
+		status, body := b.e.do("POST", b.path("exec"), agentapi.ExecRequest{Command: "id -u", User: name})
+		if status != http.StatusBadRequest || errorCode(t, body) != agentapi.CodeBadRequest ||
+			!strings.Contains(string(body), `\"user\"`) || !strings.Contains(string(body), `\"root\"`) {
+			t.Errorf("user %q: %d %s, want 400 naming the allowed users", name, status, body)
+		}
+		status, body = b.e.do("POST", b.path("processes"), agentapi.ExecRequest{Command: "id -u", User: name})
+		if status != http.StatusBadRequest {
+			t.Errorf("background process as %q: %d %s, want 400", name, status, body)
+		}
+	}
 }

@@ -15,17 +15,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
@@ -318,6 +322,50 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: "/v1/keys", want: 200}) // now with a revokedAt
 	c.do(apiCall{method: "GET", path: "/v1/templates", key: key.Secret, want: 401})
 
+	// Templates from images: a registry on loopback; the shared templates
+	// directory gets uniquely named templates, removed at the end.
+	reg := newRegistry(t)
+	push(t, reg+"/contract:1", imageOf(t, v1.Config{Env: []string{"A=b"}}, dashLayer(t)))
+	tpl, tpl2 := fmt.Sprintf("contract-%d-a", time.Now().UnixNano()), fmt.Sprintf("contract-%d-b", time.Now().UnixNano())
+	t.Cleanup(func() {
+		_ = e.srv.Templates.Delete(context.Background(), tpl, nil)
+		_ = e.srv.Templates.Delete(context.Background(), tpl2, nil)
+		for _, n := range []string{tpl, tpl2} {
+			os.Remove(filepath.Join(e.srv.Templates.Dir, "."+n+".lock"))
+		}
+	})
+	c.do(apiCall{method: "POST", path: "/v1/templates", body: api.CreateTemplateRequest{Name: tpl, FromImage: reg + "/contract:1"}, want: 201})
+	c.do(apiCall{method: "GET", path: "/v1/templates/" + tpl, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/templates", want: 200}) // one with an origin
+	c.do(apiCall{method: "POST", path: "/v1/templates", body: api.CreateTemplateRequest{Name: tpl, FromImage: reg + "/contract:1"}, want: 409})
+	c.do(apiCall{method: "POST", path: "/v1/templates", body: api.CreateTemplateRequest{Name: tpl2, FromImage: reg + "/nope:1"}, want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/templates", body: map[string]any{"name": tpl2}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/templates", body: api.CreateTemplateRequest{Name: tpl2, FromImage: reg + "/contract:1"},
+		accept: agentapi.ContentTypeNDJSON, want: 200})
+	c.do(apiCall{method: "DELETE", path: "/v1/templates/" + tpl2, want: 204})
+	c.do(apiCall{method: "GET", path: "/v1/templates/" + tpl2, want: 404})
+	c.do(apiCall{method: "GET", path: "/v1/templates/Bad!", want: 400})
+	c.do(apiCall{method: "DELETE", path: "/v1/templates/" + tpl, want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/templates/" + tpl, want: 404})
+	// Device login and metrics.
+	c.do(apiCall{method: "GET", path: "/metrics", want: 200})
+	c.do(apiCall{method: "GET", path: "/metrics", key: capped.Secret, want: 403})
+	var grant api.DeviceAuthorization
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/device/authorize", noAuth: true, body: api.DeviceAuthorizeRequest{ClientName: "contract@test"}, want: 200}), &grant)
+	c.do(apiCall{method: "POST", path: "/v1/device/authorize", noAuth: true, body: map[string]any{"clientName": 5}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/device/token", noAuth: true, body: api.DeviceTokenRequest{DeviceCode: grant.DeviceCode}, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/device/requests/" + grant.UserCode, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/device/requests/" + grant.UserCode, key: capped.Secret, want: 403})
+	c.do(apiCall{method: "GET", path: "/v1/device/requests/BCDF-GHJK", want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/device/approve", body: api.DeviceApproveRequest{UserCode: grant.UserCode, KeyName: "device", DailyLimitMicros: 0}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/device/approve", body: api.DeviceApproveRequest{UserCode: grant.UserCode, KeyName: "device", DailyLimitMicros: 1_000_000}, want: 204})
+	c.do(apiCall{method: "POST", path: "/v1/device/deny", body: api.DeviceDenyRequest{UserCode: grant.UserCode}, want: 409})
+	time.Sleep(time.Duration(grant.Interval) * time.Second)
+	c.do(apiCall{method: "POST", path: "/v1/device/token", noAuth: true, body: api.DeviceTokenRequest{DeviceCode: grant.DeviceCode}, want: 200})
+	var denied api.DeviceAuthorization
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/device/authorize", noAuth: true, want: 200}), &denied)
+	c.do(apiCall{method: "POST", path: "/v1/device/deny", body: api.DeviceDenyRequest{UserCode: denied.UserCode}, want: 204})
+
 	// Sandboxes.
 	var sb api.Sandbox
 	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", want: 201,
@@ -544,6 +592,9 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"KeyList", api.KeyList{}, true},
 		{"Template", api.Template{}, true},
 		{"TemplateList", api.TemplateList{}, true},
+		{"TemplateOrigin", api.TemplateOrigin{}, true},
+		{"TemplateEvent", api.TemplateEvent{}, true},
+		{"CreateTemplateRequest", api.CreateTemplateRequest{}, false},
 		{"UsageReport", api.UsageReport{}, true},
 		{"UsageRow", api.UsageRow{}, true},
 		{"UsagePrices", api.UsagePrices{}, true},
@@ -572,6 +623,14 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"ExecutionResult", agentapi.Result{}, true},
 		{"ExecutionError", agentapi.ExecutionError{}, true},
 		{"CodeEvent", agentapi.CodeEvent{}, true},
+		{"UsageTrial", api.UsageTrial{}, true},
+		{"DeviceAuthorizeRequest", api.DeviceAuthorizeRequest{}, false},
+		{"DeviceAuthorization", api.DeviceAuthorization{}, true},
+		{"DeviceTokenRequest", api.DeviceTokenRequest{}, false},
+		{"DeviceToken", api.DeviceToken{}, true},
+		{"DeviceRequest", api.DeviceRequest{}, true},
+		{"DeviceApproveRequest", api.DeviceApproveRequest{}, false},
+		{"DeviceDenyRequest", api.DeviceDenyRequest{}, false},
 	} {
 		ref := doc.Components.Schemas[c.schema]
 		if ref == nil {

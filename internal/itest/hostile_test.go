@@ -218,7 +218,9 @@ done`
 	t.Logf("written per mount:\n%s", res.Stdout)
 	grew := (int64(before.Bavail) - int64(after.Bavail)) * before.Bsize
 	t.Logf("the data directory's filesystem lost %d MiB", grew>>20)
-	if grew > 160<<20 { // 64 MiB of disk, and room for other processes on the host
+	// 64 MiB of disk, and room for what other processes on a shared host
+	// write meanwhile (before the fix: 400 MiB into the socket directory).
+	if grew > 320<<20 {
 		t.Errorf("the host's disk lost %d MiB to a sandbox with a 64 MiB disk", grew>>20)
 	}
 	var sock unix.Statfs_t

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -163,32 +165,37 @@ func TestMCPStdio(t *testing.T) {
 	waitFor(t, 15*time.Second, "the session's sandbox to be destroyed", func() bool { return len(e.running()) == 0 })
 }
 
-// TestMCPStreamableHTTP serves MCP over streamable HTTP: each session gets
-// its own sandbox, destroyed when the session ends, and all of them when the
-// server stops.
-func TestMCPStreamableHTTP(t *testing.T) {
-	e := newEnv(t)
-	bin := buildWithruntime(t)
-	ctx := context.Background()
+// mcpHTTP is a running `withruntime mcp --http`.
+type mcpHTTP struct {
+	addr   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan error
+}
+
+// startMCPHTTP starts `withruntime mcp --http` on a free loopback port,
+// with extra environment variables and arguments, and waits until it
+// listens.
+func startMCPHTTP(t *testing.T, e *env, extraEnv []string, args ...string) *mcpHTTP {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "mcp", "--http", addr, "--lease", "10m")
-	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd := exec.Command(buildWithruntime(t), append([]string{"mcp", "--http", addr, "--lease", "10m"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key), extraEnv...)
+	m := &mcpHTTP{addr: addr, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = m.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
+	go func() { m.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-exited
-	}()
+		<-m.exited
+	})
 	waitFor(t, 10*time.Second, "the MCP HTTP server to listen", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
@@ -196,15 +203,60 @@ func TestMCPStreamableHTTP(t *testing.T) {
 		}
 		return err == nil
 	})
+	return m
+}
 
-	connect := func() *mcp.ClientSession {
-		client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", DisableStandaloneSSE: true}, nil)
-		if err != nil {
-			t.Fatalf("connect: %v\n%s", err, stderr.String())
-		}
-		return cs
+// connect opens an MCP session with the official Go SDK's client, sending
+// token as a bearer token.
+func (m *mcpHTTP) connect(t *testing.T, token string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: "http://" + m.addr + "/mcp", DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: bearerTransport{token}},
+	}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, m.stderr.String())
 	}
+	return cs
+}
+
+// bearerTransport adds `Authorization: Bearer token` to each request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMCPStreamableHTTP serves MCP over streamable HTTP: each session gets
+// its own sandbox, destroyed when the session ends, and all of them when the
+// server stops.
+func TestMCPStreamableHTTP(t *testing.T) {
+	e := newEnv(t)
+	const token = "itest-mcp-token-0123456789"
+	m := startMCPHTTP(t, e, []string{"WITHRUNTIME_MCP_TOKEN=" + token})
+	cmd, exited, stderr := m.cmd, m.exited, m.stderr
+	connect := func() *mcp.ClientSession { return m.connect(t, token) }
 	a, b := connect(), connect()
 	defer b.Close()
 	res := mcpCall(t, a, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "a"})
@@ -259,5 +311,110 @@ func TestMCPLeaseEnd(t *testing.T) {
 	}
 	if now := e.running(); len(first) != 1 || len(now) != 1 || now[0].ID == first[0].ID {
 		t.Fatalf("sandboxes before %v, after %v", first, now)
+	}
+}
+
+// TestMCPHTTPGuard (case C32): the MCP HTTP server refuses web pages of
+// other origins (403, against DNS rebinding), requests without its token
+// or a Runtime key (401), and a non-loopback address without a configured
+// token (at start). A Runtime key's session runs its sandbox under that key.
+func TestMCPHTTPGuard(t *testing.T) {
+	e := newEnv(t)
+	m := startMCPHTTP(t, e, nil, "--allow-origin", "http://localhost:6274")
+	var token string
+	waitFor(t, 5*time.Second, "the generated token on stderr", func() bool {
+		token = regexp.MustCompile(`mcp_[0-9a-f]{48}`).FindString(m.stderr.String())
+		return token != ""
+	})
+	_, port, _ := net.SplitHostPort(m.addr)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"itest","version":"0"}}}`
+	post := func(hdr ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", "http://"+m.addr+"/mcp", strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+				continue
+			}
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(data)
+	}
+	bearer := "Bearer " + token
+	for _, c := range []struct {
+		name   string
+		hdr    []string
+		status int
+	}{
+		{"another origin", []string{"Origin", "http://evil.example", "Authorization", bearer}, 403},
+		{"another origin, no token", []string{"Origin", "http://evil.example"}, 403},
+		{"another port", []string{"Origin", "http://127.0.0.1:1", "Authorization", bearer}, 403},
+		{"null origin", []string{"Origin", "null", "Authorization", bearer}, 403},
+		{"a rebound name", []string{"Host", "evil.example:" + port, "Authorization", bearer}, 403},
+		{"no token", nil, 401},
+		{"a wrong token", []string{"Authorization", "Bearer mcp_wrong"}, 401},
+		{"the token without Bearer", []string{"Authorization", token}, 401},
+		{"an unknown Runtime key", []string{"Authorization", "Bearer wr_notarealkeyatall"}, 401},
+		{"the token", []string{"Authorization", bearer}, 200},
+		{"its own origin", []string{"Origin", "http://" + m.addr, "Authorization", bearer}, 200},
+		{"localhost", []string{"Origin", "http://localhost:" + port, "Authorization", bearer}, 200},
+		{"an allowed origin", []string{"Origin", "http://localhost:6274", "Authorization", bearer}, 200},
+	} {
+		if status, body := post(c.hdr...); status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, status, body, c.status)
+		}
+	}
+
+	// A tenant key opens a session of its own: its sandbox is the key's.
+	var tenant api.Key
+	e.must(201, "POST", "/v1/keys", api.CreateKeyRequest{Name: "mcp-tenant", DailyLimitMicros: 1_000_000}, &tenant)
+	cs := m.connect(t, tenant.Secret)
+	defer cs.Close()
+	if res := mcpCall(t, cs, "runtime_exec", map[string]any{"command": "echo hi"}); res.IsError || !strings.Contains(mcpText(t, res), "hi") {
+		t.Fatalf("exec with a tenant key: %q", mcpText(t, res))
+	}
+	var mine api.SandboxList
+	status, data := e.do("GET", "/v1/sandboxes?state=running", nil, "Authorization", "Bearer "+tenant.Secret)
+	if err := json.Unmarshal(data, &mine); status != 200 || err != nil || len(mine.Sandboxes) != 1 {
+		t.Fatalf("the tenant key's sandboxes: %d %s", status, data)
+	}
+}
+
+// TestMCPHTTPNeedsTokenOffLoopback: binding every interface without a
+// configured token is refused at start, before the port is open; so is a
+// short token.
+func TestMCPHTTPNeedsTokenOffLoopback(t *testing.T) {
+	e := newEnv(t)
+	bin := buildWithruntime(t)
+	for _, c := range []struct {
+		addr string
+		env  []string
+		want string
+	}{
+		{"0.0.0.0:7781", nil, "not a loopback address"},
+		{":7781", nil, "not a loopback address"},
+		{"[::]:7781", nil, "not a loopback address"},
+		{"127.0.0.1:0", []string{"WITHRUNTIME_MCP_TOKEN=short"}, "at least 16"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "mcp", "--http", c.addr)
+		cmd.Env = append(append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key, "WITHRUNTIME_MCP_TOKEN="), c.env...)
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil || timedOut || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "WITHRUNTIME_MCP_TOKEN") {
+			t.Errorf("--http %s %v: err %v, output %s; want a refusal saying %q", c.addr, c.env, err, out, c.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/internal/egress/netns"
 	"withruntime.dev/runtime/internal/server"
 )
 
@@ -16,7 +17,7 @@ func networkLeftovers(cfg server.EgressConfig) []string {
 	var left []string
 	entries, _ := os.ReadDir("/run/netns")
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), cfg.Name+"-") {
+		if id, ok := strings.CutPrefix(e.Name(), cfg.Name+"-"); ok && netns.ValidID(id) == nil {
 			left = append(left, "namespace "+e.Name())
 		}
 	}

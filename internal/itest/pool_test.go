@@ -89,11 +89,22 @@ func TestPoolClaim(t *testing.T) {
 	// The pool refills behind the claim.
 	e.waitPoolReady(2)
 
-	// Another CPU count is a claim too: the host cgroup's quota follows.
+	// Another CPU count that shows as many CPUs inside (0.5 and the
+	// default 1 both show 1) is a claim too: the host cgroup's quota follows.
 	time.Sleep(1500 * time.Millisecond)
+	half := e.create(api.CreateSandboxRequest{CPU: 0.5})
+	if up := e.uptime(half.ID); up < 1.5 {
+		t.Errorf("a create with cpu 0.5 did not take a pooled sandbox (up %.2f s)", up)
+	}
+	if q := cpuQuota(t, half.ID); q != 50000 {
+		t.Errorf("cpu 0.5: the cgroup quota is %d µs per 100 ms, want 50000", q)
+	}
+	e.waitPoolReady(2)
+	// Two CPUs show as two inside, which gVisor fixes at boot (C24): cold,
+	// and the pool is left alone.
 	two := e.create(api.CreateSandboxRequest{CPU: 2})
-	if up := e.uptime(two.ID); up < 1.5 {
-		t.Errorf("a create with cpu 2 did not take a pooled sandbox (up %.2f s)", up)
+	if up := e.uptime(two.ID); up > 1.5 {
+		t.Errorf("a create with cpu 2 took a pooled sandbox of 1 CPU (up %.2f s)", up)
 	}
 	if q := cpuQuota(t, two.ID); q != 200000 {
 		t.Errorf("cpu 2: the cgroup quota is %d µs per 100 ms, want 200000", q)

@@ -89,12 +89,12 @@ func newUpstreamProxy(t *testing.T, resolver *mapResolver, user, pass string) *u
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		w.WriteHeader(http.StatusOK)
 		c, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			up.Close()
 			return
 		}
+		_, _ = c.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
 		go func() { _, _ = io.Copy(up, buf); up.(*net.TCPConn).CloseWrite() }()
 		_, _ = io.Copy(c, up)
 		c.Close()

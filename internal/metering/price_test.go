@@ -1,6 +1,9 @@
 package metering
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // The published reference scenario: 5,000 tasks a month, each a 2 vCPU /
 // 4 GiB sandbox running 4 minutes and using 30 CPU-seconds.
@@ -70,3 +73,25 @@ func TestValidate(t *testing.T) {
 }
 
 func cents(micros float64) int64 { return Round(micros / 10_000) }
+
+func TestSplitCPU(t *testing.T) {
+	for _, c := range []struct {
+		host, iso      float64
+		known          bool
+		user, overhead float64
+	}{
+		{10, 0.7, true, 9.3, 0.7},
+		{10, 0.7, false, 10, 0},       // not measured: all of it is the sandbox's
+		{10, 5, true, 8.8, 1.2},       // a syscall-heavy program: the sentry's work past 12% is billed
+		{10, 12, true, 8.8, 1.2},      // never more overhead than the cap
+		{10, -1, true, 10, 0},         // a counter that went back
+		{-1, 0.5, true, 0, 0},         // never negative
+		{math.NaN(), 0.5, true, 0, 0}, // nor NaN
+		{0, 0, true, 0, 0},
+	} {
+		u, o := SplitCPU(c.host, c.iso, c.known)
+		if math.Abs(u-c.user) > 1e-12 || math.Abs(o-c.overhead) > 1e-12 {
+			t.Errorf("SplitCPU(%g, %g, %v) = %g, %g; want %g, %g", c.host, c.iso, c.known, u, o, c.user, c.overhead)
+		}
+	}
+}

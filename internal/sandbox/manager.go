@@ -31,6 +31,12 @@ type Templates interface {
 	RootFS(name string) (string, error)
 }
 
+// TemplateEnv may be implemented by Templates: the environment a
+// template's sandboxes start with (an image's Env), under the create's own.
+type TemplateEnv interface {
+	Env(name string) ([]string, error)
+}
+
 // Limits bounds what a create may ask for, with the defaults it gets.
 type Limits struct {
 	DefaultTimeout   time.Duration // lease when timeoutSeconds is 0 (300 s)
@@ -168,6 +174,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	if err := m.checkCaps(ctx, p); err != nil {
 		return store.Sandbox{}, err
 	}
+	m.addTemplateEnv(&p)
 	rootfs, err := m.templates.RootFS(p.Template)
 	if err != nil {
 		return store.Sandbox{}, errs.New(errs.Invalid, "template %q: %v", p.Template, err)
@@ -291,6 +298,30 @@ func (m *Manager) applyDefaults(p *CreateParams) error {
 		}
 	}
 	return nil
+}
+
+// addTemplateEnv puts the template's environment under p.Env (a variable
+// the create sets wins). Entries that are not KEY=value are skipped.
+func (m *Manager) addTemplateEnv(p *CreateParams) {
+	te, ok := m.templates.(TemplateEnv)
+	if !ok {
+		return
+	}
+	env, err := te.Env(p.Template)
+	if err != nil || len(env) == 0 {
+		return // a missing template is reported by RootFS
+	}
+	merged := make(map[string]string, len(env)+len(p.Env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && k != "" && !strings.ContainsRune(kv, 0) {
+			merged[k] = v
+		}
+	}
+	for k, v := range p.Env {
+		merged[k] = v
+	}
+	p.Env = merged
 }
 
 // reserve takes a slot for a new sandbox, or fails with errs.Capacity.
@@ -435,11 +466,18 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	return m.stop(ctx, id, EndDeleted)
 }
 
-// stop destroys the sandbox in the driver and records why. The record is
-// marked stopped first, so a concurrent call sees it gone at once. Stops of
-// one sandbox are serialised: a second caller waits for the first and gets
-// its result (the first reason recorded wins).
+// stop destroys the sandbox in the driver and records why, ended now. The
+// record is marked stopped first, so a concurrent call sees it gone at once.
+// Stops of one sandbox are serialised: a second caller waits for the first
+// and gets its result (the first reason recorded wins).
 func (m *Manager) stop(ctx context.Context, id, reason string) error {
+	return m.stopAt(ctx, id, reason, time.Time{})
+}
+
+// stopAt is stop with the time the sandbox ended, when that was before now
+// (zero: now): Recover records a lease that ended while no server ran at
+// its lease end.
+func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Time) error {
 	m.mu.Lock()
 	if op := m.stopping[id]; op != nil {
 		m.mu.Unlock()
@@ -467,7 +505,10 @@ func (m *Manager) stop(ctx context.Context, id, reason string) error {
 	// The destroy must finish even if the caller goes away: a half-destroyed
 	// sandbox would leak until the next restart.
 	ctx = context.WithoutCancel(ctx)
-	if err := m.store.MarkStopped(ctx, id, reason, m.now()); err != nil {
+	if endedAt.IsZero() {
+		endedAt = m.now()
+	}
+	if err := m.store.MarkStopped(ctx, id, reason, endedAt); err != nil {
 		op.err = err
 		return err
 	}

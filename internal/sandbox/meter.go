@@ -32,12 +32,15 @@ type MeterConfig struct {
 }
 
 // meterState is the manager's metering: a sampler that, every Interval,
-// reads each running sandbox's cumulative CPU seconds (driver.StatsReader)
-// and writes the interval since the previous sample into the store's ledger,
-// with the sandbox's memory size × wall time. A last sample is taken when a
-// sandbox is stopped, before the driver destroys it. The ledger's cursor
-// (last sample time and CPU per sandbox) is written with each interval, so a
-// restarted server continues from it: the time it was down is one interval.
+// reads each running sandbox's cumulative CPU seconds from the host
+// (driver.StatsReader: the host's total and the part the isolation layer
+// spent) and writes the interval since the previous sample into the store's
+// ledger: the CPU the sandbox's own processes used (billed), the isolation
+// layer's CPU (reported apart), and its memory size × wall time. A last
+// sample is taken when a sandbox is stopped, before the driver destroys
+// it. The ledger's cursor (last sample time and cumulative CPU figures per
+// sandbox) is written with each interval, so a restarted server continues
+// from it: the time it was down is one interval.
 type meterState struct {
 	on     bool
 	cfg    MeterConfig
@@ -47,6 +50,8 @@ type meterState struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one sampler at a time per sandbox
+
+	obs Observer // metrics (observe.go); nil: none
 }
 
 // StartMetering turns metering on. Call it before Recover (so that the
@@ -143,15 +148,20 @@ func (m *Manager) meterStart(ctx context.Context, sb store.Sandbox) {
 	if !m.meter.on {
 		return
 	}
-	var cpu float64
+	var mark store.CPUMark
 	if sr, ok := m.driver.(driver.StatsReader); ok {
 		if st, err := sr.Stats(ctx, sb.ID); err == nil {
-			cpu = st.CPUSeconds
+			mark = cpuMark(st)
 		}
 	}
-	if err := m.store.StartUsage(ctx, sb.ID, sb.CreatedAt, cpu); err != nil {
+	if err := m.store.StartUsage(ctx, sb.ID, sb.CreatedAt, mark); err != nil {
 		m.log.Warn("metering", "sandbox", sb.ID, "err", err)
 	}
+}
+
+// cpuMark is a sample's cumulative CPU figures for the ledger's cursor.
+func cpuMark(st driver.Stats) store.CPUMark {
+	return store.CPUMark{Host: st.CPUSeconds, Overhead: st.IsolationCPUSeconds, OverheadKnown: st.IsolationKnown}
 }
 
 // meterFinal takes a stopped sandbox's last sample (before the driver
@@ -172,40 +182,59 @@ func (m *Manager) meterFinal(ctx context.Context, id string) {
 // never billed past its lease end. When the driver cannot say the CPU used
 // (the sandbox is already gone), a final sample bills the wall time and
 // memory with no CPU beyond the last sample; a periodic one writes nothing.
+//
+// The interval's host CPU is split with metering.SplitCPU: what the
+// isolation layer's processes spent (when measured at both ends of the
+// interval) is overhead, the rest is the sandbox's processes' and billed.
 func (m *Manager) sample(ctx context.Context, id string, final bool) error {
+	written, err := m.sampleOnce(ctx, id, final)
+	switch {
+	case err != nil:
+		m.observeSample("error")
+	case written:
+		m.observeSample("written")
+	default:
+		m.observeSample("skipped")
+	}
+	return err
+}
+
+// sampleOnce is sample; written says an interval went to the ledger.
+func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (written bool, err error) {
 	l := m.meterLock(id)
 	l.Lock()
 	defer l.Unlock()
 	sb, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cur, err := m.store.GetUsageCursor(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		if sb.DriverState == nil {
-			return nil // never ran
+			return false, nil // never ran
 		}
 		// Running since before metering was on: bill from its creation.
-		if err := m.store.StartUsage(ctx, id, sb.CreatedAt, 0); err != nil {
-			return err
+		if err := m.store.StartUsage(ctx, id, sb.CreatedAt, store.CPUMark{}); err != nil {
+			return false, err
 		}
 		cur, err = m.store.GetUsageCursor(ctx, id)
 	}
 	if err != nil || cur.Closed {
-		return err
+		return false, err
 	}
-	cum := cur.LastCPU
+	// Without a new sample the cursor's figures stand: no CPU is billed.
+	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
 	var statsErr error
 	if sr, ok := m.driver.(driver.StatsReader); ok {
 		var st driver.Stats
 		if st, statsErr = sr.Stats(ctx, id); statsErr == nil {
-			cum = st.CPUSeconds
+			mark = cpuMark(st)
 		}
 	} else {
 		statsErr = errors.New("the driver cannot measure CPU")
 	}
 	if statsErr != nil && !final {
-		return statsErr
+		return false, statsErr
 	}
 	end := m.now().UTC().Truncate(time.Millisecond)
 	if end.After(sb.LeaseEndsAt) {
@@ -214,20 +243,19 @@ func (m *Manager) sample(ctx context.Context, id string, final bool) error {
 	if !end.After(cur.LastAt) {
 		end = cur.LastAt
 		if !final {
-			return nil
+			return false, nil
 		}
 	}
-	delta := cum - cur.LastCPU
-	if delta < 0 { // the counter went back: never bill negative CPU
-		delta = 0
-	}
+	// A counter that went back (never expected) bills nothing negative.
+	user, overhead := metering.SplitCPU(mark.Host-cur.LastCPU, mark.Overhead-cur.LastOverheadCPU,
+		mark.OverheadKnown && cur.OverheadKnown)
 	wall := end.Sub(cur.LastAt).Seconds()
 	iv := store.UsageInterval{
 		SandboxID: id, KeyID: sb.KeyID, Start: cur.LastAt, End: end,
-		CPUSeconds: delta, WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
+		CPUSeconds: user, OverheadCPUSeconds: overhead,
+		WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
 	}
-	_, err = m.store.RecordUsage(ctx, iv, cum, final)
-	return err
+	return m.store.RecordUsage(ctx, iv, mark, final)
 }
 
 // enforceLimits stops the running sandboxes of every key whose spend today
@@ -285,7 +313,8 @@ func (m *Manager) SpentToday(ctx context.Context, keyID string) (int64, error) {
 }
 
 // checkCaps refuses a create whose first lease could cost more than
-// maxCostMicros, or whose key has reached its daily spending limit.
+// maxCostMicros, whose key is a trial key with no hours left (trial.go), or
+// whose key has reached its daily spending limit.
 // p has its defaults applied.
 func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 	if p.MaxCostMicros < 0 {
@@ -296,6 +325,7 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		lease := float64(p.TimeoutSeconds)
 		wc := pr.WorstCase(p.CPU, p.MemoryMiB, lease)
 		if worst := wc.Micros(); worst > p.MaxCostMicros {
+			m.observeRefusal("cost_cap")
 			return errs.New(errs.CostCap,
 				"this sandbox's first lease could cost up to %d µ$ ($%.6f), over maxCostMicros %d: "+
 					"%g vCPUs busy × %d s × %g µ$ per vCPU-hour = %.1f µ$ of CPU, plus %g GiB × %d s × %g µ$ per GiB-hour = %.1f µ$ of memory; "+
@@ -303,6 +333,11 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 				worst, float64(worst)/1e6, p.MaxCostMicros,
 				p.CPU, p.TimeoutSeconds, pr.CPUMicrosPerVCPUHour, wc.CPUMicros,
 				float64(p.MemoryMiB)/1024, p.TimeoutSeconds, pr.MemoryMicrosPerGiBHour, wc.MemoryMicros)
+		}
+	}
+	if p.KeyID != "" {
+		if err := m.checkTrial(ctx, p.KeyID); err != nil {
+			return err
 		}
 	}
 	if !m.meter.on || p.KeyID == "" {
@@ -321,6 +356,7 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 		return err
 	}
 	if spent >= limit {
+		m.observeRefusal("daily_limit")
 		_, reset := utcDay(m.now())
 		return errs.New(errs.SpendingLimit,
 			"key %s has spent %d µ$ ($%.6f) today (UTC), reaching its daily limit of %d µ$ ($%.6f); creates are refused until the limit resets at %s",
@@ -332,10 +368,14 @@ func (m *Manager) checkCaps(ctx context.Context, p CreateParams) error {
 // UsageGroup is one row of a usage report: the usage of a group of
 // sandboxes, each priced with its own CPU floor, summed.
 type UsageGroup struct {
-	Group      string
+	Group string
+	// CPUSeconds is the CPU the sandboxes' own processes used.
 	CPUSeconds float64
-	GiBSeconds float64
-	Cost       metering.Cost
+	// OverheadCPUSeconds is the host CPU their isolation layer spent (not
+	// billed): the host's cost is CPUSeconds + OverheadCPUSeconds.
+	OverheadCPUSeconds float64
+	GiBSeconds         float64
+	Cost               metering.Cost
 }
 
 // Usage groupings.
@@ -379,6 +419,7 @@ func (m *Manager) Usage(ctx context.Context, from, to time.Time, groupBy, keyID 
 		c := p.Price(metering.Usage{CPUSeconds: s.CPUSeconds, WallSeconds: s.WallSeconds, GiBSeconds: s.GiBSeconds})
 		for _, r := range []*UsageGroup{row, &total} {
 			r.CPUSeconds += s.CPUSeconds
+			r.OverheadCPUSeconds += s.OverheadCPUSeconds
 			r.GiBSeconds += s.GiBSeconds
 			r.Cost = r.Cost.Add(c)
 		}

@@ -5,23 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
-	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/egress"
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/store"
+	tplfs "withruntime.dev/runtime/internal/template/rootfs"
 )
 
 // sandboxCABundle is where a sandbox with secrets finds its CA bundle (the
 // template's own roots plus the Runtime CA), named by secrets.TrustEnvNames.
 const sandboxCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// maxCABundle caps the template's CA bundle as read (16 MiB).
+const maxCABundle = 16 << 20
 
 // network gives sandboxes their network through the egress manager.
 type network struct {
@@ -41,9 +41,6 @@ func (m *Manager) TrustCAs(pem []byte) {
 	}
 }
 
-// maxCABundleBytes caps the template CA bundle the host reads.
-const maxCABundleBytes = 16 << 20
-
 // trustBundle is the CA bundle (and its variables) of a sandbox from rootfs:
 // the template's own roots, the TrustCAs certificates and, for a sandbox
 // with secrets, the Runtime CA. It is nil when there is nothing to add. The
@@ -53,7 +50,7 @@ func (m *Manager) trustBundle(rootfs string, withSecrets bool) ([]byte, []string
 	if len(m.network.extraCAs) == 0 && !withSecrets {
 		return nil, nil, nil
 	}
-	bundle, err := readInRoot(rootfs, sandboxCABundle, maxCABundleBytes)
+	bundle, err := tplfs.ReadFile(rootfs, sandboxCABundle, maxCABundle)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("sandbox CA bundle: %w", err)
 	}
@@ -69,37 +66,6 @@ func (m *Manager) trustBundle(rootfs string, withSecrets bool) ([]byte, []string
 		env = append(env, n+"="+sandboxCABundle)
 	}
 	return bundle, env, nil
-}
-
-// readInRoot reads the regular file at path inside the directory root,
-// resolving every symlink as if root were "/" (openat2 RESOLVE_IN_ROOT), so
-// nothing outside root is ever read; at most max bytes.
-func readInRoot(root, path string, max int64) ([]byte, error) {
-	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(dir)
-	fd, err := unix.Openat2(dir, strings.TrimPrefix(path, "/"), &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s in the template is not a regular file", path)
-	}
-	if st.Size() > max {
-		return nil, fmt.Errorf("%s in the template is %d bytes, over %d", path, st.Size(), max)
-	}
-	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // EnableNetwork gives every sandbox created from now on a network on the
@@ -283,8 +249,8 @@ func (m *Manager) SecretChanged(ctx context.Context, owner, name string) {
 }
 
 // cleanupNetworks removes the networks of sandboxes that no longer run
-// (leftovers of an earlier process). Sandboxes another process is creating
-// (state starting) keep theirs.
+// (leftovers of an earlier process), of this server's egress names only.
+// Recover calls it last, when no record is left starting.
 func (m *Manager) cleanupNetworks(ctx context.Context) {
 	if m.network == nil {
 		return

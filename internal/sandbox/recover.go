@@ -9,18 +9,31 @@ import (
 	"withruntime.dev/runtime/internal/store"
 )
 
-// startingGrace is how long a sandbox may sit in "starting" before a
-// restarted server treats it as abandoned. Another process on the same data
-// directory (a second CLI with an embedded server) may be creating it now.
-const startingGrace = 2 * time.Minute
-
-// Recover makes the host match the store after a (re)start:
-//   - a running sandbox whose lease has ended is destroyed (lease_ended);
+// Recover makes the host match the store after a (re)start. It must run
+// before anything else creates sandboxes on this driver and store: the
+// server calls it under the data directory's lock, so no other process is
+// creating sandboxes there and every record still "starting" belongs to a
+// process that died.
+//   - a sandbox left "starting" is destroyed (failed): its create was
+//     interrupted and its caller got no sandbox;
+//   - a running sandbox whose lease has ended is destroyed (lease_ended),
+//     recorded as ended at its lease end, when it was due to stop (and
+//     billed up to then only), not at the restart;
 //   - a running sandbox whose lease runs on is re-attached and its lease
-//     timer re-armed; if the driver no longer has it, it is marked failed;
-//   - a sandbox stuck in "starting" past startingGrace is destroyed (failed);
-//   - a sandbox the driver runs that no record knows is destroyed (orphan).
+//     timer re-armed; if the driver no longer has it, it is marked failed
+//     (or out_of_memory);
+//   - a sandbox the driver runs that no record knows, or knows as stopped,
+//     is destroyed (orphan);
+//   - networks that no running or adopted sandbox owns are removed.
+//
+// The driver's list comes first: it waits for driver commands a crashed
+// process left running (a boot half done), so that nothing appears after
+// the reconciliation.
 func (m *Manager) Recover(ctx context.Context) error {
+	ids, err := m.driver.List(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{})
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -29,10 +42,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, sb := range records {
 		known[sb.ID] = sb
 		m.recoverOne(ctx, sb)
-	}
-	ids, err := m.driver.List(ctx)
-	if err != nil {
-		return fmt.Errorf("recover: %w", err)
 	}
 	for _, id := range ids {
 		sb, ok := known[id]
@@ -54,9 +63,9 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	case store.StateStopped:
 		return
 	case store.StateStarting:
-		if now.Sub(sb.CreatedAt) > startingGrace {
-			m.log.Info("destroying sandbox abandoned while starting", "sandbox", sb.ID)
-			_ = m.stop(ctx, sb.ID, EndFailed)
+		m.log.Warn("destroying a sandbox whose create the last server did not finish", "sandbox", sb.ID)
+		if err := m.stop(ctx, sb.ID, EndFailed); err != nil {
+			m.log.Error("destroy interrupted create", "sandbox", sb.ID, "err", err)
 		}
 		return
 	}
@@ -67,8 +76,10 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		return
 	}
 	if !sb.LeaseEndsAt.After(now) {
-		m.log.Info("lease ended while the server was down", "sandbox", sb.ID)
-		_ = m.stop(ctx, sb.ID, EndLeaseEnded)
+		m.log.Info("lease ended while the server was down", "sandbox", sb.ID, "leaseEndedAt", sb.LeaseEndsAt)
+		if err := m.stopAt(ctx, sb.ID, EndLeaseEnded, sb.LeaseEndsAt); err != nil {
+			m.log.Error("stop at lease end", "sandbox", sb.ID, "err", err)
+		}
 		return
 	}
 	h, err := m.driver.Recover(ctx, sb.ID, sb.DriverState)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,6 +114,64 @@ func EgressNames(cfg *EgressConfig, dataDir string) {
 	if cfg.LinkPrefix == "" {
 		cfg.LinkPrefix = "w" + sum[:5] // never "wr…", the default's prefix
 	}
+}
+
+// namesDir holds a lock file per egress name and link prefix in use on
+// this host (a tmpfs: cleared at boot, like the networks it guards).
+var namesDir = "/run/withruntime/names"
+
+// lockNames takes host-wide locks on the egress names a server on dataDir
+// uses (its nftables table and namespace names, its veth prefix), held
+// until the files are closed: two servers with the same names (a hash
+// collision of two data directories, or names configured twice) would
+// each clean up the other's networks and drop the other's traffic, so the
+// second is refused. The kernel releases the locks of a server that dies.
+func lockNames(cfg EgressConfig, dataDir string) ([]*os.File, error) {
+	if cfg.Disabled {
+		return nil, nil
+	}
+	name, prefix := cfg.Name, cfg.LinkPrefix
+	if name == "" {
+		name = "withruntime"
+	}
+	if prefix == "" {
+		prefix = "wr"
+	}
+	if err := os.MkdirAll(namesDir, 0o700); err != nil {
+		return nil, fmt.Errorf("egress name lock: %w", err)
+	}
+	var held []*os.File
+	release := func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}
+	for _, n := range []struct{ kind, value string }{{"name", name}, {"link", prefix}} {
+		if strings.ContainsAny(n.value, "/\x00") || n.value == "" {
+			release()
+			return nil, fmt.Errorf("egress %s %q: not a valid name", n.kind, n.value)
+		}
+		path := filepath.Join(namesDir, n.kind+"-"+n.value)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("egress name lock: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			owner, _ := os.ReadFile(path)
+			f.Close()
+			release()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("the sandbox network %s %q of this server (data directory %s) is in use by another server (%s): servers on one host need different ones; set EgressConfig.Name and LinkPrefix",
+					n.kind, n.value, dataDir, strings.TrimSpace(string(owner)))
+			}
+			return nil, fmt.Errorf("egress name lock: %w", err)
+		}
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("data directory %s, pid %d\n", dataDir, os.Getpid())), 0)
+		held = append(held, f)
+	}
+	return held, nil
 }
 
 func sha256Hex(s string) string {

@@ -25,8 +25,10 @@ type EgressConfig struct {
 	Disabled bool
 	// Name names the nftables table and starts the namespace names
 	// (default "withruntime"); LinkPrefix starts host veth names (at most
-	// 6 characters, default "wr"). Two servers on one host with different
-	// data directories need different ones.
+	// 6 characters, default "wr"). Servers on one host need different
+	// names, and link prefixes neither of which starts the other's veth
+	// names (see egress.Config). Open derives both from the data directory
+	// when they are empty (EgressNames).
 	Name, LinkPrefix string
 	// Pool is where sandbox links come from (default 100.64.0.0/10).
 	Pool netip.Prefix
@@ -95,7 +97,8 @@ func (c egressCloser) Close() error {
 
 // openEgress loads (or creates) the Runtime CA in DataDir/egress, starts the
 // egress manager and gives it to the sandbox manager.
-func openEgress(cfg Config, mgr *sandbox.Manager) (egressCloser, error) {
+// observe hears each proxied connection (metrics; may be nil).
+func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out, in int64)) (egressCloser, error) {
 	if cfg.Egress.Disabled {
 		return egressCloser{}, nil
 	}
@@ -117,7 +120,7 @@ func openEgress(cfg Config, mgr *sandbox.Manager) (egressCloser, error) {
 	m, err := egress.New(egress.Config{
 		Name: e.Name, LinkPrefix: e.LinkPrefix, Pool: e.Pool, Exempt: e.Exempt,
 		Resolver: e.Resolver, UpstreamRoots: e.UpstreamRoots, CA: ca, Log: cfg.Log,
-		Upstream: upstream,
+		Upstream: upstream, Observe: observe,
 	})
 	if err != nil {
 		return egressCloser{}, fmt.Errorf("sandbox networks: %w (the server needs nftables and network namespaces; Egress.Disabled runs sandboxes without any network)", err)

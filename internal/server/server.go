@@ -16,12 +16,13 @@ import (
 	"strings"
 	"time"
 
-	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/auth"
 	"withruntime.dev/runtime/internal/driver/gvisor"
+	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/image"
 )
 
 // LocalKeyFile is the file under the data directory that holds the key the
@@ -46,7 +47,10 @@ type Config struct {
 	DiskMedium string
 	// MaxUploadBytes caps one file upload (default api.DefaultMaxUploadBytes).
 	MaxUploadBytes int64
-	Log            *slog.Logger
+	// Images configures templates made from images (default: an 8 GiB cap,
+	// registry credentials from the docker config).
+	Images image.Options
+	Log    *slog.Logger
 	// Egress configures sandbox networks (see EgressConfig).
 	Egress EgressConfig
 	// Pool configures the warm pool (zero value: none).
@@ -64,6 +68,8 @@ type Config struct {
 	// DiscardUnreadableSecrets deletes, at start, secrets sealed with a key
 	// the server does not have, instead of refusing to start.
 	DiscardUnreadableSecrets bool
+	// Login configures device login and the dashboard (handler.go).
+	Login LoginConfig
 }
 
 // Server is a running Runtime server.
@@ -71,12 +77,17 @@ type Server struct {
 	Manager   *sandbox.Manager
 	Store     *store.Store
 	Templates *template.Store
-	Handler   http.Handler
+	// Handler serves the API, the dashboard and /metrics (handler.go).
+	Handler http.Handler
+	// Metrics are the server's Prometheus metrics; Metrics.Handler serves
+	// them without authentication (serve --metrics-listen).
+	Metrics *metrics.Metrics
 	// LocalKey is the secret of the key in DataDir/local.key.
 	LocalKey string
 	log      *slog.Logger
 	egress   egressCloser
-	lock     *os.File // the data directory's lock (lock.go), held until Close
+	lock     *os.File   // the data directory's lock (lock.go), held until Close
+	names    []*os.File // the host-wide locks on its egress names (lock.go)
 	dataDir  string
 }
 
@@ -108,12 +119,18 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	EgressNames(&cfg.Egress, cfg.DataDir)
-	srv, err := open(ctx, cfg)
+	names, err := lockNames(cfg.Egress, cfg.DataDir)
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	srv.lock, srv.dataDir = lock, cfg.DataDir
+	srv, err := open(ctx, cfg)
+	if err != nil {
+		closeAll(names)
+		lock.Close()
+		return nil, err
+	}
+	srv.lock, srv.names, srv.dataDir = lock, names, cfg.DataDir
 	return srv, nil
 }
 
@@ -149,7 +166,9 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	tpl := &template.Store{Dir: cfg.TemplatesDir}
 	mgr := sandbox.New(drv, st, tpl, limits, cfg.Log)
-	eg, err := openEgress(cfg, mgr)
+	met := metrics.New(metrics.Sources{SandboxStates: st.CountSandboxesByState, Pool: mgr.PoolStatus}, cfg.Log)
+	mgr.SetObserver(met)
+	eg, err := openEgress(cfg, mgr, met.Egress)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -175,8 +194,14 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	h := api.New(api.Config{Manager: mgr, Store: st, Templates: tpl, Log: cfg.Log, MaxUploadBytes: cfg.MaxUploadBytes})
-	return &Server{Manager: mgr, Store: st, Templates: tpl, Handler: h, LocalKey: key, log: cfg.Log, egress: eg}, nil
+	srv := &Server{Manager: mgr, Store: st, Templates: tpl, Metrics: met, LocalKey: key, log: cfg.Log, egress: eg}
+	if srv.Handler, err = srv.handler(cfg, limits); err != nil {
+		mgr.Close()
+		eg.Close()
+		st.Close()
+		return nil, err
+	}
+	return srv, nil
 }
 
 // Serve serves the API on l until ctx ends, then shuts down gracefully.
@@ -204,8 +229,15 @@ func (s *Server) Close() error {
 	err := s.Store.Close()
 	// The holder file stays: it names a process that no longer holds the
 	// lock, which readers check.
+	closeAll(s.names)
 	s.lock.Close()
 	return err
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // localKey returns the local key's secret, creating the key and its file on

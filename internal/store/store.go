@@ -53,7 +53,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	provider, err := goose.NewProvider(goose.DialectSQLite3, db, mustSub(migrations, "migrations"))
+	// Out of order: migrations are numbered per feature branch, so a
+	// database may already hold a higher number than one merged later
+	// (00006 before 00005); goose then applies the missing one.
+	provider, err := goose.NewProvider(goose.DialectSQLite3, db, mustSub(migrations, "migrations"),
+		goose.WithAllowOutofOrder(true))
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: migrations: %w", err)

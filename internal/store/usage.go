@@ -10,30 +10,53 @@ import (
 )
 
 // UsageCursor is where a sandbox's next metered interval starts: the time
-// of the last sample and the sandbox's cumulative CPU seconds then.
+// of the last sample and the sandbox's cumulative CPU figures then.
 type UsageCursor struct {
 	SandboxID string
 	LastAt    time.Time
-	LastCPU   float64
+	// LastCPU is the sandbox's cumulative host CPU seconds at LastAt.
+	LastCPU float64
+	// LastOverheadCPU is the part of LastCPU its isolation layer spent;
+	// meaningful only when OverheadKnown.
+	LastOverheadCPU float64
+	OverheadKnown   bool
 	// Closed is set by the final sample (at destroy): nothing more is billed.
 	Closed bool
 }
 
-// UsageInterval is one metered interval of one sandbox.
-type UsageInterval struct {
-	SandboxID   string
-	KeyID       string
-	Start, End  time.Time
-	CPUSeconds  float64 // CPU used during the interval
-	WallSeconds float64 // End - Start
-	GiBSeconds  float64 // memory size × WallSeconds
+// CPUMark is one sample of a sandbox's cumulative CPU seconds: the host's
+// total, and the part its isolation layer spent (when OverheadKnown).
+type CPUMark struct {
+	Host          float64
+	Overhead      float64
+	OverheadKnown bool
 }
 
-// StartUsage creates a sandbox's cursor at at with cumulative CPU cpu,
+func (c CPUMark) overhead() sql.NullFloat64 {
+	return sql.NullFloat64{Float64: c.Overhead, Valid: c.OverheadKnown}
+}
+
+// UsageInterval is one metered interval of one sandbox.
+type UsageInterval struct {
+	SandboxID  string
+	KeyID      string
+	Start, End time.Time
+	// CPUSeconds is the CPU the sandbox's own processes used during the
+	// interval (billed).
+	CPUSeconds float64
+	// OverheadCPUSeconds is the host CPU its isolation layer spent during
+	// the interval (not billed; CPUSeconds + OverheadCPUSeconds is the host
+	// CPU of the interval).
+	OverheadCPUSeconds float64
+	WallSeconds        float64 // End - Start
+	GiBSeconds         float64 // memory size × WallSeconds
+}
+
+// StartUsage creates a sandbox's cursor at at with cumulative CPU mark,
 // unless it has one.
-func (s *Store) StartUsage(ctx context.Context, id string, at time.Time, cpu float64) error {
-	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO usage_cursor (sandbox_id, last_at, last_cpu) VALUES (?, ?, ?)`,
-		id, millis(at), cpu)
+func (s *Store) StartUsage(ctx context.Context, id string, at time.Time, mark CPUMark) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO usage_cursor (sandbox_id, last_at, last_cpu, last_overhead_cpu) VALUES (?, ?, ?, ?)`,
+		id, millis(at), mark.Host, mark.overhead())
 	if err != nil {
 		return fmt.Errorf("store: start usage %s: %w", id, err)
 	}
@@ -45,8 +68,9 @@ func (s *Store) GetUsageCursor(ctx context.Context, id string) (UsageCursor, err
 	var c UsageCursor
 	var at int64
 	var closed int
-	err := s.db.QueryRowContext(ctx, `SELECT sandbox_id, last_at, last_cpu, closed FROM usage_cursor WHERE sandbox_id = ?`, id).
-		Scan(&c.SandboxID, &at, &c.LastCPU, &closed)
+	var overhead sql.NullFloat64
+	err := s.db.QueryRowContext(ctx, `SELECT sandbox_id, last_at, last_cpu, last_overhead_cpu, closed FROM usage_cursor WHERE sandbox_id = ?`, id).
+		Scan(&c.SandboxID, &at, &c.LastCPU, &overhead, &closed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return UsageCursor{}, fmt.Errorf("usage cursor %s: %w", id, ErrNotFound)
 	}
@@ -54,15 +78,16 @@ func (s *Store) GetUsageCursor(ctx context.Context, id string) (UsageCursor, err
 		return UsageCursor{}, fmt.Errorf("store: usage cursor %s: %w", id, err)
 	}
 	c.LastAt, c.Closed = fromMillis(at), closed != 0
+	c.LastOverheadCPU, c.OverheadKnown = overhead.Float64, overhead.Valid
 	return c, nil
 }
 
 // RecordUsage writes iv and, in the same transaction, moves the sandbox's
-// cursor from iv.Start to iv.End with cumulative CPU cumCPU (closing it if
+// cursor from iv.Start to iv.End with cumulative CPU mark (closing it if
 // final). If the cursor is no longer at iv.Start (another sampler got there
 // first) or is closed, nothing is written and ok is false: an interval is
 // never counted twice.
-func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, cumCPU float64, final bool) (ok bool, err error) {
+func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, mark CPUMark, final bool) (ok bool, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("store: record usage: %w", err)
@@ -72,9 +97,9 @@ func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, cumCPU float6
 	if final {
 		closed = 1
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE usage_cursor SET last_at = ?, last_cpu = ?, closed = ?
+	res, err := tx.ExecContext(ctx, `UPDATE usage_cursor SET last_at = ?, last_cpu = ?, last_overhead_cpu = ?, closed = ?
 		WHERE sandbox_id = ? AND last_at = ? AND closed = 0`,
-		millis(iv.End), cumCPU, closed, iv.SandboxID, millis(iv.Start))
+		millis(iv.End), mark.Host, mark.overhead(), closed, iv.SandboxID, millis(iv.Start))
 	if err != nil {
 		return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
 	}
@@ -83,8 +108,8 @@ func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, cumCPU float6
 	}
 	if iv.End.After(iv.Start) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_intervals
-			(sandbox_id, key_id, start_at, end_at, cpu_seconds, wall_seconds, gib_seconds) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			iv.SandboxID, iv.KeyID, millis(iv.Start), millis(iv.End), iv.CPUSeconds, iv.WallSeconds, iv.GiBSeconds); err != nil {
+			(sandbox_id, key_id, start_at, end_at, cpu_seconds, overhead_cpu_seconds, wall_seconds, gib_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			iv.SandboxID, iv.KeyID, millis(iv.Start), millis(iv.End), iv.CPUSeconds, iv.OverheadCPUSeconds, iv.WallSeconds, iv.GiBSeconds); err != nil {
 			return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
 		}
 	}
@@ -104,12 +129,14 @@ type UsageFilter struct {
 
 // UsageSum is the usage of one sandbox (on one UTC day when asked by day).
 type UsageSum struct {
-	SandboxID   string
-	KeyID       string
-	Day         string // YYYY-MM-DD (UTC) of the intervals' ends; empty unless byDay
-	CPUSeconds  float64
-	WallSeconds float64
-	GiBSeconds  float64
+	SandboxID  string
+	KeyID      string
+	Day        string  // YYYY-MM-DD (UTC) of the intervals' ends; empty unless byDay
+	CPUSeconds float64 // the sandboxes' own processes (billed)
+	// OverheadCPUSeconds is the host CPU their isolation layer spent.
+	OverheadCPUSeconds float64
+	WallSeconds        float64
+	GiBSeconds         float64
 }
 
 // SumUsage adds up the intervals that f selects per sandbox (and per UTC
@@ -119,7 +146,7 @@ func (s *Store) SumUsage(ctx context.Context, f UsageFilter, byDay bool) ([]Usag
 	if byDay {
 		day = `strftime('%Y-%m-%d', (end_at - 1) / 1000, 'unixepoch')` // (from, to]: an end at midnight is the day before
 	}
-	q := `SELECT sandbox_id, key_id, ` + day + ` AS day, SUM(cpu_seconds), SUM(wall_seconds), SUM(gib_seconds)
+	q := `SELECT sandbox_id, key_id, ` + day + ` AS day, SUM(cpu_seconds), SUM(overhead_cpu_seconds), SUM(wall_seconds), SUM(gib_seconds)
 		FROM usage_intervals WHERE 1=1`
 	var args []any
 	if !f.From.IsZero() {
@@ -149,7 +176,7 @@ func (s *Store) SumUsage(ctx context.Context, f UsageFilter, byDay bool) ([]Usag
 	var out []UsageSum
 	for rows.Next() {
 		var u UsageSum
-		if err := rows.Scan(&u.SandboxID, &u.KeyID, &u.Day, &u.CPUSeconds, &u.WallSeconds, &u.GiBSeconds); err != nil {
+		if err := rows.Scan(&u.SandboxID, &u.KeyID, &u.Day, &u.CPUSeconds, &u.OverheadCPUSeconds, &u.WallSeconds, &u.GiBSeconds); err != nil {
 			return nil, fmt.Errorf("store: sum usage: %w", err)
 		}
 		out = append(out, u)

@@ -47,6 +47,9 @@ type Info struct {
 	// packages and steps); empty for templates of older versions, which
 	// Ensure rebuilds like any other out-of-date one.
 	Recipe string `json:"recipe,omitempty"`
+	// Origin is where a template not built from a recipe came from (an
+	// image); nil for recipe builds. See Create.
+	Origin *Origin `json:"origin,omitempty"`
 }
 
 // Progress reports that a build step begins (Done false) or has finished
@@ -140,12 +143,18 @@ func (s *Store) Get(name string) (Info, error) {
 	return info, nil
 }
 
-// RootFS returns the absolute path of a built template's root filesystem.
+// RootFS returns the absolute path of a built template's root filesystem,
+// symlinks resolved.
 func (s *Store) RootFS(name string) (string, error) {
 	if _, err := s.Get(name); err != nil {
 		return "", err
 	}
-	p, err := filepath.Abs(filepath.Join(s.Dir, name, rootfsDir))
+	// Symlinks resolved (a template directory may link to another store's):
+	// runsc wants the real path.
+	p, err := filepath.EvalSymlinks(filepath.Join(s.Dir, name, rootfsDir))
+	if err == nil {
+		p, err = filepath.Abs(p)
+	}
 	if err != nil {
 		return "", fmt.Errorf("template %q: %w", name, err)
 	}

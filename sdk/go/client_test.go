@@ -184,8 +184,8 @@ func TestUsageAndKeysRequests(t *testing.T) {
 			queries = append(queries, r.URL.RawQuery)
 			io.WriteString(w, `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","groupBy":"sandbox",
 				"prices":{"cpuMicrosPerVcpuHour":25000,"memoryMicrosPerGibHour":7500,"cpuFloorVcpu":0.05},
-				"rows":[{"group":"sbx_1","cpuSeconds":1.5,"billedCpuSeconds":1.5,"gibSeconds":0.25,"costMicros":12}],
-				"total":{"group":"total","cpuSeconds":1.5,"billedCpuSeconds":1.5,"gibSeconds":0.25,"costMicros":12}}`)
+				"rows":[{"group":"sbx_1","cpuSeconds":1.5,"overheadCpuSeconds":0.1,"billedCpuSeconds":1.5,"gibSeconds":0.25,"costMicros":12}],
+				"total":{"group":"total","cpuSeconds":1.5,"overheadCpuSeconds":0.1,"billedCpuSeconds":1.5,"gibSeconds":0.25,"costMicros":12}}`)
 		},
 		"POST /v1/keys": func(w http.ResponseWriter, r *http.Request) {
 			json.NewDecoder(r.Body).Decode(&created)
@@ -199,7 +199,7 @@ func TestUsageAndKeysRequests(t *testing.T) {
 	})
 	ctx := context.Background()
 	rows, err := c.Usage(ctx, UsageQuery{})
-	if err != nil || len(rows) != 1 || rows[0].Group != "sbx_1" || rows[0].CostMicros != 12 || rows[0].CPUSeconds != 1.5 {
+	if err != nil || len(rows) != 1 || rows[0].Group != "sbx_1" || rows[0].CostMicros != 12 || rows[0].CPUSeconds != 1.5 || rows[0].OverheadCPUSeconds != 0.1 {
 		t.Fatalf("usage: %+v %v", rows, err)
 	}
 	from := time.Date(2026, 1, 1, 1, 0, 0, 0, time.FixedZone("CET", 3600))

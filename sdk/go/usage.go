@@ -38,9 +38,14 @@ type UsageRow struct {
 	// Group is the UTC day ("YYYY-MM-DD"), the sandbox id or the key id,
 	// as UsageQuery.GroupBy says; "total" in UsageReport.Total.
 	Group string `json:"group"`
-	// CPUSeconds is the CPU time the sandboxes actually used, in
-	// CPU-seconds (gVisor's accounting), to the millisecond.
+	// CPUSeconds is the CPU time the sandboxes' own processes used, in
+	// CPU-seconds, as the host measures it (their host CPU less their
+	// isolation layer's), to the millisecond.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// OverheadCPUSeconds is the host CPU time the sandboxes' isolation
+	// layer (gVisor's kernel and file proxy) spent, in CPU-seconds, not
+	// billed: the host's CPU cost is CPUSeconds + OverheadCPUSeconds.
+	OverheadCPUSeconds float64 `json:"overheadCpuSeconds"`
 	// BilledCPUSeconds is the CPU time billed, in CPU-seconds: per sandbox
 	// the larger of what it used and the floor (UsagePrices.CPUFloorVCPU ×
 	// its wall-clock seconds), summed.
@@ -81,6 +86,18 @@ type UsageReport struct {
 	// Total covers every row; its CostMicros is rounded once from all of
 	// them, so it may differ by a micro-dollar from the sum of the rows'.
 	Total UsageRow `json:"total"`
+	// Trial is set when the key is a trial key (`withruntime login --trial`):
+	// its allowance of sandbox-hours and what is left. At 0 left, creates
+	// fail with ErrSpendingLimit (429 spending_limit).
+	Trial *UsageTrial `json:"trial,omitempty"`
+}
+
+// UsageTrial is a trial key's allowance of sandbox-hours (the wall time of
+// all its sandboxes, ever).
+type UsageTrial struct {
+	AllowanceHours float64 `json:"allowanceHours"`
+	UsedHours      float64 `json:"usedHours"`
+	LeftHours      float64 `json:"leftHours"`
 }
 
 // Usage returns the rows of the usage report q selects: CPU-seconds,

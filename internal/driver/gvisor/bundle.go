@@ -93,6 +93,8 @@ func ociSpec(spec driver.Spec, agentBinary, socketDir string) *specs.Spec {
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpOpts},
+			// gVisor's own cgroups (v1), for the agent's per-command cgroups.
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "mode=755"}},
 			{Destination: agentDirInSandbox, Type: "bind", Source: agentBinaryDir(agentBinary), Options: []string{"rbind", "ro"}},
 			{Destination: socketDirInSandbox, Type: "bind", Source: socketDir, Options: []string{"rbind", "rw"}},
 		},

@@ -146,6 +146,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := addNetwork(oci, spec.Network, dir); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
+	if err := addHosts(oci, dir); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
 	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
@@ -163,6 +166,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		networkFlag(spec.Network),
 		"--host-uds=create",
 		"--cpu-num-from-quota", // the CPU count inside follows the grant: cpu.go
+		// sudo (and other setuid programs) work inside: root inside the
+		// sandbox is already allowed, and is gVisor's root, not the host's.
+		"--allow-suid",
 		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
 	}
 	flags = append(flags, d.cfg.ExtraFlags...)
@@ -280,8 +286,13 @@ func isNotExist(err error) bool {
 }
 
 // List implements driver.Driver: every container runsc knows plus every
-// sandbox directory, so half-created sandboxes are found too.
+// sandbox directory, so half-created sandboxes are found too. It first
+// waits for runsc commands that a process which died mid-create left on
+// this state directory (see settle), so that what it returns stays true.
 func (d *Driver) List(ctx context.Context) ([]string, error) {
+	if err := d.settle(ctx); err != nil {
+		return nil, fmt.Errorf("gvisor list: %w", err)
+	}
 	seen := map[string]bool{}
 	out, err := d.runsc(ctx, nil, "list", "--quiet")
 	if err == nil {
@@ -305,7 +316,7 @@ func (d *Driver) List(ctx context.Context) ([]string, error) {
 
 // Stats implements driver.StatsReader from runsc's own accounting.
 func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
-	if st, ok := cgroupStats(id); ok {
+	if st, ok := d.cgroupStats(id); ok {
 		return st, nil
 	}
 	out, err := d.runsc(ctx, nil, "events", "--stats", id)

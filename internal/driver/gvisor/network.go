@@ -16,6 +16,21 @@ const (
 	caBundlePath   = "/etc/ssl/certs/ca-certificates.crt"
 )
 
+// hostsFile is every sandbox's /etc/hosts: its own name resolves (sudo
+// and many tools look it up), as in a container.
+const hostsFile = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
+
+// addHosts writes the sandbox's /etc/hosts into dir and bind-mounts it
+// read-only (templates need not have one; images often do not).
+func addHosts(s *specs.Spec, dir string) error {
+	path := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(path, []byte(hostsFile), 0o644); err != nil {
+		return err
+	}
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: "/etc/hosts", Type: "bind", Source: path, Options: []string{"rbind", "ro"}})
+	return nil
+}
+
 // networkFlag is runsc's --network for a sandbox: gVisor's own network
 // stack inside the given namespace (its veth, routes and address), or no
 // network at all.

@@ -34,13 +34,19 @@ type Config struct {
 	// Dir holds the named namespaces (default /run/netns, where `ip netns`
 	// finds them too).
 	Dir string
-	// NamePrefix starts every namespace name: NamePrefix + sandbox id.
+	// NamePrefix starts every namespace name: NamePrefix + sandbox id. It
+	// ends with '-', which no sandbox id holds (see ValidID), so the names of
+	// one configuration never parse as another's: "withruntime-" does not
+	// claim "withruntime-1a2b3c4d-sbx_x", whose rest holds a '-'.
 	NamePrefix string
 	// LinkPrefix starts every host-side veth name; the rest is a hash of
-	// the sandbox id. At most 6 characters.
+	// the sandbox id. At most 6 characters. Configurations on one host
+	// need link prefixes neither of which starts another's veth names (the
+	// firewall drops what comes from an unknown link with its prefix).
 	LinkPrefix string
 	// AliasPrefix starts the host veth's alias (AliasPrefix + sandbox id),
 	// which is how a link is traced back to its sandbox after a restart.
+	// It ends with ':', for the same reason NamePrefix ends with '-'.
 	AliasPrefix string
 	// Pool is where the /30 links come from (default 100.64.0.0/10).
 	Pool netip.Prefix
@@ -58,6 +64,9 @@ func (c *Config) defaults() error {
 	}
 	if c.NamePrefix == "" || c.LinkPrefix == "" || c.AliasPrefix == "" {
 		return fmt.Errorf("netns: NamePrefix, LinkPrefix and AliasPrefix are required")
+	}
+	if !strings.HasSuffix(c.NamePrefix, "-") || !strings.HasSuffix(c.AliasPrefix, ":") {
+		return fmt.Errorf("netns: NamePrefix %q must end with '-' and AliasPrefix %q with ':', so that no other configuration's names parse as this one's", c.NamePrefix, c.AliasPrefix)
 	}
 	if len(c.LinkPrefix) > 6 {
 		return fmt.Errorf("netns: LinkPrefix %q longer than 6 characters", c.LinkPrefix)
@@ -79,14 +88,16 @@ type Link struct {
 	Addr netip.Prefix
 }
 
-// ValidID reports whether an id can name a namespace.
+// ValidID reports whether an id can name a namespace: 1 to 200 letters,
+// digits and '_'. Never '-' or ':', the characters that end name and alias
+// prefixes, so that a name is parsed the same way by every configuration.
 func ValidID(id string) error {
 	if id == "" || len(id) > 200 {
-		return fmt.Errorf("netns: bad sandbox id %q", id)
+		return fmt.Errorf("netns: bad sandbox id %q: want 1 to 200 letters, digits or '_'", id)
 	}
 	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return fmt.Errorf("netns: bad sandbox id %q", id)
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return fmt.Errorf("netns: bad sandbox id %q: want 1 to 200 letters, digits or '_'", id)
 		}
 	}
 	return nil
@@ -257,7 +268,8 @@ func (c Config) Delete(id string) error {
 }
 
 // List returns the ids of every sandbox that has a namespace or a host veth
-// of this configuration.
+// of this configuration. Names of other configurations are never returned,
+// even when this one's prefix starts theirs (see Config.NamePrefix).
 func (c Config) List() ([]string, error) {
 	if err := c.defaults(); err != nil {
 		return nil, err
@@ -290,6 +302,29 @@ func (c Config) List() ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// Foreign returns the host links that start with this configuration's
+// LinkPrefix but whose alias names another configuration: another Runtime
+// instance uses the same prefix, and the two would drop each other's
+// traffic (see Config.LinkPrefix). Links with no alias yet (being created)
+// are not counted.
+func (c Config) Foreign() ([]string, error) {
+	if err := c.defaults(); err != nil {
+		return nil, err
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	var out []string
+	for _, l := range links {
+		a := l.Attrs()
+		if strings.HasPrefix(a.Name, c.LinkPrefix) && a.Alias != "" && !strings.HasPrefix(a.Alias, c.AliasPrefix) {
+			out = append(out, a.Name+" ("+a.Alias+")")
+		}
+	}
+	return out, nil
 }
 
 // allocate picks a free /30 in the pool: the first free one from a place

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -89,5 +90,56 @@ func TestCreateLookupDelete(t *testing.T) {
 	}
 	if _, err := c.Create("bad/id"); err == nil {
 		t.Error("bad id accepted")
+	}
+}
+
+// TestListOnlyOwnNames (C25): a configuration whose name prefix starts
+// another's ("withruntime-" and "withruntime-1a2b3c4d-", the default data
+// directory's server and another's) never lists, and so never cleans up,
+// the other's namespaces and links.
+func TestListOnlyOwnNames(t *testing.T) {
+	short := testConfig(t)
+	long := short
+	long.NamePrefix = short.NamePrefix + "1a2b3c4d-"
+	long.AliasPrefix = short.NamePrefix + "1a2b3c4d:"
+	long.LinkPrefix = "wm" + short.LinkPrefix[2:]
+	t.Cleanup(func() { _ = long.Delete("sbx_x") })
+	l, err := long.Create("sbx_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := short.List(); err != nil || len(ids) != 0 {
+		t.Fatalf("%q lists %v (%v): another configuration's names are not its own", short.NamePrefix, ids, err)
+	}
+	if ids, err := long.List(); err != nil || !slices.Equal(ids, []string{"sbx_x"}) {
+		t.Fatalf("%q lists %v (%v), want its own sandbox", long.NamePrefix, ids, err)
+	}
+	if _, err := long.Lookup("sbx_x"); err != nil {
+		t.Fatalf("the other configuration's link: %v", err)
+	}
+	// Ids that would make names ambiguous are refused; so are prefixes
+	// that do not end in the separators ids never hold.
+	for _, id := range []string{"1a2b3c4d-sbx_x", "a:b"} {
+		if err := ValidID(id); err == nil {
+			t.Errorf("ValidID(%q) accepted", id)
+		}
+	}
+	bad := short
+	bad.NamePrefix = "wrtest"
+	if _, err := bad.List(); err == nil {
+		t.Errorf("NamePrefix %q accepted", bad.NamePrefix)
+	}
+	if _, err := netlink.LinkByName(l.HostIf); err != nil {
+		t.Errorf("veth %s: %v", l.HostIf, err)
+	}
+	// A configuration with the other's link prefix sees its links as
+	// foreign (the two would drop each other's traffic); the owner does not.
+	if f, err := long.Foreign(); err != nil || len(f) != 0 {
+		t.Errorf("owner's Foreign = %v %v", f, err)
+	}
+	clash := short
+	clash.LinkPrefix = long.LinkPrefix
+	if f, err := clash.Foreign(); err != nil || len(f) != 1 || !strings.HasPrefix(f[0], l.HostIf) {
+		t.Errorf("Foreign with a clashing prefix = %v %v, want %s", f, err, l.HostIf)
 	}
 }

@@ -72,6 +72,10 @@ type Proxy struct {
 	// directly (see upstream.go). The server builds it from its own
 	// HTTPS_PROXY, HTTP_PROXY and NO_PROXY.
 	Upstream func(scheme, host string) *url.URL
+	// Observe, when set, hears each connection's decision and, for a
+	// spliced one, the bytes it carried each way (out: from the sandbox),
+	// for metrics; intercepted and forwarded ones report 0 bytes.
+	Observe func(allowed bool, out, in int64)
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -198,6 +202,7 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	}
 	attrs := []any{"host", req.host, "dst", dst, "tls", req.tls, "viaUpstream", upstream != nil}
 	if reason != "" {
+		p.observe(false, 0, 0)
 		p.logf(slog.LevelInfo, "egress: refused", append(attrs, "reason", reason)...)
 		if m == nil || m.None() {
 			// Network off: behave as if there were no route at all, so
@@ -209,6 +214,8 @@ func (p *Proxy) ServeConn(c net.Conn) {
 		refuse(c, req, reason)
 		return
 	}
+	var sent, received int64
+	defer func() { p.observe(true, sent, received) }()
 	if req.tls && req.host != "" && p.Secrets != nil && p.CA != nil {
 		if set := p.Secrets(); set.Covers(req.host) {
 			p.logf(slog.LevelInfo, "egress: intercepting for secrets", attrs...)
@@ -242,7 +249,14 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	if _, err := up.Write(req.head); err != nil {
 		return
 	}
-	splice(c, up)
+	sent, received = splice(c, up)
+	sent += int64(len(req.head))
+}
+
+func (p *Proxy) observe(allowed bool, out, in int64) {
+	if p.Observe != nil {
+		p.Observe(allowed, out, in)
+	}
 }
 
 func displayHost(host string, dst netip.Addr) string {
@@ -429,18 +443,20 @@ func resetConn(c net.Conn) {
 }
 
 // splice copies both ways until both directions are done (with half-close),
-// using splice(2) between TCP sockets.
-func splice(a, b net.Conn) {
+// using splice(2) between TCP sockets, and returns the bytes copied from a
+// to b and from b to a.
+func splice(a, b net.Conn) (ab, ba int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _ = io.Copy(b, a)
+		ab, _ = io.Copy(b, a)
 		closeWrite(b)
 	}()
-	_, _ = io.Copy(a, b)
+	ba, _ = io.Copy(a, b)
 	closeWrite(a)
 	wg.Wait()
+	return ab, ba
 }
 
 func closeWrite(c net.Conn) {

@@ -159,6 +159,7 @@ def test_secrets_network_keys_and_usage(server: Server, recorded: tuple[Client, 
         assert all(isinstance(r, UsageRow) for r in rows)
         row = next(r for r in rows if r.group == sid)
         assert row.cpu_seconds > 0 and row.billed_cpu_seconds >= row.cpu_seconds and row.gib_seconds > 0
+        assert row.overhead_cpu_seconds > 0  # gVisor's own CPU, reported apart
         assert row.cost_micros == info.cost_micros
         rep = keyed.usage_report(datetime.now(UTC) - timedelta(hours=1), group_by="key")
         assert rep.group_by == "key" and rep.prices.cpu_micros_per_vcpu_hour > 0 and rep.total.group == "total"

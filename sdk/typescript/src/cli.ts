@@ -6,6 +6,7 @@
 import { parseArgs } from "node:util";
 
 import { APIError } from "./errors.js";
+import { configured, deviceLogin, loginURL, type SavedConnection } from "./login.js";
 import { Sandbox } from "./sandbox.js";
 import type { ExecRequest } from "./types.js";
 
@@ -28,6 +29,10 @@ Flags:
   --disk MIB             disk in MiB (default 2048)
   -e, --env KEY=VALUE    environment variable (repeatable)
   --metadata KEY=VALUE   label (repeatable)
+  --trial                with no server and key configured, first log in to
+                         WITHRUNTIME_URL (or the config file's server, or
+                         http://127.0.0.1:7780) asking for a trial key: the
+                         link and code to approve are printed on stderr
 
 The server comes from WITHRUNTIME_URL and WITHRUNTIME_API_KEY, or from
 ~/.config/withruntime/config.json {"url": ..., "apiKey": ...}.`;
@@ -78,6 +83,7 @@ async function sandboxRun(argv: string[]): Promise<number> {
       disk: { type: "string" },
       env: { type: "string", short: "e", multiple: true },
       metadata: { type: "string", multiple: true },
+      trial: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -97,7 +103,12 @@ async function sandboxRun(argv: string[]): Promise<number> {
   process.once("SIGTERM", onSignal);
   let sbx: Sandbox | undefined;
   try {
+    let conn: SavedConnection | undefined;
+    if (values.trial && !configured()) {
+      conn = await deviceLogin(loginURL(), { trial: true, signal: ac.signal });
+    }
     sbx = await Sandbox.create({
+      ...(conn ? { baseURL: conn.url, apiKey: conn.apiKey } : {}),
       template: values.template ?? "base",
       timeoutSeconds,
       cpu: num("--cpu", values.cpu),

@@ -45,6 +45,12 @@ function userConfigDir(): string | undefined {
   }
 }
 
+/** The CLI's config file's path (~/.config/withruntime/config.json, as Go's os.UserConfigDir finds it), or undefined when there is no config directory. */
+export function configFilePath(): string | undefined {
+  const dir = userConfigDir();
+  return dir ? join(dir, CONFIG_FILE) : undefined;
+}
+
 function resolveConfig(opts: ClientOptions): { baseURL: string; apiKey: string } {
   if (opts.baseURL) return { baseURL: opts.baseURL, apiKey: opts.apiKey ?? "" };
   const env = process.env;

@@ -47,6 +47,7 @@ export {
   type RunCodeOptions,
 } from "./code.js";
 export * from "./errors.js";
+export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, type FileData, type ListOptions } from "./files.js";
 export {
   eventData,

@@ -228,8 +228,10 @@ export type GroupBy = "day" | "sandbox" | "key";
 export interface UsageRow {
   /** The UTC day (`YYYY-MM-DD`), the sandbox id (`sbx_...`) or the key id (`key_...`); "total" for a report's total. */
   group: string;
-  /** CPU time the sandboxes actually used, in CPU-seconds (gVisor's accounting), to the millisecond. */
+  /** CPU time the sandboxes' own processes used, in CPU-seconds, as the host measures it (their host CPU less their isolation layer's), to the millisecond. */
   cpuSeconds: number;
+  /** Host CPU time the sandboxes' isolation layer (gVisor's kernel and file proxy) spent, in CPU-seconds, not billed: the host's CPU cost is cpuSeconds + overheadCpuSeconds. */
+  overheadCpuSeconds: number;
   /** CPU time billed, in CPU-seconds: per sandbox the larger of what it used and the floor (cpuFloorVcpu × its wall-clock seconds), summed. */
   billedCpuSeconds: number;
   /** Memory size × time running, in GiB-seconds. */
@@ -260,4 +262,13 @@ export interface UsageReport {
   rows: UsageRow[];
   /** The total over every row; its costMicros is rounded once from all of them, so it may differ by a micro-dollar from the sum of the rows'. */
   total: UsageRow;
+  /** Present for a trial key (`withruntime login --trial`): its sandbox-hours and what is left; at 0 left, creates answer 429. */
+  trial?: UsageTrial;
+}
+
+/** A trial key's allowance of sandbox-hours (the wall time of all its sandboxes, ever). */
+export interface UsageTrial {
+  allowanceHours: number;
+  usedHours: number;
+  leftHours: number;
 }

@@ -101,6 +101,7 @@ test("secrets, network policy, keys, usage and the cost cap", async () => {
   // Usage by sandbox and by key: the sandbox's final cost.
   const row = (await admin.usage({ groupBy: "sandbox" })).find((r) => r.group === id) as UsageRow;
   assert.ok(row.cpuSeconds > 0 && row.billedCpuSeconds >= row.cpuSeconds && row.gibSeconds > 0, JSON.stringify(row));
+  assert.ok(row.overheadCpuSeconds > 0, JSON.stringify(row)); // gVisor's own CPU, reported apart
   assert.equal(row.costMicros, info.costMicros);
   const rep = await keyed.usageReport({ from: new Date(Date.now() - 3600_000), groupBy: "key" });
   assert.equal(rep.groupBy, "key");

@@ -258,7 +258,7 @@ test("what create, usage and the key and secret methods send", async () => {
     sent.push({ method: init?.method ?? "GET", url: String(url), body: init?.body == null ? undefined : JSON.parse(String(init.body)) });
     const u = new URL(String(url));
     if (u.pathname === "/v1/usage") {
-      const row = { group: "sbx_1", cpuSeconds: 1.5, billedCpuSeconds: 1.5, gibSeconds: 0.25, costMicros: 12 };
+      const row = { group: "sbx_1", cpuSeconds: 1.5, overheadCpuSeconds: 0.1, billedCpuSeconds: 1.5, gibSeconds: 0.25, costMicros: 12 };
       return Response.json({ from: "", to: "", groupBy: "sandbox", prices: {}, rows: [row], total: { ...row, group: "total" } });
     }
     if (init?.method === "DELETE") return new Response(null, { status: 204 });
@@ -268,7 +268,7 @@ test("what create, usage and the key and secret methods send", async () => {
   await c.create({ secrets: ["TOKEN"], maxCostMicros: 5000, network: { allow: ["pypi.org"] } });
   await c.create({ secrets: [], maxCostMicros: 0 });
   const rows = await c.usage({ from: new Date(Date.UTC(2026, 0, 1, 1)), to: "2026-01-02", groupBy: "sandbox" });
-  assert.deepEqual(rows.map((r) => [r.group, r.costMicros]), [["sbx_1", 12]]);
+  assert.deepEqual(rows.map((r) => [r.group, r.costMicros, r.overheadCpuSeconds]), [["sbx_1", 12, 0.1]]);
   await c.usage();
   await c.createKey("ci", { dailyLimitMicros: 5000 });
   await c.createKey("plain");

@@ -71,6 +71,7 @@ from .types import (
     UsagePrices,
     UsageReport,
     UsageRow,
+    UsageTrial,
 )
 
 __version__ = "0.1.0"
@@ -97,6 +98,7 @@ __all__ = [
     "UsageRow",
     "UsagePrices",
     "UsageReport",
+    "UsageTrial",
     "GroupBy",
     "WithRuntimeError",
     "NotConfiguredError",

@@ -450,8 +450,9 @@ class UsageRow:
     #: The UTC day (``"YYYY-MM-DD"``), the sandbox id (``"sbx_..."``) or the
     #: key id (``"key_..."``), as the report is grouped; ``"total"`` for its total.
     group: str
-    #: CPU time the sandboxes actually used, in CPU-seconds (gVisor's
-    #: accounting), to the millisecond.
+    #: CPU time the sandboxes' own processes used, in CPU-seconds, as the
+    #: host measures it (their host CPU less their isolation layer's), to
+    #: the millisecond.
     cpu_seconds: float
     #: CPU time billed, in CPU-seconds: per sandbox the larger of what it
     #: used and the floor (``prices.cpu_floor_vcpu`` × its wall-clock
@@ -463,6 +464,10 @@ class UsageRow:
     #: at the report's prices, summed unrounded over the row's sandboxes
     #: and rounded once.
     cost_micros: int
+    #: Host CPU time the sandboxes' isolation layer (gVisor's kernel and
+    #: file proxy) spent, in CPU-seconds, not billed: the host's CPU cost is
+    #: ``cpu_seconds + overhead_cpu_seconds``.
+    overhead_cpu_seconds: float = 0.0
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageRow:
@@ -472,6 +477,7 @@ class UsageRow:
             billed_cpu_seconds=float(d.get("billedCpuSeconds", 0) or 0),
             gib_seconds=float(d.get("gibSeconds", 0) or 0),
             cost_micros=int(d.get("costMicros", 0) or 0),
+            overhead_cpu_seconds=float(d.get("overheadCpuSeconds", 0) or 0),
         )
 
 
@@ -497,6 +503,24 @@ class UsagePrices:
 
 
 @dataclass(frozen=True)
+class UsageTrial:
+    """A trial key's allowance of sandbox-hours (the wall time of all its
+    sandboxes, ever) and what is left."""
+
+    allowance_hours: float
+    used_hours: float
+    left_hours: float
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsageTrial:
+        return cls(
+            allowance_hours=float(d.get("allowanceHours", 0) or 0),
+            used_hours=float(d.get("usedHours", 0) or 0),
+            left_hours=float(d.get("leftHours", 0) or 0),
+        )
+
+
+@dataclass(frozen=True)
 class UsageReport:
     """A whole usage report (GET /v1/usage): the window the server used,
     the prices, one row per group with usage in the window (sorted by
@@ -514,10 +538,14 @@ class UsageReport:
     #: is rounded once from all of them, so it may differ by a micro-dollar
     #: from the sum of the rows'.
     total: UsageRow
+    #: For a trial key (``withruntime login --trial``): its allowance of
+    #: sandbox-hours and what is left; at 0 left, creates fail with 429.
+    trial: UsageTrial | None = None
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageReport:
+        t = d.get("trial")
         return cls(
             from_=parse_time(d.get("from")),
             to=parse_time(d.get("to")),
@@ -525,6 +553,7 @@ class UsageReport:
             prices=UsagePrices.from_dict(d.get("prices") or {}),
             rows=[UsageRow.from_dict(r) for r in d.get("rows") or []],
             total=UsageRow.from_dict(d.get("total") or {"group": "total"}),
+            trial=UsageTrial.from_dict(t) if isinstance(t, dict) else None,
             _raw=dict(d),
         )
 

@@ -1,0 +1,196 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"withruntime.dev/runtime/internal/device"
+)
+
+// Device login (RFC 8628; package device). authorize and token are open
+// (the CLI has no key yet); the approval routes are for keys without a
+// limit (adminRoutes), which the dashboard calls.
+
+// DeviceAuthorizeRequest is the body of POST /v1/device/authorize (all
+// optional).
+type DeviceAuthorizeRequest struct {
+	// ClientName is shown to the approver, such as "alice@laptop".
+	ClientName string `json:"clientName,omitempty"`
+	// Trial asks for a trial key.
+	Trial bool `json:"trial,omitempty"`
+}
+
+// DeviceAuthorization is the answer of POST /v1/device/authorize.
+type DeviceAuthorization struct {
+	// DeviceCode is the CLI's secret to poll POST /v1/device/token with.
+	DeviceCode string `json:"deviceCode"`
+	// UserCode is what the user shows the approver: XXXX-XXXX.
+	UserCode string `json:"userCode"`
+	// VerificationURI is the dashboard page where the code is approved.
+	VerificationURI string `json:"verificationUri"`
+	// VerificationURIComplete is that page with the code filled in.
+	VerificationURIComplete string `json:"verificationUriComplete"`
+	// Interval is the least number of seconds between polls.
+	Interval int64 `json:"interval"`
+	// ExpiresIn is the number of seconds the codes stay valid.
+	ExpiresIn int64 `json:"expiresIn"`
+}
+
+// DeviceTokenRequest is the body of POST /v1/device/token.
+type DeviceTokenRequest struct {
+	DeviceCode string `json:"deviceCode"`
+}
+
+// DeviceToken is the answer of POST /v1/device/token once approved: the new
+// key, handed out once.
+type DeviceToken struct {
+	APIKey           string  `json:"apiKey"`
+	KeyID            string  `json:"keyId"`
+	KeyName          string  `json:"keyName"`
+	DailyLimitMicros int64   `json:"dailyLimitMicros"`
+	TrialHours       float64 `json:"trialHours,omitempty"`
+}
+
+// DeviceRequest is a device login waiting for approval
+// (GET /v1/device/requests/{userCode}).
+type DeviceRequest struct {
+	UserCode       string    `json:"userCode"`
+	ClientName     string    `json:"clientName"`
+	TrialRequested bool      `json:"trialRequested"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+	// TrialHours is the allowance a trial approval grants (0: this server
+	// grants no trials).
+	TrialHours float64 `json:"trialHours"`
+}
+
+// DeviceApproveRequest is the body of POST /v1/device/approve.
+type DeviceApproveRequest struct {
+	UserCode         string `json:"userCode"`
+	KeyName          string `json:"keyName"`
+	DailyLimitMicros int64  `json:"dailyLimitMicros"`
+	Trial            bool   `json:"trial,omitempty"`
+}
+
+// DeviceDenyRequest is the body of POST /v1/device/deny.
+type DeviceDenyRequest struct {
+	UserCode string `json:"userCode"`
+}
+
+// DevicePath is the dashboard page where user codes are approved.
+const DevicePath = "/ui/device"
+
+func (s *Server) deviceRoutes() {
+	if s.cfg.Device == nil {
+		return
+	}
+	s.register("POST", "/v1/device/authorize", s.open(s.deviceAuthorize))
+	s.register("POST", "/v1/device/token", s.open(s.deviceToken))
+	s.handle("GET", "/v1/device/requests/{userCode}", s.deviceLookup)
+	s.handle("POST", "/v1/device/approve", s.deviceApprove)
+	s.handle("POST", "/v1/device/deny", s.deviceDeny)
+}
+
+// open adapts an unauthenticated handler that returns an error.
+func (s *Server) open(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			if isInternal(err) {
+				s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, r, err)
+		}
+	}
+}
+
+func (s *Server) deviceAuthorize(w http.ResponseWriter, r *http.Request) error {
+	var req DeviceAuthorizeRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	g, err := s.cfg.Device.Authorize(r.Context(), device.AuthorizeParams{ClientName: req.ClientName, Trial: req.Trial})
+	if err != nil {
+		return err
+	}
+	page := s.publicURL(r) + DevicePath
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, DeviceAuthorization{
+		DeviceCode: g.DeviceCode, UserCode: g.UserCode,
+		VerificationURI: page, VerificationURIComplete: page + "?code=" + url.QueryEscape(g.UserCode),
+		Interval: int64(g.Interval / time.Second), ExpiresIn: int64(g.ExpiresIn / time.Second),
+	})
+	return nil
+}
+
+func (s *Server) deviceToken(w http.ResponseWriter, r *http.Request) error {
+	var req DeviceTokenRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	iss, err := s.cfg.Device.Token(r.Context(), req.DeviceCode)
+	var de *device.Error
+	if errors.As(err, &de) {
+		// RFC 8628 3.5: these are 400 answers with the RFC's error code.
+		return &httpError{status: http.StatusBadRequest, code: de.Code, msg: de.Msg}
+	}
+	if err != nil {
+		return err
+	}
+	s.cfg.Log.Info("device login: key issued", "key", iss.Key.ID, "name", iss.Key.Name, "trialHours", iss.TrialHours)
+	writeJSON(w, http.StatusOK, DeviceToken{APIKey: iss.Secret, KeyID: iss.Key.ID, KeyName: iss.Key.Name,
+		DailyLimitMicros: iss.DailyLimitMicros, TrialHours: iss.TrialHours})
+	return nil
+}
+
+func (s *Server) deviceLookup(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.cfg.Device.Lookup(r.Context(), r.PathValue("userCode"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, DeviceRequest{UserCode: p.UserCode, ClientName: p.ClientName,
+		TrialRequested: p.TrialRequested, ExpiresAt: p.ExpiresAt, TrialHours: s.cfg.Device.TrialHours()})
+	return nil
+}
+
+func (s *Server) deviceApprove(w http.ResponseWriter, r *http.Request) error {
+	var req DeviceApproveRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	by := keyFrom(r.Context()).ID
+	if err := s.cfg.Device.Approve(r.Context(), device.Approval{UserCode: req.UserCode, KeyName: req.KeyName,
+		DailyLimitMicros: req.DailyLimitMicros, Trial: req.Trial, By: by}); err != nil {
+		return err
+	}
+	s.cfg.Log.Info("device login approved", "by", by, "keyName", req.KeyName, "trial", req.Trial)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) deviceDeny(w http.ResponseWriter, r *http.Request) error {
+	var req DeviceDenyRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := s.cfg.Device.Deny(r.Context(), req.UserCode, keyFrom(r.Context()).ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// publicURL is the server's URL as its callers reach it: Config.PublicURL,
+// else the request's own scheme and Host.
+func (s *Server) publicURL(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimRight(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}

@@ -1,0 +1,293 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/store"
+	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/image"
+)
+
+// ContentTypeTar is the body of POST /v1/templates that uploads an image as
+// a `docker save` tarball.
+const ContentTypeTar = "application/x-tar"
+
+// CreateTemplateRequest is the JSON body of POST /v1/templates.
+type CreateTemplateRequest struct {
+	// Name is the new template's name: 1-63 of a-z, 0-9, '.', '_', '-',
+	// starting with a letter or digit. It must not be taken.
+	Name string `json:"name"`
+	// FromImage is an image in a registry the server can reach,
+	// "[HOST[:PORT]/]REPO[:TAG|@sha256:DIGEST]", linux/amd64. The server
+	// pulls it with the registry credentials of the user it runs as. Images
+	// on the caller's disk are uploaded instead (Content-Type
+	// application/x-tar): the server never reads paths on a caller's behalf.
+	FromImage string `json:"fromImage"`
+}
+
+// TemplateOrigin is where a template made from an image came from.
+type TemplateOrigin struct {
+	// Image is the reference the template was made from.
+	Image string `json:"image"`
+	// Digest is the image manifest's digest.
+	Digest string `json:"digest,omitempty"`
+	// Env is the image's environment, which the template's sandboxes start
+	// with (a create's env wins).
+	Env []string `json:"env,omitempty"`
+	// WorkingDir is the image's working directory (recorded; commands start
+	// in /workspace).
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Shell runs "command": "/bin/bash", "/bin/sh", or "" (none: use argv).
+	Shell string `json:"shell"`
+}
+
+// TemplateEvent is one line of the NDJSON stream of POST /v1/templates.
+type TemplateEvent struct {
+	// Type is "step" (a build step begins, or ends when Done), "output"
+	// (what a Dockerfile's RUN printed, in Data), "template" (the build
+	// succeeded; the last line) or "error" (it failed and left nothing
+	// behind; the last line).
+	Type           string          `json:"type"`
+	Step           string          `json:"step,omitempty"`
+	Done           bool            `json:"done,omitempty"`
+	Data           string          `json:"data,omitempty"`
+	ElapsedSeconds float64         `json:"elapsedSeconds,omitempty"`
+	Template       *Template       `json:"template,omitempty"`
+	Error          *agentapi.Error `json:"error,omitempty"`
+}
+
+func toTemplate(t template.Info) Template {
+	out := Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes}
+	if o := t.Origin; o != nil {
+		out.Origin = &TemplateOrigin{Image: o.Image, Digest: o.Digest, Env: o.Env, WorkingDir: o.WorkingDir, Shell: o.Shell}
+	}
+	return out
+}
+
+func (s *Server) templateRoutes() {
+	s.handle("GET", "/v1/templates", s.listTemplates)
+	s.handle("POST", "/v1/templates", s.createTemplate)
+	s.handle("GET", "/v1/templates/{name}", s.getTemplate)
+	s.handle("DELETE", "/v1/templates/{name}", s.deleteTemplate)
+}
+
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
+	infos, err := s.cfg.Templates.List()
+	if err != nil {
+		return err
+	}
+	out := TemplateList{Templates: make([]Template, 0, len(infos))}
+	for _, t := range infos {
+		out.Templates = append(out.Templates, toTemplate(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := template.ValidName(name); err != nil {
+		return badRequest("%v", err)
+	}
+	info, err := s.cfg.Templates.Get(name)
+	if errors.Is(err, template.ErrNotFound) {
+		return notFound("no template %q; list them with GET /v1/templates", name)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toTemplate(info))
+	return nil
+}
+
+// deleteTemplate refuses while sandboxes (or the warm pool) use it.
+func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	err := s.cfg.Templates.Delete(r.Context(), name, func() error {
+		if _, pooled := s.cfg.Manager.PoolStatus()[name]; pooled {
+			return errs.New(errs.Conflict, "template %q has a warm pool (serve --pool-templates); restart the server without it first", name)
+		}
+		var users []string
+		for _, state := range []string{store.StateStarting, store.StateRunning} {
+			sbs, err := s.cfg.Store.ListSandboxes(r.Context(), store.SandboxFilter{State: state})
+			if err != nil {
+				return err
+			}
+			for _, sb := range sbs {
+				if sb.Template == name {
+					users = append(users, sb.ID)
+				}
+			}
+		}
+		if len(users) > 0 {
+			if len(users) > 5 {
+				users = append(users[:5], "…")
+			}
+			return errs.New(errs.Conflict, "template %q is used by %d running sandbox(es) (%s); delete them first", name, len(users), strings.Join(users, ", "))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// createTemplate makes a template: from a registry image named in a JSON
+// body; from a `docker save` tarball that is the body itself (Content-Type
+// application/x-tar, ?name=NAME, optional ?image=LABEL recorded as the
+// origin); or from a Dockerfile in a build context that is the body
+// (application/x-tar with ?dockerfile=PATH: see buildDockerfile).
+// Everything that can be checked before the layers are pulled or the steps
+// run is answered with its own status; with Accept: application/x-ndjson
+// the rest streams as TemplateEvents.
+func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == ContentTypeTar && r.URL.Query().Has("dockerfile") {
+		return s.buildDockerfile(w, r)
+	}
+	var (
+		name string
+		src  image.Source
+		img  v1.Image
+	)
+	if ct == ContentTypeTar {
+		for k := range r.URL.Query() {
+			if k != "name" && k != "image" {
+				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL (or ?dockerfile=PATH for a build context)", k)
+			}
+		}
+		name = r.URL.Query().Get("name")
+		label := r.URL.Query().Get("image")
+		if label == "" {
+			label = "upload"
+		}
+		if len(label) > 1024 {
+			return badRequest("image label is over 1024 bytes")
+		}
+		if err := s.cfg.Templates.CheckNew(name); err != nil {
+			return err
+		}
+		spool, err := s.spool(r)
+		if err != nil {
+			return err
+		}
+		defer spool.Close()
+		src = image.Source{Kind: image.Archive, Ref: label}
+		if img, err = image.OpenArchive(func() (io.ReadCloser, error) {
+			return io.NopCloser(io.NewSectionReader(spool, 0, 1<<62)), nil
+		}, label); err != nil {
+			return err
+		}
+	} else {
+		var req CreateTemplateRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		name = req.Name
+		if err := s.cfg.Templates.CheckNew(name); err != nil {
+			return err
+		}
+		if image.IsLocal(req.FromImage) {
+			return badRequest("fromImage %q is a path: the server does not read files on a caller's behalf; upload the image instead (POST /v1/templates?name=NAME with Content-Type application/x-tar and a `docker save` tarball as the body; `withruntime template build NAME --from-image PATH` does this)", req.FromImage)
+		}
+		var err error
+		if src, err = image.ParseSource(req.FromImage); err != nil {
+			return err
+		}
+		if img, err = src.Open(r.Context(), s.cfg.Images.Fetch); err != nil {
+			return err
+		}
+	}
+	return s.runBuild(w, r, name, func(progress func(template.Progress), _ func(string)) (template.Info, error) {
+		return image.FromImage(r.Context(), s.cfg.Templates, name, img, src, s.cfg.Images, progress)
+	})
+}
+
+// runBuild runs a template build: plainly (201 with the template, or the
+// error's status), or with Accept: application/x-ndjson as a stream of
+// TemplateEvents ending with "template" or "error".
+func (s *Server) runBuild(w http.ResponseWriter, r *http.Request, name string, build func(progress func(template.Progress), output func(string)) (template.Info, error)) error {
+	if !wantsNDJSON(r) {
+		info, err := build(nil, nil)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, toTemplate(info))
+		return nil
+	}
+	w.Header().Set("Content-Type", agentapi.ContentTypeNDJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	send := func(ev TemplateEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(ev)
+		_ = rc.Flush()
+	}
+	info, err := build(func(p template.Progress) {
+		send(TemplateEvent{Type: "step", Step: p.Step, Done: p.Done, ElapsedSeconds: p.Elapsed.Seconds()})
+	}, func(data string) {
+		send(TemplateEvent{Type: "output", Data: data})
+	})
+	if err != nil {
+		if isInternal(err) {
+			s.cfg.Log.Error("template build failed", "template", name, "err", err)
+		}
+		_, code := statusOf(err)
+		send(TemplateEvent{Type: "error", Error: &agentapi.Error{Code: code, Message: err.Error()}})
+		return nil
+	}
+	t := toTemplate(info)
+	send(TemplateEvent{Type: "template", Template: &t})
+	return nil
+}
+
+func wantsNDJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), agentapi.ContentTypeNDJSON)
+}
+
+// spool copies an uploaded tarball into an unnamed file in the template
+// store's directory (O_TMPFILE: it vanishes with the last descriptor, even
+// if the server dies), at most the import's byte cap.
+func (s *Server) spool(r *http.Request) (*os.File, error) {
+	max := s.cfg.Images.Limits.MaxBytes
+	if max <= 0 {
+		max = image.DefaultMaxBytes
+	}
+	if err := os.MkdirAll(s.cfg.Templates.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(s.cfg.Templates.Dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("spool the upload: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "upload")
+	_, err = io.Copy(f, http.MaxBytesReader(nil, r.Body, max))
+	if err != nil {
+		f.Close()
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errs.New(errs.TooLarge, "the uploaded image is over the import's cap of %d bytes; raise serve --image-max-bytes or make the image smaller", max)
+		}
+		return nil, badRequest("reading the uploaded image: %v", err)
+	}
+	return f, nil
+}

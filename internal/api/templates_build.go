@@ -1,0 +1,110 @@
+package api
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"withruntime.dev/runtime/internal/egress"
+	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/template"
+	"withruntime.dev/runtime/internal/template/dockerfile"
+	"withruntime.dev/runtime/internal/template/rootfs"
+)
+
+// buildDockerfile builds a template from a Dockerfile: the body is the build
+// context as a tar (Content-Type application/x-tar) and the query says
+//
+//	name=NAME           the new template
+//	dockerfile=PATH     the Dockerfile's path in the context
+//	buildArg=KEY=VALUE  an ARG's value (repeatable)
+//	internet=true       RUN steps may reach the internet
+//	allow=HOST          a host (or CIDR) RUN steps may reach (repeatable)
+//
+// The Dockerfile is parsed before anything runs (an unsupported instruction
+// is a 400 naming it); the RUN steps run in a sandbox of this server owned
+// by the request's key.
+func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "name", "dockerfile", "buildArg", "internet", "allow":
+		default:
+			return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet and allow", k)
+		}
+	}
+	name := q.Get("name")
+	if err := s.cfg.Templates.CheckNew(name); err != nil {
+		return err
+	}
+	dfPath, err := rootfs.Clean(q.Get("dockerfile"))
+	if err != nil || dfPath == "" {
+		return badRequest("dockerfile=%q: give the Dockerfile's path inside the build context", q.Get("dockerfile"))
+	}
+	args := map[string]string{}
+	for _, kv := range q["buildArg"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return badRequest("buildArg=%q: write KEY=VALUE", kv)
+		}
+		args[k] = v
+	}
+	var policy *egress.Policy
+	if q.Has("internet") || q.Has("allow") {
+		internet, err := strconv.ParseBool(q.Get("internet"))
+		if q.Has("internet") && err != nil {
+			return badRequest("internet=%q: write true or false", q.Get("internet"))
+		}
+		policy = &egress.Policy{Internet: internet, Allow: q["allow"]}
+	}
+	spool, err := s.spool(r)
+	if err != nil {
+		return err
+	}
+	defer spool.Close()
+	size, err := spool.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	bctx := dockerfile.Context{R: spool, Size: size}
+	df, err := readContextFile(bctx, dfPath)
+	if err != nil {
+		return err
+	}
+	f, err := dockerfile.Parse(bytes.NewReader(df))
+	if err != nil {
+		return err
+	}
+	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: s.cfg.Templates, Images: s.cfg.Images}
+	return s.runBuild(w, r, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
+		return b.Build(r.Context(), dockerfile.Params{Name: name, Dockerfile: f, Context: bctx, BuildArgs: args,
+			KeyID: keyFrom(r.Context()).ID, Network: policy}, progress, output)
+	})
+}
+
+// readContextFile returns the regular file name of a build context.
+func readContextFile(c dockerfile.Context, name string) ([]byte, error) {
+	tr := tar.NewReader(io.NewSectionReader(c.R, 0, c.Size))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil, errs.New(errs.Invalid, "the build context has no %s; send it in the context (the CLI adds the -f file)", name)
+		}
+		if err != nil {
+			return nil, errs.New(errs.Invalid, "the build context is not a valid tar: %v", err)
+		}
+		if n, err := rootfs.Clean(hdr.Name); err != nil || n != name {
+			continue
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			return nil, errs.New(errs.Invalid, "%s in the build context is not a regular file", name)
+		}
+		if hdr.Size > dockerfile.MaxDockerfileBytes {
+			return nil, errs.New(errs.Invalid, "%s is over %d bytes", name, dockerfile.MaxDockerfileBytes)
+		}
+		return io.ReadAll(tr)
+	}
+}

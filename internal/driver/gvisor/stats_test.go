@@ -1,0 +1,56 @@
+package gvisor
+
+import "testing"
+
+func TestParseProcStatCPU(t *testing.T) {
+	// A command name with spaces and parentheses cannot shift the fields.
+	line := "4705 (exe) x) R 1 4705 4705 0 -1 4194560 1234 0 0 0 250 75 3 4 20 0 21 0 100 0 0\n"
+	got, err := parseProcStatCPU([]byte(line))
+	if err != nil || got != 3.25 {
+		t.Fatalf("parseProcStatCPU = %v, %v; want 3.25 (250 + 75 ticks)", got, err)
+	}
+	for _, bad := range []string{"", "4705 exe R 1", "4705 (exe) R 1 2 3", "1 (a) R 1 1 1 0 -1 0 0 0 0 0 x 7 0"} {
+		if _, err := parseProcStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseProcStatCPU(%q) took it", bad)
+		}
+	}
+}
+
+func TestInSandboxCgroup(t *testing.T) {
+	const id = "sbx_abc"
+	v1 := "9:name=systemd:/\n4:memory:/withruntime/sbx_abc\n2:cpu,cpuacct:/withruntime/sbx_abc\n0::/\n"
+	v2 := "0::/withruntime/sbx_abc\n"
+	for _, c := range []struct {
+		file string
+		want bool
+	}{
+		{v1, true},
+		{v2, true},
+		{"2:cpuacct:/withruntime/sbx_other\n0::/withruntime/sbx_abc\n", false}, // v1 cpuacct decides
+		{"2:cpuacct:/withruntime/sbx_abcd\n", false},                           // no prefix match
+		{"2:cpuacct:/\n", false},
+		{"0::/withruntime/sbx_other\n", false},
+		{"garbage", false},
+		{"", false},
+	} {
+		if got := inSandboxCgroup([]byte(c.file), id); got != c.want {
+			t.Errorf("inSandboxCgroup(%q) = %v, want %v", c.file, got, c.want)
+		}
+	}
+}
+
+func TestPlatformFlag(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"--debug", "--platform=kvm"}, "kvm"},
+		{[]string{"-platform", "ptrace"}, "ptrace"},
+		{[]string{"--platform=systrap"}, "systrap"},
+	} {
+		if got := platformFlag(c.flags); got != c.want {
+			t.Errorf("platformFlag(%q) = %q, want %q", c.flags, got, c.want)
+		}
+	}
+}

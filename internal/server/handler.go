@@ -1,0 +1,46 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/dashboard"
+	"withruntime.dev/runtime/internal/device"
+	"withruntime.dev/runtime/internal/sandbox"
+)
+
+// LoginConfig configures device login (`withruntime login`) and the
+// dashboard. The zero value: no trials, polls every 5 s, links built from
+// each request's Host.
+type LoginConfig struct {
+	// TrialHours is the sandbox-hours a key approved as a trial may use in
+	// total (serve --trial-hours; 0: no trials).
+	TrialHours float64
+	// PollInterval is the least time between device-login polls (default
+	// 5 s; whole seconds).
+	PollInterval time.Duration
+	// PublicURL is the server's URL as users reach it, for the links
+	// device login prints (serve --public-url; default: the request's
+	// scheme and Host).
+	PublicURL string
+}
+
+// handler is everything the server serves on its one listener: the API
+// (with GET /metrics for keys without a limit, and device login) and the
+// dashboard under /ui/, each request given an id, logged and measured by
+// the metrics middleware.
+func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error) {
+	dev := device.New(device.Config{Store: s.Store, TrialHours: cfg.Login.TrialHours, Interval: cfg.Login.PollInterval})
+	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: s.Templates, Log: cfg.Log,
+		MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images,
+		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL})
+	dash, err := dashboard.New(dashboard.Config{API: h, Store: s.Store, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(dashboard.Prefix, dash)
+	mux.Handle("/", h)
+	return s.Metrics.Middleware(mux), nil
+}
