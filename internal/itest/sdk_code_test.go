@@ -3,12 +3,15 @@ package itest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"image/png"
 	"strings"
 	"testing"
 
 	withruntime "withruntime.dev/runtime/sdk/go"
+	"withruntime.dev/runtime/sdk/go/tools"
 )
 
 // The Go SDK's code interpreter against a real server and kernels.
@@ -79,5 +82,53 @@ func TestSDKRunCode(t *testing.T) {
 	defer base.Close()
 	if _, err := base.RunCode(ctx, "1", nil); !errors.Is(err, withruntime.ErrNotImplemented) {
 		t.Fatalf("base template: %v", err)
+	}
+}
+
+// runtime_run_code against a real kernel: a chart comes back as a checked
+// image in each provider's shape; variables persist between calls.
+func TestSDKRunCodeTool(t *testing.T) {
+	needCodeInterpreter(t)
+	e := newEnv(t)
+	ctx := context.Background()
+	sbx, err := e.sdkClient().Create(ctx, withruntime.Options{Template: withruntime.CodeInterpreterTemplate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Close()
+	ts := tools.CodeInterpreterTools(sbx)
+	res, err := tools.Dispatch(ctx, ts, tools.RunCodeName, json.RawMessage(`{"code": "import pandas as pd\ndf = pd.DataFrame({'y': [1, 4, 9]})\nprint(len(df))", "language": ""}`))
+	if err != nil || res.IsError || !strings.Contains(res.Text, "stdout:\n3") {
+		t.Fatalf("%+v %v", res, err)
+	}
+	res, err = tools.Dispatch(ctx, ts, tools.RunCodeName, json.RawMessage(`{"code": "import matplotlib.pyplot as plt\nplt.plot(df['y']); plt.show()", "language": "python"}`))
+	if err != nil || res.IsError || len(res.Images) != 1 || !strings.Contains(res.Text, "image 1 (image/png") {
+		t.Fatalf("%+v %v", res.Text, err)
+	}
+	img := res.Images[0]
+	if cfg, err := png.DecodeConfig(bytes.NewReader(img.Data)); err != nil || cfg.Width != img.Width || img.Width < 100 {
+		t.Fatalf("image: %v %+v", err, img)
+	}
+	b64 := base64.StdEncoding.EncodeToString(img.Data)
+	a, _ := json.Marshal(res.AnthropicResultBlocks("toolu_1"))
+	o, _ := json.Marshal(res.OpenAIResponsesResultParts("call_1"))
+	g, _ := json.Marshal(res.GeminiParts(tools.RunCodeName, "fc_1"))
+	if !bytes.Contains(a, []byte(`"media_type":"image/png","data":"`+b64)) ||
+		!bytes.Contains(o, []byte(`"image_url":"data:image/png;base64,`+b64)) ||
+		!bytes.Contains(g, []byte(`"inlineData":{"mimeType":"image/png","data":"`+b64)) {
+		t.Fatalf("provider shapes lack the image:\n%.300s\n%.300s\n%.300s", a, o, g)
+	}
+	res, _ = tools.Dispatch(ctx, ts, tools.RunCodeName, json.RawMessage(`{"code": "1/0", "language": ""}`))
+	if res.IsError || !strings.Contains(res.Text, "error: ZeroDivisionError") {
+		t.Fatalf("1/0: %+v", res)
+	}
+	base, err := e.sdkClient().Create(ctx, withruntime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	res, err = tools.Dispatch(ctx, tools.CodeInterpreterTools(base), tools.RunCodeName, json.RawMessage(`{"code": "1", "language": ""}`))
+	if err != nil || !res.IsError || !strings.Contains(res.Text, "runtime_exec") {
+		t.Fatalf("base template: %+v %v", res, err)
 	}
 }
