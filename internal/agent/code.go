@@ -61,6 +61,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.applyPendingEnv(c, k)
 	x := &execution{ex: agentapi.Execution{ContextID: c.id, Results: []agentapi.Result{},
 		Logs: agentapi.Logs{Stdout: []string{}, Stderr: []string{}}}}
 	if wantsNDJSON(r) {

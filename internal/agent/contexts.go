@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +43,9 @@ type codeContext struct {
 	// reports it (Execution.Restarted) and clears it.
 	notice  string
 	deleted bool
+	// pendingEnv is env a configure gave while the kernel already ran: set
+	// in its os.environ before the next call.
+	pendingEnv map[string]string
 }
 
 func (c *codeContext) acquire(ctx context.Context) error {
@@ -350,4 +355,75 @@ func (s *Server) handleRestartContext(w http.ResponseWriter, r *http.Request) er
 	}
 	writeJSON(w, http.StatusOK, c.info())
 	return nil
+}
+
+// warmImports are imported into a warmed kernel without binding a name
+// (sys.modules only), so the user's first `import pandas as pd` is quick.
+const warmImports = "__import__('numpy'); __import__('pandas'); __import__('matplotlib.pyplot')"
+
+// kernelsConfigured hands a claiming create's env to kernels started
+// before it (their os.environ gets it before their next call) and, when
+// warm, starts the default context and waits until it is ready.
+func (s *Server) kernelsConfigured(ctx context.Context, env map[string]string, warm bool) {
+	if len(env) > 0 {
+		s.ctxs.mu.Lock()
+		for _, c := range s.ctxs.byID {
+			c.mu.Lock()
+			if c.pendingEnv == nil {
+				c.pendingEnv = map[string]string{}
+			}
+			for k, v := range env {
+				c.pendingEnv[k] = v
+			}
+			c.mu.Unlock()
+		}
+		s.ctxs.mu.Unlock()
+	}
+	if warm && hasIPyKernel() {
+		s.warmKernel(ctx)
+	}
+}
+
+// hasIPyKernel reports whether the sandbox's Python has ipykernel where
+// Debian and pip put it, without starting Python.
+func hasIPyKernel() bool {
+	for _, g := range []string{"/usr/lib/python3/dist-packages/ipykernel", "/usr/local/lib/python3*/dist-packages/ipykernel"} {
+		if m, _ := filepath.Glob(g); len(m) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// warmKernel starts the default context's kernel and imports warmImports.
+func (s *Server) warmKernel(ctx context.Context) {
+	c, _, err := s.addContext(agentapi.DefaultContextID, agentapi.CreateContextRequest{})
+	if err != nil {
+		return
+	}
+	if err := c.acquire(ctx); err != nil {
+		return
+	}
+	defer c.release()
+	k, err := s.kernelOf(ctx, c)
+	if err != nil {
+		s.log.Warn("warming the default kernel", "err", err)
+		return
+	}
+	start := time.Now()
+	s.runSilent(c, k, warmImports)
+	s.log.Info("default kernel warm", "importSeconds", time.Since(start).Seconds())
+}
+
+// applyPendingEnv sets the env a configure gave after k started (the
+// caller holds the slot).
+func (s *Server) applyPendingEnv(c *codeContext, k *kernel) {
+	c.mu.Lock()
+	env := c.pendingEnv
+	c.pendingEnv = nil
+	c.mu.Unlock()
+	if len(env) > 0 {
+		vj, _ := json.Marshal(env)
+		s.runSilent(c, k, fmt.Sprintf("__import__('os').environ.update(%s)", vj))
+	}
 }

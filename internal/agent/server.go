@@ -260,7 +260,6 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	s.envMu.Lock()
-	defer s.envMu.Unlock()
 	env := make([]string, 0, len(s.env)+len(req.Env))
 	for _, kv := range s.env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -272,6 +271,8 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
 		env = append(env, k+"="+v)
 	}
 	s.env = env
+	s.envMu.Unlock()
+	s.kernelsConfigured(r.Context(), req.Env, req.WarmKernel)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

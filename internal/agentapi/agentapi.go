@@ -233,6 +233,11 @@ type ConfigureRequest struct {
 	// server have stopped it by then. The server sends it on create, on
 	// every lease change and on a pool claim.
 	LeaseEndsAt *time.Time `json:"leaseEndsAt,omitempty"`
+	// WarmKernel asks a sandbox with Jupyter kernels to start its default
+	// code context, with numpy, pandas and matplotlib imported, before it
+	// answers (the warm pool sends it at boot). Env given later reaches
+	// that kernel too. Ignored where there are no kernels.
+	WarmKernel bool `json:"warmKernel,omitempty"`
 }
 
 // Health is the agent's readiness answer.
