@@ -21,6 +21,11 @@
 //	image        the base rootfs imported as a container image (template
 //	             bench-suite-image, deleted at the end): the import's time,
 //	             and create-to-first-output from it against base, cold
+//	code         the code interpreter (code-interpreter template, built
+//	             if missing): run_code `x=1` in a warm context against an
+//	             exec of python3 -c 'x=1' in the same sandbox; the first
+//	             matplotlib chart of a new context; create to the first
+//	             run_code result, cold and from a pool whose kernels are warm
 //
 // Everything it creates lives under /tmp/wr-bench-suite, in runsc roots
 // there, in cgroups named after its sandboxes, and in network namespaces,
@@ -47,7 +52,7 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "memory", "image"}
+var allSections = []string{"startup", "exec", "concurrency", "memory", "image", "code"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -203,6 +208,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.memory(ctx, idleWindow)
 		case "image":
 			runErr = env.imageSection(ctx)
+		case "code":
+			runErr = env.codeSection(ctx)
 		}
 		fmt.Fprintf(os.Stderr, "suite: %s done in %s\n", s, time.Since(t0).Round(time.Second))
 		if runErr != nil {
