@@ -214,4 +214,3 @@ func (c *apiClient) waitPoolFullOf(ctx context.Context, tpl string, timeout time
 		}
 	}
 }
-
