@@ -139,3 +139,31 @@ func TestRunCodeImages(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCodeSummaryGolden fixes the text the model reads for an
+// Execution; the Python and TypeScript SDKs compare theirs with the same
+// files.
+func TestRunCodeSummaryGolden(t *testing.T) {
+	in, err := os.ReadFile(filepath.Join("testdata", "run_code_execution.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex withruntime.Execution
+	if err := json.Unmarshal(in, &ex); err != nil {
+		t.Fatal(err)
+	}
+	text, images := summarize(&ex)
+	var imgs []string
+	for _, img := range images {
+		imgs = append(imgs, fmt.Sprintf("%s %dx%d %d bytes", img.MIMEType, img.Width, img.Height, len(img.Data)))
+	}
+	got := []byte(text + "\n--- images ---\n" + strings.Join(imgs, "\n") + "\n")
+	path := filepath.Join("testdata", "run_code_summary.golden")
+	if *update {
+		os.WriteFile(path, got, 0o644)
+		return
+	}
+	if want, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run go test -update): %v\n%s", path, err, got)
+	}
+}
