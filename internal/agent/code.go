@@ -41,7 +41,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 	}
 	var c *codeContext
 	var err error
-	if req.ContextID == "" {
+	if req.ContextID == "" || req.ContextID == agentapi.DefaultContextID {
 		c, _, err = s.addContext(agentapi.DefaultContextID, agentapi.CreateContextRequest{Language: req.Language})
 	} else {
 		c, err = s.context(req.ContextID)
