@@ -24,6 +24,7 @@ import (
 	"withruntime.dev/runtime/internal/egress/firewall"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/template"
 )
 
 const workDir = "/tmp/wr-bench-suite"
@@ -42,7 +43,7 @@ var (
 	coldKind = serverKind{"cold", "wrbsc", "wbsc"} // no pool: startup cold, exec, concurrency
 	poolKind = serverKind{"pool", "wrbsp", "wbsp"} // a warm pool: startup pooled
 	memKind  = serverKind{"mem", "wrbsm", "wbsm"}  // raised MaxSandboxes: memory
-	allKinds = []serverKind{coldKind, poolKind, memKind}
+	allKinds = []serverKind{coldKind, poolKind, memKind, codeKind}
 )
 
 // bareCgroupParent is the cgroup parent of the bare runsc baselines.
@@ -133,6 +134,9 @@ func (e *env) openServer(ctx context.Context, kind serverKind, poolSize int, lim
 		Runsc: e.runsc, Agent: e.agent, Limits: limits,
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Pool: sandbox.PoolConfig{Size: poolSize},
+	}
+	if kind == codeKind {
+		cfg.Pool.Templates = []string{template.CodeInterpreter}
 	}
 	if e.o.Network {
 		cfg.Egress = server.EgressConfig{Name: kind.egressName, LinkPrefix: kind.linkPrefix}

@@ -25,6 +25,11 @@
 //	             size, of an idle sandbox and of one holding 200 MiB of
 //	             Python objects (at most 10 samples); baseline: cold
 //	             create→first output measured alongside
+//	code         the code interpreter (code-interpreter template, built
+//	             if missing): run_code `x=1` in a warm context against an
+//	             exec of python3 -c 'x=1' in the same sandbox; the first
+//	             matplotlib chart of a new context; create to the first
+//	             run_code result, cold and from a pool whose kernels are warm
 //
 // Everything it creates lives under /tmp/wr-bench-suite, in runsc roots
 // there, in cgroups named after its sandboxes, and in network namespaces,
@@ -51,7 +56,7 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "memory", "image", "pause"}
+var allSections = []string{"startup", "exec", "concurrency", "memory", "image", "pause", "code"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -209,6 +214,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.imageSection(ctx)
 		case "pause":
 			runErr = env.pause(ctx)
+		case "code":
+			runErr = env.codeSection(ctx)
 		}
 		fmt.Fprintf(os.Stderr, "suite: %s done in %s\n", s, time.Since(t0).Round(time.Second))
 		if runErr != nil {

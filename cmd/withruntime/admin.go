@@ -8,17 +8,21 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"withruntime.dev/runtime/internal/template"
 )
 
 func newTemplateCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "template", Short: "Build and list templates (root filesystems)"}
 	var fromImage string
 	var bf buildFlags
+	var missing bool
+	var dir string
 	build := &cobra.Command{
 		Use:   "build NAME [--from-image REF | -f Dockerfile [CONTEXT]]",
-		Short: "Build (or rebuild) a template from its recipe (base), or make a new one from a container image",
+		Short: "Build (or rebuild) a template from its recipe (base, " + template.CodeInterpreter + "), or make a new one from a container image",
 		Long: `Without --from-image, build (or rebuild) the template NAME from its built-in recipe on this host
-(known recipes: base).
+(known recipes: base, ` + template.CodeInterpreter + `; with --missing only if it is missing or stale).
 
 With --from-image, make the new template NAME from a linux/amd64 container image:
   REGISTRY/REPO[:TAG|@DIGEST]   pulled by the server, with the docker credentials of the user it runs as
@@ -52,12 +56,24 @@ with the network --internet and --allow give them (none by default).`,
 			if os.Getenv("WITHRUNTIME_URL") != "" {
 				return errors.New("templates are built on the server's host: run `withruntime template build` there (without WITHRUNTIME_URL)")
 			}
-			s, err := embed(cmd.Context(), "")
-			if err != nil {
-				return err
+			var ts *template.Store
+			if dir != "" {
+				// A templates directory of its own: no server needed (builds
+				// of one name lock each other out across processes).
+				ts = &template.Store{Dir: dir}
+			} else {
+				s, err := embed(cmd.Context(), "")
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ts = s.embedded.Templates
 			}
-			defer s.Close()
-			info, err := s.embedded.Templates.Build(cmd.Context(), args[0], printProgress)
+			b := ts.Build
+			if missing {
+				b = ts.Ensure
+			}
+			info, err := b(cmd.Context(), args[0], printProgress)
 			if err != nil {
 				return err
 			}
@@ -91,6 +107,8 @@ with the network --internet and --allow give them (none by default).`,
 	build.Flags().StringArrayVar(&bf.buildArgs, "build-arg", nil, "an ARG's value, KEY=VALUE (repeatable)")
 	build.Flags().BoolVar(&bf.internet, "internet", false, "let RUN steps reach the internet")
 	build.Flags().StringArrayVar(&bf.allow, "allow", nil, "a host or CIDR that RUN steps may reach (repeatable)")
+	build.Flags().BoolVar(&missing, "missing", false, "with a recipe: build only if the template is missing or was built from another version of its recipe")
+	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "with a recipe: the directory of templates to build in, without a server (default: the server's, DATA_DIR/templates)")
 	build.Flags().StringVar(&fromImage, "from-image", "", "make the template from this container image (a registry reference, oci-layout:DIR or FILE.tar)")
 	cmd.AddCommand(build, ls, newTemplateRmCmd())
 	return cmd

@@ -27,7 +27,9 @@ func newMCPCmd() *cobra.Command {
 		Short: "Serve the four sandbox tools over MCP (stdio, or streamable HTTP with --http)",
 		Long: `Serves runtime_exec, runtime_read_file, runtime_write_file and runtime_list_files
 over the Model Context Protocol, so that any MCP client (a desktop assistant, an
-IDE agent) can run code in a Runtime sandbox.
+IDE agent) can run code in a Runtime sandbox. With --template code-interpreter it
+also serves runtime_run_code (Python in a Jupyter kernel that keeps variables
+between calls; charts come back as MCP image content).
 
 Each MCP session gets its own sandbox, created on its first tool call and
 destroyed when the session ends. The sandbox's lease (--lease) is renewed while
@@ -82,6 +84,7 @@ another origin are refused (403) unless allowed with --allow-origin.`,
 				sbxOpts.OnLeaseEnd = "pause"
 			}
 			m := newMCPSandboxes(c, newClient, sbxOpts)
+			m.code = template == withruntime.CodeInterpreterTemplate
 			defer m.closeAll()
 			srv := m.server()
 			if httpAddr == "" {
@@ -111,6 +114,8 @@ type mcpSandboxes struct {
 	newClient func(apiKey string) (*withruntime.Client, error)
 	opts      withruntime.Options
 	log       *slog.Logger
+	// code adds runtime_run_code (the sandboxes have kernels).
+	code bool
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*sessionSandbox
@@ -145,7 +150,11 @@ func (m *mcpSandboxes) server() *mcp.Server {
 				"(one per session, created on first use). Relative paths resolve under /workspace.",
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		})
-	for _, d := range tools.Definitions() {
+	defs := tools.Definitions()
+	if m.code {
+		defs = append(defs, tools.CodeDefinitions()...)
+	}
+	for _, d := range defs {
 		name := d.Name
 		srv.AddTool(&mcp.Tool{Name: d.Name, Description: d.Description, InputSchema: d.InputSchema},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -160,7 +169,11 @@ func (m *mcpSandboxes) server() *mcp.Server {
 // call gets a new one.
 func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, extra *mcp.RequestExtra, name string, args json.RawMessage) *mcp.CallToolResult {
 	entry := m.entry(ss, extra)
-	ts := tools.Bind(func(ctx context.Context) (*withruntime.Sandbox, error) { return m.sandbox(ctx, ss, entry) })
+	get := func(ctx context.Context) (*withruntime.Sandbox, error) { return m.sandbox(ctx, ss, entry) }
+	ts := tools.Bind(get)
+	if m.code {
+		ts = append(ts, tools.BindCodeInterpreter(get)...)
+	}
 	res, err := tools.Dispatch(ctx, ts, name, args)
 	text := res.Text
 	if err != nil {
@@ -178,7 +191,13 @@ func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, extra *m
 		entry.replaced = false
 	}
 	entry.mu.Unlock()
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: res.IsError}
+	content := []mcp.Content{&mcp.TextContent{Text: text}}
+	for _, img := range res.Images {
+		// Checked by the tools package: they decode as their type, within
+		// its caps, whatever the sandbox sent.
+		content = append(content, &mcp.ImageContent{Data: img.Data, MIMEType: img.MIMEType})
+	}
+	return &mcp.CallToolResult{Content: content, IsError: res.IsError}
 }
 
 // entry returns the session's sandbox entry, made on its first call with

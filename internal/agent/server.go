@@ -65,6 +65,7 @@ type Server struct {
 	lease      lease
 	ckpt       checkpointer // the listener, and a checkpoint pending (checkpoint.go)
 	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
+	ctxs       *contexts
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -97,6 +98,7 @@ func New(cfg Config) (*Server, error) {
 		live:       live,
 		guard:      newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
 		kicker:     newKicker(cfg.Logger, live),
+		ctxs:       newContexts(),
 	}
 	s.lease.end = s.endSandbox
 	if inSandbox() {
@@ -151,10 +153,17 @@ func (s *Server) Handler() http.Handler {
 	route("GET", "/files/stat", s.handleStatFile)
 	route("POST", "/files/mkdir", s.handleMkdir)
 	route("POST", "/files/rename", s.handleRename)
+	route("POST", "/contexts", s.handleCreateContext)
+	route("GET", "/contexts", s.handleListContexts)
+	route("GET", "/contexts/{contextId}", s.handleGetContext)
+	route("DELETE", "/contexts/{contextId}", s.handleDeleteContext)
+	route("POST", "/contexts/{contextId}/restart", s.handleRestartContext)
+	route("POST", "/code", s.handleRunCode)
 	// Method-less patterns catch a known path with a wrong method.
 	for _, p := range []string{"/health", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/files", "/files/list",
-		"/files/stat", "/files/mkdir", "/files/rename"} {
+		"/files/stat", "/files/mkdir", "/files/rename", "/contexts", "/contexts/{contextId}",
+		"/contexts/{contextId}/restart", "/code"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, &apiError{status: http.StatusMethodNotAllowed, code: agentapi.CodeBadRequest,
 				msg: fmt.Sprintf("method %s is not supported on %s; see the API reference for the methods of this route", r.Method, p)})
@@ -247,9 +256,11 @@ func (s *Server) EnsureWorkspace() error {
 	return err
 }
 
-// Close kills every running background command's process tree.
+// Close kills every running background command's process tree and every
+// kernel.
 func (s *Server) Close() {
 	s.procs.killAll()
+	s.closeContexts()
 }
 
 // handleConfigure adds a claiming create's environment to the agent's own
@@ -269,7 +280,6 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	s.envMu.Lock()
-	defer s.envMu.Unlock()
 	env := make([]string, 0, len(s.env)+len(req.Env))
 	for _, kv := range s.env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -281,6 +291,8 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
 		env = append(env, k+"="+v)
 	}
 	s.env = env
+	s.envMu.Unlock()
+	s.kernelsConfigured(r.Context(), req.Env, req.WarmKernel)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

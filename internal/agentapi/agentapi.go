@@ -37,6 +37,7 @@
 //	POST   /files/mkdir    MkdirRequest -> 200 FileInfo
 //	DELETE /files?path=P&recursive=B    -> 204
 //	POST   /files/rename   RenameRequest -> 200 FileInfo
+//	POST   /code, /contexts, ...        -> the code interpreter (see code.go)
 //
 // Two routes are the host's alone (the server never forwards them):
 //
@@ -249,6 +250,11 @@ type ConfigureRequest struct {
 	// server have stopped it by then. The server sends it on create, on
 	// every lease change and on a pool claim.
 	LeaseEndsAt *time.Time `json:"leaseEndsAt,omitempty"`
+	// WarmKernel asks a sandbox with Jupyter kernels to start its default
+	// code context, with numpy, pandas and matplotlib imported, before it
+	// answers (the warm pool sends it at boot). Env given later reaches
+	// that kernel too. Ignored where there are no kernels.
+	WarmKernel bool `json:"warmKernel,omitempty"`
 }
 
 // Health is the agent's readiness answer.

@@ -41,6 +41,12 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "files/stat", query: map[string]queryRule{"path": pathParam}},
 	{method: "POST", path: "files/mkdir", body: func() any { return &mkdirRequest{} }},
 	{method: "POST", path: "files/rename", body: func() any { return &renameRequest{} }},
+	{method: "POST", path: "code", body: func() any { return &runCodeRequest{} }, maxBody: maxExecBytes},
+	{method: "POST", path: "contexts", body: func() any { return &createContextRequest{} }},
+	{method: "GET", path: "contexts"},
+	{method: "GET", path: "contexts/{contextId}"},
+	{method: "DELETE", path: "contexts/{contextId}"},
+	{method: "POST", path: "contexts/{contextId}/restart"},
 }
 
 // maxExecBytes caps an exec's JSON body, which carries its stdin (64 MiB,
@@ -64,7 +70,7 @@ type agentRoute struct {
 func execBody() any { return &execRequest{} }
 
 // forwarder returns the handler that checks and forwards one agent route,
-// with {pid} filled from the request.
+// with {pid} and {contextId} filled from the request.
 func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := ar.check(r); err != nil {
@@ -77,8 +83,10 @@ func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Reques
 			r.Body = http.MaxBytesReader(w, r.Body, ar.maxRaw)
 		}
 		rest := ar.path
-		if strings.Contains(rest, "{pid}") {
-			rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
+		for _, name := range []string{"pid", "contextId"} {
+			if strings.Contains(rest, "{"+name+"}") {
+				rest = strings.Replace(rest, "{"+name+"}", url.PathEscape(r.PathValue(name)), 1)
+			}
 		}
 		return s.forward(w, r, rest)
 	}
@@ -94,6 +102,11 @@ func (ar agentRoute) check(r *http.Request) error {
 	}
 	if strings.Contains(ar.path, "{pid}") {
 		if err := intParam(1, maxPid, "(a process id)")("pid", r.PathValue("pid")); err != nil {
+			return err
+		}
+	}
+	if strings.Contains(ar.path, "{contextId}") {
+		if err := checkName("context id", r.PathValue("contextId")); err != nil {
 			return err
 		}
 	}

@@ -572,10 +572,21 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: "/v1/sandboxes?state=stopped", want: 200})
 	c.do(apiCall{method: "GET", path: "/v1/usage?groupBy=day", want: 200})
 
-	// Every operation was called with a success.
+	// Every operation was called with a success (the code interpreter's
+	// in TestContractCode).
+	c.assertAllSeen(func(op *openapi3.Operation) bool { return !slices.Contains(op.Tags, "code") })
+}
+
+// assertAllSeen checks that every operation of the document that want
+// selects was answered with a success.
+func (c *contract) assertAllSeen(want func(*openapi3.Operation) bool) {
+	c.t.Helper()
 	var missing []string
 	for path, item := range c.doc.Paths.Map() {
 		for method, op := range item.Operations() {
+			if !want(op) {
+				continue
+			}
 			ok := slices.ContainsFunc(c.seen[op.OperationID], func(s int) bool { return s < 300 })
 			if !ok {
 				missing = append(missing, fmt.Sprintf("%s %s (%s) %v", method, path, op.OperationID, c.seen[op.OperationID]))
@@ -584,7 +595,7 @@ func TestContract(t *testing.T) {
 	}
 	sort.Strings(missing)
 	if len(missing) > 0 {
-		t.Errorf("operations never answered with a success:\n%s", strings.Join(missing, "\n"))
+		c.t.Errorf("operations never answered with a success:\n%s", strings.Join(missing, "\n"))
 	}
 }
 
@@ -633,6 +644,15 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"SecretList", api.SecretList{}, true},
 		{"ServerHealth", api.Health{}, true},
 		{"PoolStatus", api.PoolStatus{}, true},
+		{"CreateContextRequest", agentapi.CreateContextRequest{}, false},
+		{"CodeContext", agentapi.Context{}, true},
+		{"ContextList", agentapi.ContextList{}, true},
+		{"RunCodeRequest", agentapi.RunCodeRequest{}, false},
+		{"Execution", agentapi.Execution{}, true},
+		{"ExecutionLogs", agentapi.Logs{}, true},
+		{"ExecutionResult", agentapi.Result{}, true},
+		{"ExecutionError", agentapi.ExecutionError{}, true},
+		{"CodeEvent", agentapi.CodeEvent{}, true},
 		{"UsageTrial", api.UsageTrial{}, true},
 		{"DeviceAuthorizeRequest", api.DeviceAuthorizeRequest{}, false},
 		{"DeviceAuthorization", api.DeviceAuthorization{}, true},
@@ -699,4 +719,45 @@ func goJSONFields(typ reflect.Type) (all, always []string) {
 	sort.Strings(all)
 	sort.Strings(always)
 	return all, always
+}
+
+// TestContractCode holds the code interpreter's routes to the document,
+// in a sandbox of the code-interpreter template.
+func TestContractCode(t *testing.T) {
+	e := newEnv(t)
+	c := newContract(t, e)
+	ci := e.ciSandbox(api.CreateSandboxRequest{})
+	sbx := "/v1/sandboxes/" + ci.ID
+	var ex agentapi.Execution
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/code", want: 200,
+		body: agentapi.RunCodeRequest{Code: "import matplotlib.pyplot as plt\nprint('hi'); plt.plot([1]); display({'a': 1}, raw=False)\n1/0"}}), &ex)
+	if ex.Error == nil || len(ex.Results) != 2 || len(ex.Logs.Stdout) != 1 {
+		t.Errorf("code: %+v", ex)
+	}
+	c.do(apiCall{method: "POST", path: sbx + "/code", want: 200, body: agentapi.RunCodeRequest{Code: "import time; time.sleep(5)", TimeoutSeconds: 0.5, Env: map[string]string{"A": "b"}}})
+	c.do(apiCall{method: "POST", path: sbx + "/code", accept: agentapi.ContentTypeNDJSON, want: 200,
+		body: agentapi.RunCodeRequest{Code: "import sys; print(1); print(2, file=sys.stderr); display(3); 1/0"}})
+	c.do(apiCall{method: "POST", path: sbx + "/code", body: map[string]any{"cell": "1"}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/code", body: map[string]any{"code": "1", "timeoutSeconds": -1}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/code", body: agentapi.RunCodeRequest{Code: "1", Language: "cobol"}, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/code", body: agentapi.RunCodeRequest{Code: "1", ContextID: "ctx_nosuchcontext"}, want: 404})
+	var ctx agentapi.Context
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/contexts", body: agentapi.CreateContextRequest{Cwd: "/tmp", Env: map[string]string{"X": "y"}}, want: 201}), &ctx)
+	c.do(apiCall{method: "POST", path: sbx + "/contexts", want: 201})
+	c.do(apiCall{method: "POST", path: sbx + "/contexts", body: agentapi.CreateContextRequest{Cwd: "no/such/dir"}, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/contexts", body: map[string]any{"lang": "python"}, invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/contexts", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/contexts/" + ctx.ID, want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/contexts/ctx_nosuchcontext", want: 404})
+	c.do(apiCall{method: "POST", path: sbx + "/contexts/" + ctx.ID + "/restart", want: 200})
+	c.do(apiCall{method: "POST", path: sbx + "/contexts/ctx_nosuchcontext/restart", want: 404})
+	c.do(apiCall{method: "DELETE", path: sbx + "/contexts/" + ctx.ID, want: 204})
+	c.do(apiCall{method: "DELETE", path: sbx + "/contexts/" + ctx.ID, want: 404})
+	c.do(apiCall{method: "PUT", path: sbx + "/code", want: 405})
+	// A sandbox without kernels.
+	var sb api.Sandbox
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{}, want: 201}), &sb)
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/code", body: agentapi.RunCodeRequest{Code: "1"}, want: 501})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes/" + sb.ID + "/contexts", want: 501})
+	c.assertAllSeen(func(op *openapi3.Operation) bool { return slices.Contains(op.Tags, "code") })
 }

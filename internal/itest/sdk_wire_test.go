@@ -38,6 +38,14 @@ func TestSDKWireTypesMatchServer(t *testing.T) {
 		{withruntime.CreateSecretRequest{}, api.CreateSecretRequest{}},
 		{withruntime.SecretInfo{}, api.Secret{}},
 		{withruntime.SecretList{}, api.SecretList{}},
+		{withruntime.CreateContextRequest{}, agentapi.CreateContextRequest{}},
+		{withruntime.CodeContext{}, agentapi.Context{}},
+		{withruntime.ContextList{}, agentapi.ContextList{}},
+		{withruntime.RunCodeRequest{}, agentapi.RunCodeRequest{}},
+		{withruntime.Execution{}, agentapi.Execution{}},
+		{withruntime.Result{}, agentapi.Result{}},
+		{withruntime.ExecutionError{}, agentapi.ExecutionError{}},
+		{withruntime.CodeEvent{}, agentapi.CodeEvent{}},
 	}
 	for _, p := range pairs {
 		st, vt := reflect.TypeOf(p.sdk), reflect.TypeOf(p.server)
@@ -71,6 +79,7 @@ func TestSDKConstantsAndCodesMatchServer(t *testing.T) {
 		{"DefaultMaxOutputBytes", withruntime.DefaultMaxOutputBytes, agentapi.DefaultMaxOutputBytes},
 		{"MaxMaxOutputBytes", withruntime.MaxMaxOutputBytes, agentapi.MaxMaxOutputBytes},
 		{"TimeoutExitCode", withruntime.TimeoutExitCode, agentapi.TimeoutExitCode},
+		{"DefaultCodeTimeoutSeconds", withruntime.DefaultCodeTimeoutSeconds, agentapi.DefaultCodeTimeoutSeconds},
 	} {
 		if c.sdk != c.want {
 			t.Errorf("%s: SDK %v, server %v", c.name, c.sdk, c.want)
@@ -79,11 +88,11 @@ func TestSDKConstantsAndCodesMatchServer(t *testing.T) {
 	sentinels := []error{withruntime.ErrBadRequest, withruntime.ErrUnauthorized, withruntime.ErrForbidden,
 		withruntime.ErrNotFound, withruntime.ErrTimeout, withruntime.ErrConflict, withruntime.ErrLeaseEnded,
 		withruntime.ErrSandboxStopped, withruntime.ErrTooLarge, withruntime.ErrRateLimited, withruntime.ErrInternal,
-		withruntime.ErrUnavailable, withruntime.ErrNoSpace, withruntime.ErrPaused}
+		withruntime.ErrUnavailable, withruntime.ErrNoSpace, withruntime.ErrPaused, withruntime.ErrNotImplemented}
 	for _, code := range []string{agentapi.CodeBadRequest, agentapi.CodeUnauthorized, agentapi.CodeForbidden,
 		agentapi.CodeNotFound, agentapi.CodeTimeout, agentapi.CodeConflict, agentapi.CodeLeaseEnded,
 		agentapi.CodeTooLarge, agentapi.CodeNoSpace, agentapi.CodeRateLimited, agentapi.CodeUnavailable,
-		agentapi.CodeInternal, "sandbox_stopped", "sandbox_paused"} {
+		agentapi.CodeInternal, agentapi.CodeNotImplemented, "sandbox_stopped", "sandbox_paused"} {
 		matches := 0
 		for _, s := range sentinels {
 			if errors.Is(&withruntime.APIError{Code: code}, s) {

@@ -220,6 +220,7 @@ func (s *Store) build(ctx context.Context, name string, r recipe, tr *tracker) (
 		rootfs:   rootfs,
 		suite:    r.suite,
 		packages: r.packages,
+		hook:     r.hook,
 		log:      logFile,
 		logPath:  logPath,
 		step:     tr.begin,
@@ -272,6 +273,7 @@ type buildEnv struct {
 	rootfs   string // does not exist yet; run creates it
 	suite    string
 	packages []string
+	hook     string    // the recipe's own customize hook, if any
 	log      io.Writer // the build log (<Dir>/.build-<name>.log)
 	logPath  string
 	step     func(name string) (done func())

@@ -48,6 +48,10 @@ var (
 	ErrUnavailable = errors.New("withruntime: unavailable")
 	// ErrNoSpace (507 no_space): the sandbox's disk is full.
 	ErrNoSpace = errors.New("withruntime: no space left in sandbox")
+	// ErrNotImplemented (501 not_implemented): the sandbox's template has
+	// no kernels for RunCode; create it with
+	// Options{Template: CodeInterpreterTemplate}.
+	ErrNotImplemented = errors.New("withruntime: not implemented by this sandbox")
 	// ErrCostCap (400 cost_cap): the sandbox's first lease could cost more
 	// than Options.MaxCostMicros; the message gives the worst case.
 	ErrCostCap = errors.New("withruntime: over the cost cap")
@@ -78,6 +82,7 @@ var codes = map[string]struct {
 	"too_large":       {ErrTooLarge, 413},
 	"rate_limited":    {ErrRateLimited, 429},
 	"internal":        {ErrInternal, 500},
+	"not_implemented": {ErrNotImplemented, 501},
 	"unavailable":     {ErrUnavailable, 503},
 	"no_space":        {ErrNoSpace, 507},
 	"cost_cap":        {ErrCostCap, 400},
@@ -89,7 +94,7 @@ var codes = map[string]struct {
 var byStatus = map[int]error{
 	400: ErrBadRequest, 401: ErrUnauthorized, 403: ErrForbidden, 404: ErrNotFound,
 	408: ErrTimeout, 409: ErrConflict, 410: ErrSandboxStopped, 413: ErrTooLarge,
-	429: ErrRateLimited, 500: ErrInternal, 503: ErrUnavailable, 507: ErrNoSpace,
+	429: ErrRateLimited, 500: ErrInternal, 501: ErrNotImplemented, 503: ErrUnavailable, 507: ErrNoSpace,
 }
 
 // APIError is an error answer from the server (or an error event that

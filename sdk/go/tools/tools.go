@@ -111,8 +111,13 @@ type Result struct {
 	// is in Text.
 	IsError bool `json:"isError"`
 	// Data is the same result as a value for programs, or nil: *ExecOutput,
-	// *ReadOutput, *WriteOutput or *ListOutput.
+	// *ReadOutput, *WriteOutput, *ListOutput or *RunCodeOutput.
 	Data any `json:"data,omitempty"`
+	// Images are the images the call produced (runtime_run_code's charts),
+	// checked; give them to providers that take images in tool results
+	// (AnthropicResultBlocks, OpenAIResponsesResultParts, GeminiParts).
+	// Text names each one.
+	Images []Image `json:"images,omitempty"`
 }
 
 // Definition is a tool's declaration without a sandbox: enough to tell a
@@ -126,6 +131,10 @@ type Definition struct {
 // Definitions returns the four tools' declarations, in the order
 // runtime_exec, runtime_read_file, runtime_write_file, runtime_list_files.
 func Definitions() []Definition {
+	return definitions(specs)
+}
+
+func definitions(specs []spec) []Definition {
 	out := make([]Definition, len(specs))
 	for i, s := range specs {
 		out[i] = Definition{Name: s.name, Description: s.description, InputSchema: json.RawMessage(s.schema)}
@@ -146,6 +155,10 @@ func ForSandbox(sbx *withruntime.Sandbox) []Tool {
 // Bind binds the four tools to the sandbox that get returns at each call.
 // An error from get becomes an error Result (and is returned as the error).
 func Bind(get SandboxFunc) []Tool {
+	return bind(get, specs)
+}
+
+func bind(get SandboxFunc, specs []spec) []Tool {
 	out := make([]Tool, len(specs))
 	for i, s := range specs {
 		s := s

@@ -191,6 +191,30 @@ def sbx(server: Server) -> Iterator[Sandbox]:
         yield s
 
 
+@pytest.fixture(scope="session")
+def code_template(server: Server) -> str:
+    """The code-interpreter template, built in the test server's templates
+    directory if it is missing or stale (a few minutes once, then cached)."""
+    binary = os.environ.get("WITHRUNTIME_BIN") or shutil.which("withruntime") or "withruntime"
+    env = {k: v for k, v in os.environ.items() if k not in ("WITHRUNTIME_URL", "WITHRUNTIME_API_KEY")}
+    out = subprocess.run(
+        [binary, "template", "build", "--missing", "--templates-dir", TEMPLATES_DIR, "code-interpreter"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if out.returncode != 0:
+        pytest.fail(f"building the code-interpreter template failed:\n{out.stderr[-4000:]}")
+    return "code-interpreter"
+
+
+@pytest.fixture
+def ci(code_template: str) -> Iterator[Sandbox]:
+    """A fresh code-interpreter sandbox, destroyed after the test."""
+    with Sandbox.create(template=code_template, timeout_seconds=300, metadata={"test": "python-sdk"}) as s:
+        yield s
+
+
 def go_testdata(name: str) -> Path:
     path = GO_TOOLS_TESTDATA / name
     if not path.exists():

@@ -4,7 +4,7 @@
 // fails until the copies match.
 import { copyFileSync } from "node:fs";
 
-const names = ["runtime_exec", "runtime_read_file", "runtime_write_file", "runtime_list_files"];
+const names = ["runtime_exec", "runtime_read_file", "runtime_write_file", "runtime_list_files", "runtime_run_code"];
 for (const name of names) {
   const from = new URL(`../../go/tools/testdata/${name}.golden`, import.meta.url);
   const to = new URL(`../definitions/${name}.json`, import.meta.url);

@@ -89,6 +89,14 @@ export class RateLimitedError extends APIError {
 export class InternalError extends APIError {
   override name = "InternalError";
 }
+/**
+ * 501 not_implemented: the sandbox cannot do this, such as runCode in a
+ * sandbox whose template has no kernels (create it with template
+ * "code-interpreter").
+ */
+export class UnsupportedError extends APIError {
+  override name = "UnsupportedError";
+}
 /** 503 unavailable: no capacity for another sandbox now; retry later. */
 export class UnavailableError extends APIError {
   override name = "UnavailableError";
@@ -133,6 +141,7 @@ const codes: Record<string, [APIErrorClass, number]> = {
   too_large: [TooLargeError, 413],
   rate_limited: [RateLimitedError, 429],
   internal: [InternalError, 500],
+  not_implemented: [UnsupportedError, 501],
   unavailable: [UnavailableError, 503],
   no_space: [NoSpaceError, 507],
   cost_cap: [CostCapError, 400],
@@ -151,6 +160,7 @@ const byStatus: Record<number, APIErrorClass> = {
   413: TooLargeError,
   429: RateLimitedError,
   500: InternalError,
+  501: UnsupportedError,
   503: UnavailableError,
   507: NoSpaceError,
 };

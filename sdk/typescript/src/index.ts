@@ -32,6 +32,20 @@ export {
   type RequestOptions,
   type UsageQuery,
 } from "./client.js";
+export {
+  CODE_INTERPRETER_TEMPLATE,
+  DEFAULT_CODE_TIMEOUT_SECONDS,
+  Execution,
+  Result,
+  type CodeContext,
+  type CreateContextOptions,
+  type ExecutionData,
+  type ExecutionError,
+  type Logs,
+  type OutputMessage,
+  type ResultData,
+  type RunCodeOptions,
+} from "./code.js";
 export * from "./errors.js";
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, type FileData, type ListOptions } from "./files.js";

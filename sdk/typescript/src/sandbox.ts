@@ -1,4 +1,11 @@
 import { Client, type CallOptions, type ClientOptions } from "./client.js";
+import {
+  CodeInterpreter,
+  type CodeContext,
+  type CreateContextOptions,
+  type Execution,
+  type RunCodeOptions,
+} from "./code.js";
 import { apiError, ConflictError, statusOfCode, WithRuntimeError } from "./errors.js";
 import { Files } from "./files.js";
 import type {
@@ -433,6 +440,50 @@ export class Sandbox implements AsyncDisposable {
       else if (ev.type === "exit") return ev.result!;
     }
     throw new WithRuntimeError("withruntime: exec stream ended without an exit event");
+  }
+
+  /**
+   * Runs a cell of Python in a context (a Jupyter kernel that keeps its
+   * variables between calls) and returns its Execution: `text` (the cell's
+   * value), `results` (rich outputs: charts as `png`, DataFrames as
+   * `html`...), `logs` and `error`. The sandbox must be of the
+   * "code-interpreter" template (others throw UnsupportedError). An
+   * exception in the code is not thrown: it is `error`. The handlers, when
+   * given, are called as output arrives.
+   *
+   * ```ts
+   * const ex = await sbx.runCode("import pandas as pd; pd.DataFrame({'a': [1, 2]}).a.sum()");
+   * ex.text; // "3"
+   * const chart = await sbx.runCode("import matplotlib.pyplot as plt; plt.plot([1, 2, 3]);");
+   * chart.results[0].pngBytes();
+   * ```
+   */
+  runCode(code: string, opts: RunCodeOptions = {}): Promise<Execution> {
+    return this.code.run(code, opts);
+  }
+
+  /** Starts a new context (its own kernel and variables); pass it to runCode({ context }). */
+  createCodeContext(opts: CreateContextOptions = {}): Promise<CodeContext> {
+    return this.code.createContext(opts);
+  }
+
+  /** The sandbox's contexts, oldest first. */
+  listCodeContexts(opts: CallOptions = {}): Promise<CodeContext[]> {
+    return this.code.listContexts(opts.signal);
+  }
+
+  /** Gives the context a new kernel; its variables are lost. */
+  restartCodeContext(context: CodeContext | string, opts: CallOptions = {}): Promise<CodeContext> {
+    return this.code.restartContext(context, opts.signal);
+  }
+
+  /** Stops the context's kernel and forgets the context. */
+  removeCodeContext(context: CodeContext | string, opts: CallOptions = {}): Promise<void> {
+    return this.code.removeContext(context, opts.signal);
+  }
+
+  private get code(): CodeInterpreter {
+    return new CodeInterpreter(this.client, this.path(""));
   }
 
   /** The sandbox's API path plus suffix. */

@@ -20,6 +20,16 @@ Dockerfiles.
 from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncSandbox
 from ._config import ENV_API_KEY, ENV_URL, config_path
 from ._sync import Client, ExecStream, FileReader, Files, Sandbox
+from .code import (
+    CODE_INTERPRETER_TEMPLATE,
+    DEFAULT_CODE_TIMEOUT_SECONDS,
+    CodeContext,
+    Execution,
+    ExecutionError,
+    Logs,
+    OutputMessage,
+    Result,
+)
 from .errors import (
     ERROR_CODES,
     APIError,
@@ -43,6 +53,7 @@ from .errors import (
     TransportError,
     UnauthorizedError,
     UnavailableError,
+    UnsupportedError,
     WithRuntimeError,
 )
 from .templates import Template, TemplateEvent, TemplateOrigin
@@ -115,6 +126,7 @@ __all__ = [
     "RateLimitedError",
     "InternalError",
     "UnavailableError",
+    "UnsupportedError",
     "NoSpaceError",
     "CostCapError",
     "SpendingLimitError",
@@ -127,5 +139,13 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "MAX_MAX_OUTPUT_BYTES",
     "TIMEOUT_EXIT_CODE",
+    "CODE_INTERPRETER_TEMPLATE",
+    "DEFAULT_CODE_TIMEOUT_SECONDS",
+    "Execution",
+    "Result",
+    "Logs",
+    "ExecutionError",
+    "OutputMessage",
+    "CodeContext",
     "__version__",
 ]

@@ -15,6 +15,7 @@ from typing import IO, Any, Generic, TextIO, TypeVar
 import httpx
 
 from . import _http
+from ._code_async import AsyncCodeInterpreterMixin
 from ._config import resolve_config
 from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
 from .errors import (
@@ -258,7 +259,7 @@ class _AwaitableContext(Generic[T]):
         await self._value.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
 
 
-class AsyncSandbox:
+class AsyncSandbox(AsyncCodeInterpreterMixin):
     """The asyncio twin of :class:`~withruntime.Sandbox`::
 
         async with AsyncSandbox.create(timeout_seconds=600) as sbx:

@@ -38,6 +38,11 @@ def sandbox_path(sandbox_id: str, suffix: str = "") -> str:
     return "/v1/sandboxes/" + quote(sandbox_id, safe="") + suffix
 
 
+def quote_seg(segment: str) -> str:
+    """One path segment, escaped."""
+    return quote(segment, safe="")
+
+
 def decode_error(status: int, reason: str, data: bytes) -> APIError:
     """Turns an error answer into the APIError subclass of its code."""
     try:

@@ -13,6 +13,7 @@ from typing import IO, Any, TextIO
 import httpx
 
 from . import _http
+from ._code_sync import CodeInterpreterMixin
 from ._config import resolve_config
 from .errors import (
     ConflictError,
@@ -299,7 +300,7 @@ def _check_running(info: SandboxInfo) -> None:
         )
 
 
-class Sandbox:
+class Sandbox(CodeInterpreterMixin):
     """A handle on one sandbox. Use it as a context manager to destroy the
     sandbox on exit::
 

@@ -41,6 +41,7 @@ __all__ = [
     "RateLimitedError",
     "InternalError",
     "UnavailableError",
+    "UnsupportedError",
     "NoSpaceError",
     "CostCapError",
     "SpendingLimitError",
@@ -165,6 +166,12 @@ class NoSpaceError(APIError):
     """507 ``no_space``: the sandbox's disk is full."""
 
 
+class UnsupportedError(APIError):
+    """501 ``not_implemented``: the sandbox cannot do this, such as
+    ``run_code`` in a sandbox whose template has no kernels (create it with
+    ``template="code-interpreter"``)."""
+
+
 class CostCapError(BadRequestError):
     """400 ``cost_cap``: the sandbox's first lease could cost more than the
     create's ``max_cost_micros``. The message gives the worst case in
@@ -196,6 +203,7 @@ ERROR_CODES: dict[str, tuple[type[APIError], int]] = {
     "too_large": (TooLargeError, 413),
     "rate_limited": (RateLimitedError, 429),
     "internal": (InternalError, 500),
+    "not_implemented": (UnsupportedError, 501),
     "unavailable": (UnavailableError, 503),
     "no_space": (NoSpaceError, 507),
     "cost_cap": (CostCapError, 400),
@@ -217,6 +225,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     413: TooLargeError,
     429: RateLimitedError,
     500: InternalError,
+    501: UnsupportedError,
     503: UnavailableError,
     507: NoSpaceError,
 }

@@ -29,10 +29,27 @@ import type { Sandbox } from "../sandbox.js";
 import { WORKSPACE, type ExecResult, type FileInfo } from "../types.js";
 import { ArgsError, decodeArgs, type Args, type Field } from "./args.js";
 import { CapBuf, marker } from "./capbuf.js";
+import type { ImageOutput } from "./code.js";
 import { definitionOf, type Definition, type ToolName } from "./definitions.js";
 
 export { definitions, TOOL_NAMES, type Definition, type InputSchema, type ToolName } from "./definitions.js";
 export * from "./providers.js";
+export {
+  anthropicToolResult,
+  bindCodeInterpreter,
+  codeDefinitions,
+  codeInterpreterTools,
+  geminiParts,
+  openAIResponsesOutput,
+  summarizeExecution,
+  CODE_TIMEOUT_SECONDS,
+  MAX_CODE_BYTES,
+  MAX_IMAGE_BYTES,
+  MAX_IMAGES,
+  MAX_RESULT_TEXT_BYTES,
+  RUN_CODE_NAME,
+  type ImageOutput,
+} from "./code.js";
 
 /** Tool names. */
 export const EXEC_NAME = "runtime_exec";
@@ -114,8 +131,10 @@ export interface ToolResult {
    * exited non-zero is not an error: its exit code is in text.
    */
   isError: boolean;
-  /** The same result as a value for programs. */
-  data?: ExecOutput | ReadOutput | WriteOutput | ListOutput;
+  /** The same result as a value for programs (runtime_run_code: the Execution's JSON). */
+  data?: ExecOutput | ReadOutput | WriteOutput | ListOutput | Record<string, unknown>;
+  /** runtime_run_code's images, checked to decode (see anthropicToolResult, openAIResponsesOutput, geminiParts). */
+  images?: ImageOutput[];
 }
 
 /** One tool bound to a sandbox. */

@@ -42,7 +42,7 @@ from typing import Any, NotRequired, TypedDict, overload
 from .._async import AsyncSandbox
 from .._sync import Sandbox
 from ..errors import WithRuntimeError
-from . import _run
+from . import _code, _run
 from ._args import ArgsError, Field, decode_args, parse_json_args
 from ._cap import CapBuf
 from ._run import (
@@ -61,6 +61,12 @@ from ._run import (
 
 __all__ = [
     "sandbox_tools",
+    "code_interpreter_tools",
+    "code_definitions",
+    "anthropic_tool_result",
+    "openai_responses_output",
+    "gemini_parts",
+    "RUN_CODE_NAME",
     "definitions",
     "ToolDefinition",
     "ToolResult",
@@ -93,6 +99,8 @@ WRITE_FILE_NAME = "runtime_write_file"
 LIST_FILES_NAME = "runtime_list_files"
 #: The tools' names, in the order sandbox_tools returns them.
 TOOL_NAMES = (EXEC_NAME, READ_FILE_NAME, WRITE_FILE_NAME, LIST_FILES_NAME)
+#: The code interpreter's tool, a set of its own (code_interpreter_tools).
+RUN_CODE_NAME = _code.RUN_CODE_NAME
 
 
 class ToolResult(TypedDict):
@@ -105,8 +113,13 @@ class ToolResult(TypedDict):
     #: non-zero is not an error: its exit code is in ``text``.
     isError: bool
     #: The same result as a value for programs (the Go ExecOutput,
-    #: ReadOutput, WriteOutput or ListOutput); absent for errors.
+    #: ReadOutput, WriteOutput or ListOutput; runtime_run_code's Execution);
+    #: absent for errors.
     data: NotRequired[dict[str, Any]]
+    #: runtime_run_code's images, checked to decode, each {"mimeType",
+    #: "data" (base64), "width", "height"}; see anthropic_tool_result,
+    #: openai_responses_output and gemini_parts.
+    images: NotRequired[list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -134,6 +147,13 @@ def _load_definition(name: str) -> ToolDefinition:
 
 
 _DEFINITIONS: tuple[ToolDefinition, ...] = tuple(_load_definition(n) for n in TOOL_NAMES)
+_CODE_DEFINITION = _load_definition(RUN_CODE_NAME)
+
+
+def code_definitions() -> list[ToolDefinition]:
+    """runtime_run_code's declaration (the code interpreter's tool set)."""
+    d = _CODE_DEFINITION
+    return [ToolDefinition(d.name, d.description, json.loads(json.dumps(d.input_schema)))]
 
 
 def definitions() -> list[ToolDefinition]:
@@ -237,6 +257,13 @@ _SPECS: dict[str, _Spec] = {
         None,
         (("path", str, ""),),
     ),
+    RUN_CODE_NAME: _Spec(
+        _CODE_DEFINITION,
+        '{"code": "x = 6 * 7\\nx", "language": ""}',
+        (Field("code", essential=True, max=_code.MAX_CODE_BYTES), Field("language", max=64)),
+        _code.check_run_code,
+        (("code", str, _E), ("language", str, "")),
+    ),
 }
 
 
@@ -282,6 +309,12 @@ def _checked(spec: _Spec, obj: dict[str, Any]) -> tuple[dict[str, str], dict[str
 
 
 def _run_sync(name: str, sbx: Sandbox, s: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
+    if name == RUN_CODE_NAME:
+        try:
+            ex = sbx.run_code(s["code"], timeout_seconds=_code.CODE_TIMEOUT_SECONDS)
+        except WithRuntimeError as e:
+            return _code.run_error(e)
+        return _code.code_result(ex)
     if name == EXEC_NAME:
         command, cwd, timeout = _run.exec_plan(s, n)
         out, err = CapBuf(MAX_OUTPUT_BYTES), CapBuf(MAX_OUTPUT_BYTES)
@@ -337,6 +370,12 @@ def _run_sync(name: str, sbx: Sandbox, s: dict[str, str], n: dict[str, int]) -> 
 
 
 async def _run_async(name: str, sbx: AsyncSandbox, s: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
+    if name == RUN_CODE_NAME:
+        try:
+            ex = await sbx.run_code(s["code"], timeout_seconds=_code.CODE_TIMEOUT_SECONDS)
+        except WithRuntimeError as e:
+            return _code.run_error(e)
+        return _code.code_result(ex)
     if name == EXEC_NAME:
         command, cwd, timeout = _run.exec_plan(s, n)
         out, err = CapBuf(MAX_OUTPUT_BYTES), CapBuf(MAX_OUTPUT_BYTES)
@@ -533,6 +572,68 @@ def sandbox_tools(sbx: Sandbox | AsyncSandbox, *, raise_errors: bool = True) -> 
     if isinstance(sbx, Sandbox):
         return [_make_sync(_SPECS[n], sbx, raise_errors) for n in TOOL_NAMES]
     raise TypeError(f"sandbox_tools needs a Sandbox or an AsyncSandbox, not {type(sbx).__name__}")
+
+
+@overload
+def code_interpreter_tools(sbx: Sandbox, *, raise_errors: bool = True) -> list[SyncTool]: ...
+@overload
+def code_interpreter_tools(sbx: AsyncSandbox, *, raise_errors: bool = True) -> list[AsyncTool]: ...
+
+
+def code_interpreter_tools(
+    sbx: Sandbox | AsyncSandbox, *, raise_errors: bool = True
+) -> list[SyncTool] | list[AsyncTool]:
+    """The code interpreter's tool set, ``[runtime_run_code]``, bound to
+    ``sbx`` (a sandbox of the ``code-interpreter`` template): Python in a
+    Jupyter kernel that keeps variables between calls. Its result's ``text``
+    is for every provider; ``images`` (charts, checked to decode) go to
+    providers that take images in tool results through
+    :func:`anthropic_tool_result`, :func:`openai_responses_output` and
+    :func:`gemini_parts`. Combine with :func:`sandbox_tools` as you like;
+    the four tools are unchanged."""
+    spec = _SPECS[RUN_CODE_NAME]
+    if isinstance(sbx, AsyncSandbox):
+        return [_make_async(spec, sbx, raise_errors)]
+    if isinstance(sbx, Sandbox):
+        return [_make_sync(spec, sbx, raise_errors)]
+    raise TypeError(f"code_interpreter_tools needs a Sandbox or an AsyncSandbox, not {type(sbx).__name__}")
+
+
+def anthropic_tool_result(result: Mapping[str, Any], tool_use_id: str) -> dict[str, Any]:
+    """The Anthropic ``tool_result`` block answering ``tool_use_id``: a text
+    block, then an image block per image."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": result["text"]}]
+    for img in result.get("images") or []:
+        content.append(
+            {"type": "image", "source": {"type": "base64", "media_type": img["mimeType"], "data": img["data"]}}
+        )
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    if result.get("isError"):
+        block["is_error"] = True
+    return block
+
+
+def openai_responses_output(result: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """The OpenAI Responses ``function_call_output`` answering ``call_id``,
+    its output a list: ``input_text``, then an ``input_image`` (data URL) per
+    image."""
+    parts: list[dict[str, Any]] = [{"type": "input_text", "text": result["text"]}]
+    for img in result.get("images") or []:
+        parts.append({"type": "input_image", "image_url": f"data:{img['mimeType']};base64,{img['data']}"})
+    return {"type": "function_call_output", "call_id": call_id, "output": parts}
+
+
+def gemini_parts(result: Mapping[str, Any], name: str, call_id: str = "") -> list[dict[str, Any]]:
+    """Gemini parts answering a functionCall: the ``functionResponse`` (its
+    response ``{"output"}``, or ``{"error"}`` for an error result), then an
+    ``inlineData`` part per image."""
+    body: dict[str, Any] = {"name": name, "response": {"error" if result.get("isError") else "output": result["text"]}}
+    if call_id:
+        body = {"id": call_id, **body}
+    parts: list[dict[str, Any]] = [{"functionResponse": body}]
+    for img in result.get("images") or []:
+        parts.append({"inlineData": {"mimeType": img["mimeType"], "data": img["data"]}})
+    return parts
 
 
 ToolCollection = Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]]

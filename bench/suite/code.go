@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/template"
+)
+
+// codeKind is the server with a warm pool of code-interpreter sandboxes.
+var codeKind = serverKind{"code", "wrbsk", "wbsk"}
+
+// heavyRuns bounds the samples of rows that start a kernel or a sandbox
+// each (a few seconds a sample).
+func (e *env) heavyRuns() int { return min(e.o.Runs, 10) }
+
+// codeSection measures the code interpreter: the run_code round trip of
+// `x=1` in a warm context against an exec of `python3 -c 'x=1'` in the
+// same sandbox, the first matplotlib chart of a new context, and create to
+// first run_code result, pooled and cold.
+func (e *env) codeSection(ctx context.Context) (err error) {
+	ts := &template.Store{Dir: e.o.Templates}
+	t0 := time.Now()
+	if _, err := ts.Ensure(ctx, template.CodeInterpreter, nil); err != nil {
+		return fmt.Errorf("template %s: %w", template.CodeInterpreter, err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		e.note("built the %s template first, in %s", template.CodeInterpreter, d.Round(time.Second))
+	}
+	cold, err := e.cold(ctx)
+	if err != nil {
+		return err
+	}
+	c := cold.c
+	id, err := c.create(ctx, api.CreateSandboxRequest{Template: template.CodeInterpreter, TimeoutSeconds: 3600})
+	if id != "" {
+		defer func() {
+			if derr := c.del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+	}
+	if err != nil {
+		return err
+	}
+	const sec = "code"
+	argv := []string{"python3", "-c", "x=1"}
+	var runs, execs []time.Duration
+	for i := -3; i < e.o.Runs; i++ { // the first round starts the kernel
+		d1, err := c.runCode(ctx, id, agentapi.RunCodeRequest{Code: "x=1"}, "")
+		if err != nil {
+			return err
+		}
+		d2, err := c.execCollected(ctx, id, argv, "")
+		if err != nil {
+			return err
+		}
+		if i >= 0 {
+			runs, execs = append(runs, d1), append(execs, d2)
+		}
+	}
+	rRun := e.add(sampleRow(sec, "API run_code `x=1`, warm context", "ms", msSamples(runs)))
+	rExec := e.add(sampleRow(sec, "API exec python3 -c 'x=1', same sandbox", "ms", msSamples(execs)))
+	rExec.Baseline, rExec.Short = true, "exec python3 -c"
+	compare(rRun, rExec)
+	againstRuntime(rExec, map[string]*row{"": rRun}, "")
+	if rRun.Median != nil && rExec.Median != nil {
+		met := *rRun.Median <= 15 && *rRun.Median < *rExec.Median
+		rRun.Note = fmt.Sprintf("target p50 ≤ 15 ms and below exec python3 -c: %s", map[bool]string{true: "met", false: "NOT met"}[met])
+	}
+
+	// The first chart of a new context (its kernel started outside the
+	// timing), then the next one.
+	var first, next, starts []time.Duration
+	for i := 0; i < e.heavyRuns(); i++ {
+		s := time.Now()
+		var cc agentapi.Context
+		if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/contexts", agentapi.CreateContextRequest{}, &cc); err != nil {
+			return err
+		}
+		starts = append(starts, time.Since(s))
+		chart := agentapi.RunCodeRequest{Code: "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.show()", ContextID: cc.ID}
+		d1, err := c.runCode(ctx, id, chart, "image/png")
+		if err != nil {
+			return err
+		}
+		d2, err := c.runCode(ctx, id, chart, "image/png")
+		if err != nil {
+			return err
+		}
+		first, next = append(first, d1), append(next, d2)
+		if err := c.getJSON(ctx, "DELETE", "/v1/sandboxes/"+id+"/contexts/"+cc.ID, nil, nil); err != nil {
+			return err
+		}
+	}
+	e.add(sampleRow(sec, "API create context (kernel start to ready)", "ms", msSamples(starts)))
+	e.add(sampleRow(sec, "API run_code first matplotlib chart, new context", "ms", msSamples(first)))
+	e.add(sampleRow(sec, "API run_code next chart, same context", "ms", msSamples(next)))
+
+	// Create to the first run_code result: cold, and claimed from a pool of
+	// code-interpreter sandboxes whose default kernel is warm.
+	var coldTotal []time.Duration
+	for i := 0; i < e.heavyRuns(); i++ {
+		d, sid, err := c.createToFirstResult(ctx)
+		if sid != "" {
+			if derr := c.del(ctx, sid); derr != nil && err == nil {
+				err = derr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		coldTotal = append(coldTotal, d)
+	}
+	pool, err := e.openServer(ctx, codeKind, 1, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := e.closeAndCheck(pool); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	var pooled []time.Duration
+	for i := 0; i < e.heavyRuns(); i++ {
+		if _, err := pool.c.waitPoolFullOf(ctx, template.CodeInterpreter, 3*time.Minute); err != nil {
+			return err
+		}
+		d, sid, err := pool.c.createToFirstResult(ctx)
+		if sid != "" {
+			if derr := pool.c.del(ctx, sid); derr != nil && err == nil {
+				err = derr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		pooled = append(pooled, d)
+	}
+	rCold := e.add(sampleRow(sec, "API create→first run_code result, cold", "ms", msSamples(coldTotal)))
+	rPool := e.add(sampleRow(sec, "API create→first run_code result, pooled", "ms", msSamples(pooled)))
+	compare(rPool, rCold)
+	return nil
+}
+
+// runCode runs a cell (collected) and checks it raised nothing and, when
+// mime is set, returned a result of that type.
+func (c *apiClient) runCode(ctx context.Context, id string, req agentapi.RunCodeRequest, mime string) (time.Duration, error) {
+	start := time.Now()
+	var ex agentapi.Execution
+	if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/code", req, &ex); err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	if ex.Error != nil {
+		return d, fmt.Errorf("run_code %q: %s: %s", req.Code, ex.Error.Name, ex.Error.Value)
+	}
+	if mime != "" {
+		for _, r := range ex.Results {
+			if _, ok := r.Data[mime]; ok {
+				return d, nil
+			}
+		}
+		return d, fmt.Errorf("run_code %q: no %s result", req.Code, mime)
+	}
+	return d, nil
+}
+
+// createToFirstResult creates a code-interpreter sandbox and runs `6*7`,
+// timing both until the answer, which must be 42.
+func (c *apiClient) createToFirstResult(ctx context.Context) (time.Duration, string, error) {
+	start := time.Now()
+	id, err := c.create(ctx, api.CreateSandboxRequest{Template: template.CodeInterpreter})
+	if err != nil {
+		return 0, id, err
+	}
+	var ex agentapi.Execution
+	if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/code", agentapi.RunCodeRequest{Code: "6*7"}, &ex); err != nil {
+		return 0, id, err
+	}
+	d := time.Since(start)
+	for _, r := range ex.Results {
+		var s string
+		if r.IsMainResult && json.Unmarshal(r.Data["text/plain"], &s) == nil && s == "42" {
+			return d, id, nil
+		}
+	}
+	return d, id, fmt.Errorf("6*7 answered %+v", ex)
+}
+
+// waitPoolFullOf waits until template's pool is full.
+func (c *apiClient) waitPoolFullOf(ctx context.Context, tpl string, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var h api.Health
+		if err := c.getJSON(ctx, http.MethodGet, "/v1/health", nil, &h); err != nil {
+			return time.Time{}, err
+		}
+		if p, ok := h.Pool[tpl]; ok && p.Ready >= p.Size && p.Size > 0 {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("the %s pool is not full after %s", tpl, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

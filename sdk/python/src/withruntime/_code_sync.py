@@ -1,0 +1,101 @@
+"""The code interpreter's methods of :class:`~withruntime.Sandbox` (a mixin,
+so that _sync.py stays about commands and files)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from . import _http
+from . import code as _code
+from .code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
+from .errors import TransportError
+
+if TYPE_CHECKING:
+    from ._sync import Client
+
+
+class CodeInterpreterMixin:
+    """``run_code`` and the code contexts of a sandbox."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def _client(self) -> Client: ...
+
+        def _path(self, suffix: str = "") -> str: ...
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        context: CodeContext | str | None = None,
+        language: str | None = None,
+        timeout_seconds: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_stdout: OutputHandler | None = None,
+        on_stderr: OutputHandler | None = None,
+        on_result: ResultHandler | None = None,
+        on_error: ErrorHandler | None = None,
+    ) -> Execution:
+        """Runs a cell of Python in a context (a Jupyter kernel that keeps
+        its variables between calls) and returns its :class:`Execution`:
+        ``.text`` (the cell's value), ``.results`` (rich outputs: charts as
+        ``png``, DataFrames as ``html``...), ``.logs`` and ``.error``.
+
+        The sandbox must be of the ``code-interpreter`` template (others
+        raise UnsupportedError). ``context`` (a CodeContext or its id) picks
+        the context; default, the sandbox's default one. An exception in the
+        code is not raised: it is ``.error``. ``timeout_seconds`` (default
+        300) interrupts the code and keeps the context; ``env`` is set for
+        this call only. The handlers, when given, are called as output
+        arrives (the answer is then streamed)::
+
+            ex = sbx.run_code("import pandas as pd; df = pd.DataFrame({'a': [1, 2]}); df.a.sum()")
+            ex.text  # '3'
+            ex = sbx.run_code("df.plot()", on_stdout=print)
+            png = ex.results[0].png_bytes()
+        """
+        body = _code.run_body(code, context=context, language=language, timeout_seconds=timeout_seconds, env=env)
+        if on_stdout is None and on_stderr is None and on_result is None and on_error is None:
+            return Execution.from_dict(self._client._json("POST", self._path("/code"), body))
+        asm = _code.Assembler(on_stdout, on_stderr, on_result, on_error)
+        resp = self._client._send("POST", self._path("/code"), json_body=body, accept=_http.NDJSON, stream=True)
+        try:
+            for line in resp.iter_lines():
+                asm.feed(line)
+                if asm.done:
+                    break
+        except httpx.HTTPError as e:
+            raise TransportError(f"withruntime: code stream broke: {e}") from e
+        finally:
+            resp.close()
+        return asm.finish()
+
+    def create_code_context(
+        self, *, language: str | None = None, cwd: str | None = None, env: Mapping[str, str] | None = None
+    ) -> CodeContext:
+        """Starts a new context (its own kernel and variables) and returns it
+        once it is ready; pass it to ``run_code(context=...)``."""
+        out: Any = self._client._json("POST", self._path("/contexts"), _code.context_body(language, cwd, env))
+        return CodeContext.from_dict(out)
+
+    def list_code_contexts(self) -> builtins.list[CodeContext]:
+        """The sandbox's contexts, oldest first."""
+        out = self._client._json("GET", self._path("/contexts"))
+        return [CodeContext.from_dict(c) for c in out.get("contexts") or []]
+
+    def restart_code_context(self, context: CodeContext | str) -> CodeContext:
+        """Gives the context a new kernel; its variables are lost."""
+        cid = _code.context_id(context) or ""
+        return CodeContext.from_dict(
+            self._client._json("POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"))
+        )
+
+    def remove_code_context(self, context: CodeContext | str) -> None:
+        """Stops the context's kernel and forgets the context."""
+        cid = _code.context_id(context) or ""
+        self._client._json("DELETE", self._path(f"/contexts/{_http.quote_seg(cid)}"))
