@@ -79,21 +79,27 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// Serve accepts connections on l until it is closed.
+// Serve accepts connections on l until it is closed. A failure to accept
+// that passes (a timeout; the process out of file descriptors or memory for
+// a moment, which any client holding enough connections can cause) is
+// waited out, 5 ms doubling to 1 s, as net/http does: returning would leave
+// the sandbox without a network for good.
 func (p *Proxy) Serve(l net.Listener) error {
+	var wait time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if !temporaryAcceptError(err) {
+				return err
 			}
-			return err
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			time.Sleep(wait)
+			continue
 		}
+		wait = 0
 		if !p.track(c) {
 			resetConn(c)
 			continue
@@ -105,6 +111,20 @@ func (p *Proxy) Serve(l net.Listener) error {
 			p.ServeConn(c)
 		}()
 	}
+}
+
+// temporaryAcceptError reports whether a failed Accept may succeed later.
+func temporaryAcceptError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Proxy) track(c net.Conn) bool {
