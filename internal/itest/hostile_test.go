@@ -352,3 +352,42 @@ func TestHostileSocketAfterRestart(t *testing.T) {
 		t.Fatalf("the victim after the attack: %+v", res)
 	}
 }
+
+// TestHostileNoFilesAtLeaseEnd: a client can take every file descriptor of
+// the server (idle keep-alive connections or waits on a process, which cost
+// nothing; each wait holds two), and if it does when a lease ends the
+// destroy fails. The sandbox must still end soon after, instead of running
+// on past its lease, unbilled, with a record that says it stopped. (The test
+// lowers the process's file limit instead of opening 20,000 connections.)
+func TestHostileNoFilesAtLeaseEnd(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 3})
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer restore()
+	time.Sleep(time.Until(sb.LeaseEndsAt.Add(-time.Second)))
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(len(fds)), Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sb.LeaseEndsAt.Add(3 * time.Second)))
+	restore()
+	var got api.Sandbox
+	e.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID, nil, &got)
+	if got.State != "stopped" || got.EndReason != "lease_ended" {
+		t.Fatalf("after its lease: %s (%s), want stopped (lease_ended)", got.State, got.EndReason)
+	}
+	waitFor(t, 40*time.Second, "the sandbox destroyed after a failed destroy at its lease end", func() bool {
+		return len(e.leftovers(sb.ID)) == 0
+	})
+}
