@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -151,9 +152,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "agent", "agent"
 			pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+path, "/"+rest
-			pr.Out.Header.Del("Authorization")
+			// Only what the agent protocol uses goes into the sandbox: not
+			// the key, nor the caller's cookies, nor what a front proxy
+			// added (X-Forwarded-For, identity headers).
+			out := http.Header{}
+			for _, name := range agentRequestHeaders {
+				if v := pr.In.Header.Values(name); len(v) > 0 {
+					out[name] = v
+				}
+			}
+			pr.Out.Header = out
 		},
-		Transport:     tr,
+		Transport:     no1xx{tr},
 		FlushInterval: -1, // NDJSON events go out as the agent writes them
 		ModifyResponse: func(resp *http.Response) error {
 			sanitizeAgentResponse(resp)
@@ -265,6 +275,31 @@ func (s *Server) forwardError(ctx context.Context, id string, err error) error {
 			msg: fmt.Sprintf("sandbox %s: its agent cannot be reached safely: the agent's socket was removed or replaced from inside the sandbox; delete the sandbox and create a new one", id)}
 	}
 	return fmt.Errorf("sandbox %s: the agent did not answer: %w", id, err)
+}
+
+// agentRequestHeaders are the request headers forwarded to the agent.
+var agentRequestHeaders = []string{"Accept", "Content-Type"}
+
+// no1xx hides from the agent transport the client trace through which
+// httputil.ReverseProxy relays informational answers (103 Early Hints, …)
+// to the caller with every header the agent put in them, before
+// sanitizeAgentResponse sees anything. Without a trace the transport reads
+// and drops them. The agent never sends one.
+type no1xx struct{ http.RoundTripper }
+
+func (t no1xx) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.RoundTripper.RoundTrip(r.WithContext(noTraceContext{r.Context()}))
+}
+
+// noTraceContext is a context without an httptrace.ClientTrace.
+type noTraceContext struct{ context.Context }
+
+func (c noTraceContext) Value(key any) any {
+	v := c.Context.Value(key)
+	if _, ok := v.(*httptrace.ClientTrace); ok {
+		return nil
+	}
+	return v
 }
 
 // agentContentTypes are the only content types the agent sends. An answer

@@ -6,6 +6,7 @@ package itest
 // nor relays anything the sandbox planted.
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -390,4 +391,76 @@ func TestHostileNoFilesAtLeaseEnd(t *testing.T) {
 	waitFor(t, 40*time.Second, "the sandbox destroyed after a failed destroy at its lease end", func() bool {
 		return len(e.leftovers(sb.ID)) == 0
 	})
+}
+
+// TestHostileForgedAgentSeesOnlyProtocol: a forged agent gets nothing of
+// the caller's but what the agent protocol needs (no cookie, no header a
+// front proxy added), and its informational answers (103 Early Hints, which
+// net/http's reverse proxy relays with all their headers) never reach the
+// caller.
+func TestHostileForgedAgentSeesOnlyProtocol(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	fake := `import os, socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        head = b""
+        while True:
+            line = self.rfile.readline()
+            head += line
+            if line in (b"\r\n", b""): break
+        with open("/run/withruntime/seen", "ab") as f: f.write(head)
+        self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nSet-Cookie: session=evil; Path=/\r\nLink: <http://evil.example/x.js>; rel=preload\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+os.rename("/run/withruntime/agent.sock", "/run/withruntime/real.sock")
+socketserver.UnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
+`
+	e.must(200, "PUT", "/v1/sandboxes/"+sb.ID+"/files?path=/workspace/fake.py", fake, nil)
+	e.must(201, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{Command: "python3 /workspace/fake.py", User: "root"}, nil)
+	sockDir := filepath.Dir(e.agentSocket(sb.ID))
+	waitFor(t, 10*time.Second, "the forged agent", func() bool {
+		st, err := os.Stat(filepath.Join(sockDir, "real.sock"))
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	})
+	time.Sleep(200 * time.Millisecond) // the forged agent listens
+	var reached atomic.Int32
+	var wg sync.WaitGroup
+	for range 6 { // at once, so that new agent connections are dialed
+		wg.Go(func() {
+			c, err := net.Dial("tcp", strings.TrimPrefix(e.http.URL, "http://"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET /v1/sandboxes/%s/files?path=/etc/hostname HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+				"Cookie: caller-cookie=c00kie\r\nX-Forwarded-For: 198.51.100.7\r\nX-Auth-User: alice\r\nConnection: close\r\n\r\n", sb.ID, e.key)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode < 200 || resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Link") != "" {
+				t.Errorf("the forged agent's informational answer reached the caller: %d %v", resp.StatusCode, resp.Header)
+			}
+			if resp.ContentLength == 2 || resp.StatusCode < 200 {
+				reached.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if reached.Load() == 0 {
+		t.Fatalf("no request reached the forged agent; the test tested nothing")
+	}
+	seen, err := os.ReadFile(filepath.Join(sockDir, "seen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"c00kie", "198.51.100.7", "alice", e.key} {
+		if strings.Contains(string(seen), leak) {
+			t.Errorf("the sandbox saw the caller's %q:\n%s", leak, seen)
+		}
+	}
 }
