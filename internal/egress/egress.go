@@ -35,6 +35,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"withruntime.dev/runtime/internal/egress/dnsserver"
 	"withruntime.dev/runtime/internal/egress/firewall"
 	"withruntime.dev/runtime/internal/egress/netns"
@@ -93,6 +95,21 @@ type Config struct {
 	// direct connection: for networks where only a proxy reaches out (see
 	// proxy.Proxy.Upstream). Sandboxes never see it.
 	Upstream func(scheme, host string) *url.URL
+	// MaxProxyConns caps the connections every sandbox's egress proxy
+	// serves at once, all together (each proxy also caps its own at 1024);
+	// past it new connections are reset. Each is a file descriptor of this
+	// process, two once dialed upstream. Default: an eighth of the
+	// process's RLIMIT_NOFILE, at least 1024.
+	MaxProxyConns int
+}
+
+// defaultMaxProxyConns is Config.MaxProxyConns's default.
+func defaultMaxProxyConns() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 1 << 16
+	}
+	return max(1024, int(min(rl.Cur/8, 1<<20)))
 }
 
 // Secret is a credential a sandbox uses without holding it.
@@ -127,6 +144,9 @@ type Manager struct {
 	guard *policy.Guard
 	log   *slog.Logger
 
+	// slots caps the connections of all sandboxes' proxies together.
+	slots *proxy.Slots
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 }
@@ -154,6 +174,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.MaxProxyConns <= 0 {
+		cfg.MaxProxyConns = defaultMaxProxyConns()
 	}
 	if !validName(cfg.Name) {
 		return nil, fmt.Errorf("egress: name %q: want 1 to 64 letters, digits, '_' or '-'", cfg.Name)
@@ -187,6 +210,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, nc: nc, fw: fw, log: log,
+		slots:     proxy.NewSlots(cfg.MaxProxyConns),
 		guard:     policy.NewGuard(cfg.Exempt...),
 		sandboxes: map[string]*sandbox{},
 	}, nil
@@ -306,6 +330,7 @@ func (m *Manager) serve(sb *sandbox) error {
 		UpstreamRoots: m.cfg.UpstreamRoots,
 		Log:           log,
 		Upstream:      m.cfg.Upstream,
+		Shared:        m.slots,
 	}
 	go func() {
 		defer close(sb.served)

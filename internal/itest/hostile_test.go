@@ -22,6 +22,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/server"
 )
 
 // rootSh runs command as root in sandbox id.
@@ -463,4 +464,42 @@ socketserver.UnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
 			t.Errorf("the sandbox saw the caller's %q:\n%s", leak, seen)
 		}
 	}
+}
+
+// TestHostileProxyFlood: every connection a sandbox opens to its egress
+// proxy is a file descriptor of the server, held while the proxy waits for
+// the request (10 s), and a sandbox holds about 1,200 that way. A tenant's
+// few sandboxes must not take them all (its destroys would then fail):
+// the proxies of all sandboxes share a cap, past which new connections are
+// reset, and the slots come back when the connections end.
+func TestHostileProxyFlood(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Egress.MaxProxyConns = 64 })
+	internet := &api.NetworkPolicy{Internet: true}
+	flood := e.create(api.CreateSandboxRequest{Network: internet})
+	other := e.create(api.CreateSandboxRequest{Network: internet})
+	// A refused request gets the proxy's 403: an answer, not a reset.
+	probe := `python3 -c '
+import socket
+s = socket.create_connection(("203.0.113.9", 80), timeout=5)
+s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+try: print(s.recv(12).decode() or "reset")
+except OSError: print("reset")'`
+	if out := e.sh(other.ID, probe).Stdout; !strings.HasPrefix(out, "HTTP/1.1 403") {
+		t.Fatalf("before the flood the proxy answered %q, want its 403", out)
+	}
+	e.must(201, "POST", "/v1/sandboxes/"+flood.ID+"/processes", agentapi.ExecRequest{Command: `python3 -c '
+import socket, time
+held = []
+for _ in range(200):
+    try: held.append(socket.create_connection(("203.0.113.9", 443), timeout=5))
+    except OSError: pass
+open("/tmp/held", "w").write(str(len(held)))
+time.sleep(6)'`}, nil)
+	waitFor(t, 10*time.Second, "the flood", func() bool { return e.sh(flood.ID, "cat /tmp/held").ExitCode == 0 })
+	if out := e.sh(other.ID, probe).Stdout; strings.HasPrefix(out, "HTTP/1.1") {
+		t.Fatalf("while another sandbox held the proxies' shared cap, a new connection was served: %q", out)
+	}
+	waitFor(t, 20*time.Second, "the proxy to serve again once the flood ended", func() bool {
+		return strings.HasPrefix(e.sh(other.ID, probe).Stdout, "HTTP/1.1 403")
+	})
 }

@@ -65,6 +65,10 @@ type Proxy struct {
 	// MaxConns caps the connections served at once (default 1024); past it
 	// new connections are reset.
 	MaxConns int
+	// Shared, when set, also caps the connections served at once by every
+	// proxy that shares it (every sandbox's); past it new connections are
+	// reset.
+	Shared *Slots
 	// Log receives one line per connection (optional).
 	Log *slog.Logger
 	// Upstream, when set, returns the HTTP proxy to reach host through for
@@ -137,6 +141,9 @@ func (p *Proxy) track(c net.Conn) bool {
 	if p.closed || len(p.conns) >= max {
 		return false
 	}
+	if p.Shared != nil && !p.Shared.acquire() {
+		return false
+	}
 	if p.conns == nil {
 		p.conns = map[net.Conn]struct{}{}
 	}
@@ -146,7 +153,12 @@ func (p *Proxy) track(c net.Conn) bool {
 
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
-	delete(p.conns, c)
+	if _, ok := p.conns[c]; ok {
+		delete(p.conns, c)
+		if p.Shared != nil {
+			p.Shared.release()
+		}
+	}
 	p.mu.Unlock()
 }
 
