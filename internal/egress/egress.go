@@ -35,6 +35,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/egress/dnsserver"
@@ -102,6 +103,9 @@ type Config struct {
 	// process's RLIMIT_NOFILE, at least 1024.
 	MaxProxyConns int
 }
+
+// dnsTCPConns caps a sandbox's DNS-over-TCP connections served at once.
+const dnsTCPConns = 16
 
 // defaultMaxProxyConns is Config.MaxProxyConns's default.
 func defaultMaxProxyConns() int {
@@ -311,7 +315,11 @@ func (m *Manager) serve(sb *sandbox) error {
 		dh.ViaUpstream = func(name string) bool { return up("https", name) != nil }
 		dh.Gateway = sb.link.Gateway
 	}
-	sb.dns, err = dnsserver.Start(pc, dnsTCP, dh)
+	// DNS over TCP (for answers too long for UDP) is rare, and each
+	// connection is a file descriptor of this process held until it idles
+	// out: one sandbox held 4,500 by opening connections in a loop. More
+	// than dnsTCPConns at once wait in the kernel's listen queue.
+	sb.dns, err = dnsserver.Start(pc, netutil.LimitListener(dnsTCP, dnsTCPConns), dh)
 	if err != nil {
 		_ = pc.Close()
 		_ = dnsTCP.Close()

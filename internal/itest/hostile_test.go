@@ -503,3 +503,40 @@ time.sleep(6)'`}, nil)
 		return strings.HasPrefix(e.sh(other.ID, probe).Stdout, "HTTP/1.1 403")
 	})
 }
+
+// TestHostileDNSTCPFlood: each DNS-over-TCP connection a sandbox opens is a
+// file descriptor of the server until it idles out; one sandbox opening
+// them in a loop held 4,500. Only a few are served at once per sandbox;
+// the rest wait in the kernel's listen queue, which costs the server none.
+func TestHostileDNSTCPFlood(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{Network: &api.NetworkPolicy{Internet: true}})
+	fds := func() int {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		return len(ents)
+	}
+	before := fds()
+	e.must(201, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{Command: `python3 -c '
+import socket, time
+gw = open("/etc/resolv.conf").read().split()[1]
+held = []
+for _ in range(1500):
+    try: held.append(socket.create_connection((gw, 53), timeout=3))
+    except OSError: pass
+open("/tmp/held", "w").write(str(len(held)))
+time.sleep(6)'`}, nil)
+	most := 0
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && e.sh(sb.ID, "cat /tmp/held").ExitCode != 0 {
+		most = max(most, fds())
+		time.Sleep(100 * time.Millisecond)
+	}
+	most = max(most, fds())
+	held := strings.TrimSpace(e.sh(sb.ID, "cat /tmp/held").Stdout)
+	if held == "" || held == "0" {
+		t.Fatalf("the flood opened no connection (%q); the test tested nothing", held)
+	}
+	if most-before > 300 {
+		t.Fatalf("a sandbox's %s DNS connections took %d file descriptors of the server", held, most-before)
+	}
+}
