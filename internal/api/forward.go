@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +65,9 @@ func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Reques
 		if err := ar.check(r); err != nil {
 			return err
 		}
+		if hb, ok := r.Body.(*heldBody); ok {
+			defer hb.Close() // gives its bytes back, also when nothing was forwarded
+		}
 		rest := ar.path
 		if strings.Contains(rest, "{pid}") {
 			rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
@@ -94,7 +96,7 @@ func (ar agentRoute) check(r *http.Request) error {
 	if limit == 0 {
 		limit = maxJSONBytes
 	}
-	data, err := readBody(r, limit)
+	data, release, err := readBody(r, limit)
 	if err != nil {
 		return err
 	}
@@ -104,9 +106,12 @@ func (ar agentRoute) check(r *http.Request) error {
 		bounds = b.bounds()
 	}
 	if err := decodeJSON(data, req, bounds...); err != nil {
+		release()
 		return err
 	}
-	r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+	// The bytes stay booked until the agent has read them (or the
+	// request ends: the forwarder closes the body).
+	r.Body, r.ContentLength, r.TransferEncoding = &heldBody{data: data, release: release}, int64(len(data)), nil
 	return nil
 }
 

@@ -8,6 +8,7 @@ package itest
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -538,5 +539,83 @@ time.sleep(6)'`}, nil)
 	}
 	if most-before > 300 {
 		t.Fatalf("a sandbox's %s DNS connections took %d file descriptors of the server", held, most-before)
+	}
+}
+
+// TestHostileBigBodiesAtOnce: exec bodies (stdin up to 64 MiB) are read
+// whole by the server before they are checked. Twenty 60 MiB execs at once
+// took 3.7 GiB of the server; a hundred and thirty would end it for every
+// tenant. One key's requests hold at most four such bodies at once: the
+// fifth of eight sent together is refused with 503 (the sandbox here is
+// stopped, so the admitted ones answer 410 once read).
+func TestHostileBigBodiesAtOnce(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.must(204, "DELETE", "/v1/sandboxes/"+sb.ID, nil, nil)
+	const clients, most = 8, 59 << 20
+	head := []byte(`{"command": "true", "stdin": "`)
+	chunk := []byte(strings.Repeat("a", 1<<20))
+	var ready sync.WaitGroup
+	ready.Add(clients)
+	barrier := make(chan struct{})
+	statuses := make([]int, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		pr, pw := io.Pipe()
+		wg.Go(func() {
+			defer pw.Close()
+			wrote := false
+			defer func() {
+				if !wrote {
+					ready.Done()
+				}
+			}()
+			if _, err := pw.Write(head); err != nil {
+				return
+			}
+			for n := 0; n < most; n += len(chunk) {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+			wrote = true
+			ready.Done()
+			<-barrier
+			_, _ = pw.Write([]byte(`"}`))
+		})
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", e.http.URL+"/v1/sandboxes/"+sb.ID+"/exec", pr)
+			req.Header.Set("Authorization", "Bearer "+e.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses[i] = -1 // the server stopped reading: refused
+				pr.CloseWithError(err)
+				return
+			}
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+			pr.CloseWithError(io.ErrClosedPipe)
+		})
+	}
+	ready.Wait()
+	close(barrier)
+	wg.Wait()
+	admitted, refused := 0, 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusGone:
+			admitted++
+		case http.StatusServiceUnavailable, -1:
+			refused++
+		default:
+			t.Errorf("status %d", s)
+		}
+	}
+	if admitted > 4 || refused < clients-4 {
+		t.Fatalf("%d bodies of %d MiB were held at once by one key (%v); want at most 4", admitted, most>>20, statuses)
+	}
+	// The bytes were given back: the key can send a body again.
+	if status, body := e.do("POST", "/v1/sandboxes/"+sb.ID+"/exec", `{"command": "true", "stdin": "`+strings.Repeat("a", 60<<20)+`"}`); status != http.StatusGone {
+		t.Fatalf("after the burst: %d %s", status, body)
 	}
 }
