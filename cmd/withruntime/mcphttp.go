@@ -101,7 +101,7 @@ func serveMCPHTTP(ctx context.Context, srv *mcp.Server, cfg mcpHTTPConfig) error
 		&mcp.StreamableHTTPOptions{SessionTimeout: cfg.idle})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", checkOrigin(origins, auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpHandler)))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(os.Stderr, "withruntime: MCP over streamable HTTP at http://%s/mcp\n", l.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()

@@ -99,27 +99,35 @@ type checker interface{ check() error }
 // decode reads the request body (at most maxJSONBytes) into v strictly (see
 // decodeJSON). An empty body is an empty object.
 func decode(r *http.Request, v any, bounds ...bound) error {
-	data, err := readBody(r, maxJSONBytes)
+	data, release, err := readBody(r, maxJSONBytes)
+	defer release()
 	if err != nil {
 		return err
 	}
 	return decodeJSON(data, v, bounds...)
 }
 
-// readBody reads at most limit bytes of the request body.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// readBody reads at most limit bytes of the request body, booked for the
+// request's key (see budget.go) until release is called (always, also
+// after an error).
+func readBody(r *http.Request, limit int64) (data []byte, release func(), err error) {
 	if r.Body == nil {
-		return nil, nil
+		return nil, func() {}, nil
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
+	br := &budgetReader{r: http.MaxBytesReader(nil, r.Body, limit), key: keyFrom(r.Context()).ID}
+	data, err = io.ReadAll(br)
 	if err != nil {
+		br.release()
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errs.New(errs.TooLarge, "request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", limit)
+		switch {
+		case errors.As(err, &mbe):
+			return nil, func() {}, errs.New(errs.TooLarge, "request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", limit)
+		case errors.Is(err, errBodyBudget):
+			return nil, func() {}, errs.New(errs.Capacity, "this key's requests already hold %d MiB of request bodies in the server (exec stdin included); retry when some have finished, or put large input in a file (PUT .../files streams)", maxBodyBytesPerKey>>20)
 		}
-		return nil, badRequest("reading request body: %v", err)
+		return nil, func() {}, badRequest("reading request body: %v", err)
 	}
-	return data, nil
+	return data, br.release, nil
 }
 
 // decodeJSON decodes one JSON object from data into v (a pointer to a

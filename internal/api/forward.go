@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -76,6 +76,9 @@ func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Reques
 		if err := ar.check(r); err != nil {
 			return err
 		}
+		if hb, ok := r.Body.(*heldBody); ok {
+			defer hb.Close() // gives its bytes back, also when nothing was forwarded
+		}
 		if ar.maxRaw > 0 {
 			if r.ContentLength > ar.maxRaw {
 				return errs.New(errs.TooLarge, "the body of %d bytes is over the %d-byte cap of %s %s; send it in parts", r.ContentLength, ar.maxRaw, ar.method, ar.path)
@@ -117,7 +120,7 @@ func (ar agentRoute) check(r *http.Request) error {
 	if limit == 0 {
 		limit = maxJSONBytes
 	}
-	data, err := readBody(r, limit)
+	data, release, err := readBody(r, limit)
 	if err != nil {
 		return err
 	}
@@ -127,9 +130,12 @@ func (ar agentRoute) check(r *http.Request) error {
 		bounds = b.bounds()
 	}
 	if err := decodeJSON(data, req, bounds...); err != nil {
+		release()
 		return err
 	}
-	r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+	// The bytes stay booked until the agent has read them (or the
+	// request ends: the forwarder closes the body).
+	r.Body, r.ContentLength, r.TransferEncoding = &heldBody{data: data, release: release}, int64(len(data)), nil
 	return nil
 }
 
@@ -175,9 +181,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "agent", "agent"
 			pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+path, "/"+rest
-			pr.Out.Header.Del("Authorization")
+			// Only what the agent protocol uses goes into the sandbox: not
+			// the key, nor the caller's cookies, nor what a front proxy
+			// added (X-Forwarded-For, identity headers).
+			out := http.Header{}
+			for _, name := range agentRequestHeaders {
+				if v := pr.In.Header.Values(name); len(v) > 0 {
+					out[name] = v
+				}
+			}
+			pr.Out.Header = out
 		},
-		Transport:     tr,
+		Transport:     no1xx{tr},
 		FlushInterval: -1, // NDJSON events go out as the agent writes them
 		ModifyResponse: func(resp *http.Response) error {
 			sanitizeAgentResponse(resp)
@@ -294,6 +309,31 @@ func (s *Server) channelRefused(id string, err error) error {
 	s.cfg.Log.Warn("agent channel refused: the agent socket was tampered with from inside the sandbox", "sandbox", id, "err", err)
 	return &httpError{status: http.StatusBadGateway, code: "agent_channel_refused",
 		msg: fmt.Sprintf("sandbox %s: its agent cannot be reached safely: the agent's socket was removed or replaced from inside the sandbox; delete the sandbox and create a new one", id)}
+}
+
+// agentRequestHeaders are the request headers forwarded to the agent.
+var agentRequestHeaders = []string{"Accept", "Content-Type"}
+
+// no1xx hides from the agent transport the client trace through which
+// httputil.ReverseProxy relays informational answers (103 Early Hints, …)
+// to the caller with every header the agent put in them, before
+// sanitizeAgentResponse sees anything. Without a trace the transport reads
+// and drops them. The agent never sends one.
+type no1xx struct{ http.RoundTripper }
+
+func (t no1xx) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.RoundTripper.RoundTrip(r.WithContext(noTraceContext{r.Context()}))
+}
+
+// noTraceContext is a context without an httptrace.ClientTrace.
+type noTraceContext struct{ context.Context }
+
+func (c noTraceContext) Value(key any) any {
+	v := c.Context.Value(key)
+	if _, ok := v.(*httptrace.ClientTrace); ok {
+		return nil
+	}
+	return v
 }
 
 // agentContentTypes are the only content types the agent sends. An answer

@@ -35,6 +35,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/net/netutil"
+	"golang.org/x/sys/unix"
+
 	"withruntime.dev/runtime/internal/egress/dnsserver"
 	"withruntime.dev/runtime/internal/egress/firewall"
 	"withruntime.dev/runtime/internal/egress/netns"
@@ -96,6 +99,24 @@ type Config struct {
 	// Observe, when set, hears every proxied connection's decision and
 	// spliced bytes (see proxy.Proxy.Observe), for metrics.
 	Observe func(allowed bool, out, in int64)
+	// MaxProxyConns caps the connections every sandbox's egress proxy
+	// serves at once, all together (each proxy also caps its own at 1024);
+	// past it new connections are reset. Each is a file descriptor of this
+	// process, two once dialed upstream. Default: an eighth of the
+	// process's RLIMIT_NOFILE, at least 1024.
+	MaxProxyConns int
+}
+
+// dnsTCPConns caps a sandbox's DNS-over-TCP connections served at once.
+const dnsTCPConns = 16
+
+// defaultMaxProxyConns is Config.MaxProxyConns's default.
+func defaultMaxProxyConns() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 1 << 16
+	}
+	return max(1024, int(min(rl.Cur/8, 1<<20)))
 }
 
 // Secret is a credential a sandbox uses without holding it.
@@ -130,6 +151,9 @@ type Manager struct {
 	guard *policy.Guard
 	log   *slog.Logger
 
+	// slots caps the connections of all sandboxes' proxies together.
+	slots *proxy.Slots
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 }
@@ -157,6 +181,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
+	}
+	if cfg.MaxProxyConns <= 0 {
+		cfg.MaxProxyConns = defaultMaxProxyConns()
 	}
 	if !validName(cfg.Name) {
 		return nil, fmt.Errorf("egress: name %q: want 1 to 64 letters, digits, '_' or '-'", cfg.Name)
@@ -190,6 +217,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, nc: nc, fw: fw, log: log,
+		slots:     proxy.NewSlots(cfg.MaxProxyConns),
 		guard:     policy.NewGuard(cfg.Exempt...),
 		sandboxes: map[string]*sandbox{},
 	}, nil
@@ -290,7 +318,11 @@ func (m *Manager) serve(sb *sandbox) error {
 		dh.ViaUpstream = func(name string) bool { return up("https", name) != nil }
 		dh.Gateway = sb.link.Gateway
 	}
-	sb.dns, err = dnsserver.Start(pc, dnsTCP, dh)
+	// DNS over TCP (for answers too long for UDP) is rare, and each
+	// connection is a file descriptor of this process held until it idles
+	// out: one sandbox held 4,500 by opening connections in a loop. More
+	// than dnsTCPConns at once wait in the kernel's listen queue.
+	sb.dns, err = dnsserver.Start(pc, netutil.LimitListener(dnsTCP, dnsTCPConns), dh)
 	if err != nil {
 		_ = pc.Close()
 		_ = dnsTCP.Close()
@@ -310,6 +342,7 @@ func (m *Manager) serve(sb *sandbox) error {
 		Log:           log,
 		Upstream:      m.cfg.Upstream,
 		Observe:       m.cfg.Observe,
+		Shared:        m.slots,
 	}
 	go func() {
 		defer close(sb.served)

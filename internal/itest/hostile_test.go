@@ -6,7 +6,9 @@ package itest
 // nor relays anything the sandbox planted.
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +23,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/server"
 )
 
 // rootSh runs command as root in sandbox id.
@@ -350,5 +353,269 @@ func TestHostileSocketAfterRestart(t *testing.T) {
 	}
 	if res := b.sh(victim.ID, "cat /workspace/who"); res.Stdout != "victim" {
 		t.Fatalf("the victim after the attack: %+v", res)
+	}
+}
+
+// TestHostileNoFilesAtLeaseEnd: a client can take every file descriptor of
+// the server (idle keep-alive connections or waits on a process, which cost
+// nothing; each wait holds two), and if it does when a lease ends the
+// destroy fails. The sandbox must still end soon after, instead of running
+// on past its lease, unbilled, with a record that says it stopped. (The test
+// lowers the process's file limit instead of opening 20,000 connections.)
+func TestHostileNoFilesAtLeaseEnd(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 3})
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer restore()
+	time.Sleep(time.Until(sb.LeaseEndsAt.Add(-time.Second)))
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(len(fds)), Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sb.LeaseEndsAt.Add(3 * time.Second)))
+	restore()
+	var got api.Sandbox
+	e.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID, nil, &got)
+	if got.State != "stopped" || got.EndReason != "lease_ended" {
+		t.Fatalf("after its lease: %s (%s), want stopped (lease_ended)", got.State, got.EndReason)
+	}
+	waitFor(t, 40*time.Second, "the sandbox destroyed after a failed destroy at its lease end", func() bool {
+		return len(e.leftovers(sb.ID)) == 0
+	})
+}
+
+// TestHostileForgedAgentSeesOnlyProtocol: a forged agent gets nothing of
+// the caller's but what the agent protocol needs (no cookie, no header a
+// front proxy added), and its informational answers (103 Early Hints, which
+// net/http's reverse proxy relays with all their headers) never reach the
+// caller.
+func TestHostileForgedAgentSeesOnlyProtocol(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	fake := `import os, socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        head = b""
+        while True:
+            line = self.rfile.readline()
+            head += line
+            if line in (b"\r\n", b""): break
+        with open("/run/withruntime/seen", "ab") as f: f.write(head)
+        self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nSet-Cookie: session=evil; Path=/\r\nLink: <http://evil.example/x.js>; rel=preload\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+os.rename("/run/withruntime/agent.sock", "/run/withruntime/real.sock")
+socketserver.UnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
+`
+	e.must(200, "PUT", "/v1/sandboxes/"+sb.ID+"/files?path=/workspace/fake.py", fake, nil)
+	e.must(201, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{Command: "python3 /workspace/fake.py", User: "root"}, nil)
+	sockDir := filepath.Dir(e.agentSocket(sb.ID))
+	waitFor(t, 10*time.Second, "the forged agent", func() bool {
+		st, err := os.Stat(filepath.Join(sockDir, "real.sock"))
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	})
+	time.Sleep(200 * time.Millisecond) // the forged agent listens
+	var reached atomic.Int32
+	var wg sync.WaitGroup
+	for range 6 { // at once, so that new agent connections are dialed
+		wg.Go(func() {
+			c, err := net.Dial("tcp", strings.TrimPrefix(e.http.URL, "http://"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "GET /v1/sandboxes/%s/files?path=/etc/hostname HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+				"Cookie: caller-cookie=c00kie\r\nX-Forwarded-For: 198.51.100.7\r\nX-Auth-User: alice\r\nConnection: close\r\n\r\n", sb.ID, e.key)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode < 200 || resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("Link") != "" {
+				t.Errorf("the forged agent's informational answer reached the caller: %d %v", resp.StatusCode, resp.Header)
+			}
+			if resp.ContentLength == 2 || resp.StatusCode < 200 {
+				reached.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if reached.Load() == 0 {
+		t.Fatalf("no request reached the forged agent; the test tested nothing")
+	}
+	seen, err := os.ReadFile(filepath.Join(sockDir, "seen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"c00kie", "198.51.100.7", "alice", e.key} {
+		if strings.Contains(string(seen), leak) {
+			t.Errorf("the sandbox saw the caller's %q:\n%s", leak, seen)
+		}
+	}
+}
+
+// TestHostileProxyFlood: every connection a sandbox opens to its egress
+// proxy is a file descriptor of the server, held while the proxy waits for
+// the request (10 s), and a sandbox holds about 1,200 that way. A tenant's
+// few sandboxes must not take them all (its destroys would then fail):
+// the proxies of all sandboxes share a cap, past which new connections are
+// reset, and the slots come back when the connections end.
+func TestHostileProxyFlood(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.Egress.MaxProxyConns = 64 })
+	internet := &api.NetworkPolicy{Internet: true}
+	flood := e.create(api.CreateSandboxRequest{Network: internet})
+	other := e.create(api.CreateSandboxRequest{Network: internet})
+	// A refused request gets the proxy's 403: an answer, not a reset.
+	probe := `python3 -c '
+import socket
+s = socket.create_connection(("203.0.113.9", 80), timeout=5)
+s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+try: print(s.recv(12).decode() or "reset")
+except OSError: print("reset")'`
+	if out := e.sh(other.ID, probe).Stdout; !strings.HasPrefix(out, "HTTP/1.1 403") {
+		t.Fatalf("before the flood the proxy answered %q, want its 403", out)
+	}
+	e.must(201, "POST", "/v1/sandboxes/"+flood.ID+"/processes", agentapi.ExecRequest{Command: `python3 -c '
+import socket, time
+held = []
+for _ in range(200):
+    try: held.append(socket.create_connection(("203.0.113.9", 443), timeout=5))
+    except OSError: pass
+open("/tmp/held", "w").write(str(len(held)))
+time.sleep(6)'`}, nil)
+	waitFor(t, 10*time.Second, "the flood", func() bool { return e.sh(flood.ID, "cat /tmp/held").ExitCode == 0 })
+	if out := e.sh(other.ID, probe).Stdout; strings.HasPrefix(out, "HTTP/1.1") {
+		t.Fatalf("while another sandbox held the proxies' shared cap, a new connection was served: %q", out)
+	}
+	waitFor(t, 20*time.Second, "the proxy to serve again once the flood ended", func() bool {
+		return strings.HasPrefix(e.sh(other.ID, probe).Stdout, "HTTP/1.1 403")
+	})
+}
+
+// TestHostileDNSTCPFlood: each DNS-over-TCP connection a sandbox opens is a
+// file descriptor of the server until it idles out; one sandbox opening
+// them in a loop held 4,500. Only a few are served at once per sandbox;
+// the rest wait in the kernel's listen queue, which costs the server none.
+func TestHostileDNSTCPFlood(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{Network: &api.NetworkPolicy{Internet: true}})
+	fds := func() int {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		return len(ents)
+	}
+	before := fds()
+	e.must(201, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{Command: `python3 -c '
+import socket, time
+gw = open("/etc/resolv.conf").read().split()[1]
+held = []
+for _ in range(1500):
+    try: held.append(socket.create_connection((gw, 53), timeout=3))
+    except OSError: pass
+open("/tmp/held", "w").write(str(len(held)))
+time.sleep(6)'`}, nil)
+	most := 0
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && e.sh(sb.ID, "cat /tmp/held").ExitCode != 0 {
+		most = max(most, fds())
+		time.Sleep(100 * time.Millisecond)
+	}
+	most = max(most, fds())
+	held := strings.TrimSpace(e.sh(sb.ID, "cat /tmp/held").Stdout)
+	if held == "" || held == "0" {
+		t.Fatalf("the flood opened no connection (%q); the test tested nothing", held)
+	}
+	if most-before > 300 {
+		t.Fatalf("a sandbox's %s DNS connections took %d file descriptors of the server", held, most-before)
+	}
+}
+
+// TestHostileBigBodiesAtOnce: exec bodies (stdin up to 64 MiB) are read
+// whole by the server before they are checked. Twenty 60 MiB execs at once
+// took 3.7 GiB of the server; a hundred and thirty would end it for every
+// tenant. One key's requests hold at most four such bodies at once: the
+// fifth of eight sent together is refused with 503 (the sandbox here is
+// stopped, so the admitted ones answer 410 once read).
+func TestHostileBigBodiesAtOnce(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.must(204, "DELETE", "/v1/sandboxes/"+sb.ID, nil, nil)
+	const clients, most = 8, 59 << 20
+	head := []byte(`{"command": "true", "stdin": "`)
+	chunk := []byte(strings.Repeat("a", 1<<20))
+	var ready sync.WaitGroup
+	ready.Add(clients)
+	barrier := make(chan struct{})
+	statuses := make([]int, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		pr, pw := io.Pipe()
+		wg.Go(func() {
+			defer pw.Close()
+			wrote := false
+			defer func() {
+				if !wrote {
+					ready.Done()
+				}
+			}()
+			if _, err := pw.Write(head); err != nil {
+				return
+			}
+			for n := 0; n < most; n += len(chunk) {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+			wrote = true
+			ready.Done()
+			<-barrier
+			_, _ = pw.Write([]byte(`"}`))
+		})
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", e.http.URL+"/v1/sandboxes/"+sb.ID+"/exec", pr)
+			req.Header.Set("Authorization", "Bearer "+e.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses[i] = -1 // the server stopped reading: refused
+				pr.CloseWithError(err)
+				return
+			}
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+			pr.CloseWithError(io.ErrClosedPipe)
+		})
+	}
+	ready.Wait()
+	close(barrier)
+	wg.Wait()
+	admitted, refused := 0, 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusGone:
+			admitted++
+		case http.StatusServiceUnavailable, -1:
+			refused++
+		default:
+			t.Errorf("status %d", s)
+		}
+	}
+	if admitted > 4 || refused < clients-4 {
+		t.Fatalf("%d bodies of %d MiB were held at once by one key (%v); want at most 4", admitted, most>>20, statuses)
+	}
+	// The bytes were given back: the key can send a body again.
+	if status, body := e.do("POST", "/v1/sandboxes/"+sb.ID+"/exec", `{"command": "true", "stdin": "`+strings.Repeat("a", 60<<20)+`"}`); status != http.StatusGone {
+		t.Fatalf("after the burst: %d %s", status, body)
 	}
 }

@@ -89,6 +89,11 @@ type Manager struct {
 	stopping map[string]*stopOp
 	// closed is set by Close: timers and watchers that fire later do nothing.
 	closed bool
+	// closing is closed by Close, to end the retries of failed destroys.
+	closing chan struct{}
+	// retrying holds the sandboxes whose stop failed and is being retried
+	// (retryStop).
+	retrying map[string]bool
 	// bg counts lease ends and sandbox deaths being handled, which Close
 	// waits for before the store closes under them.
 	bg sync.WaitGroup
@@ -145,7 +150,8 @@ func New(d driver.Driver, st *store.Store, t Templates, limits Limits, log *slog
 		log = slog.Default()
 	}
 	return &Manager{driver: d, store: st, templates: t, limits: limits, log: log,
-		now: time.Now, live: map[string]*liveSandbox{}, stopping: map[string]*stopOp{}}
+		now: time.Now, live: map[string]*liveSandbox{}, stopping: map[string]*stopOp{},
+		closing: make(chan struct{}), retrying: map[string]bool{}}
 }
 
 // CreateParams is what a caller asks for; zero values take the defaults.
@@ -543,6 +549,7 @@ func (m *Manager) stopLocked(ctx context.Context, id, reason string, endedAt tim
 		endedAt = m.now()
 	}
 	if err := m.store.MarkStopped(ctx, id, reason, endedAt); err != nil {
+		m.retryStop(id, reason)
 		return err
 	}
 	if ls != nil {
@@ -550,11 +557,58 @@ func (m *Manager) stopLocked(ctx context.Context, id, reason string, endedAt tim
 	}
 	m.meterFinal(ctx, id)
 	if err := m.driver.Destroy(ctx, id); err != nil {
-		return fmt.Errorf("destroy sandbox %s: %w", id, err)
+		err = fmt.Errorf("destroy sandbox %s: %w", id, err)
+		m.retryStop(id, reason)
+		return err
 	}
 	m.detachNetwork(ctx, id)
 	m.wakePool() // a pool held back by the server's maximum may refill
 	return nil
+}
+
+// stopRetryMax bounds the wait between two retries of a failed stop.
+const stopRetryMax = 30 * time.Second
+
+// retryStop retries, in the background, a stop of sandbox id that failed
+// (a runsc hiccup; the server out of file descriptors, which any client can
+// cause with enough open connections), every 1, 2, 4 … 30 s until it
+// succeeds or the manager closes (the next server's Recover then destroys
+// the sandbox). The failed stop already dropped the sandbox's lease timer
+// and, when the destroy failed, recorded it stopped, so without this it
+// would go on running past its lease, unbilled, until the next restart.
+// One retry loop per sandbox.
+func (m *Manager) retryStop(id, reason string) {
+	m.mu.Lock()
+	if m.closed || m.retrying[id] {
+		m.mu.Unlock()
+		return
+	}
+	m.retrying[id] = true
+	m.bg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.bg.Done()
+		defer func() {
+			m.mu.Lock()
+			delete(m.retrying, id)
+			m.mu.Unlock()
+		}()
+		for wait := time.Second; ; wait = min(2*wait, stopRetryMax) {
+			select {
+			case <-m.closing:
+				return
+			case <-time.After(wait):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := m.stop(ctx, id, reason)
+			cancel()
+			if err == nil {
+				m.log.Info("stopped after a failed stop", "sandbox", id)
+				return
+			}
+			m.log.Warn("stop failed again; retrying", "sandbox", id, "in", min(2*wait, stopRetryMax), "err", err)
+		}
+	}()
 }
 
 // SetTimeout moves the lease end of a running sandbox to now+seconds.
@@ -650,6 +704,9 @@ func (m *Manager) Close() {
 	m.closePool()
 	m.stopMetering()
 	m.mu.Lock()
+	if !m.closed {
+		close(m.closing)
+	}
 	m.closed = true
 	for id, ls := range m.live {
 		ls.release()

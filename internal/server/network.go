@@ -51,6 +51,9 @@ type EgressConfig struct {
 	// the CA of a TLS-intercepting proxy that the host's outbound HTTPS
 	// passes through, so that pip, npm, curl and git inside work there.
 	SandboxCAs []string
+	// MaxProxyConns caps the connections all sandboxes' egress proxies
+	// serve at once (default: see egress.Config.MaxProxyConns).
+	MaxProxyConns int
 }
 
 // loadSandboxCAs reads and checks the SandboxCAs files: each must hold at
@@ -120,7 +123,7 @@ func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out
 	m, err := egress.New(egress.Config{
 		Name: e.Name, LinkPrefix: e.LinkPrefix, Pool: e.Pool, Exempt: e.Exempt,
 		Resolver: e.Resolver, UpstreamRoots: e.UpstreamRoots, CA: ca, Log: cfg.Log,
-		Upstream: upstream, Observe: observe,
+		Upstream: upstream, Observe: observe, MaxProxyConns: e.MaxProxyConns,
 	})
 	if err != nil {
 		return egressCloser{}, fmt.Errorf("sandbox networks: %w (the server needs nftables and network namespaces; Egress.Disabled runs sandboxes without any network)", err)

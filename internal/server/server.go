@@ -207,11 +207,13 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // Serve serves the API on l until ctx ends, then shuts down gracefully.
-// Sandboxes keep running; the next server adopts them.
+// Sandboxes keep running; the next server adopts them. Idle connections
+// are closed and concurrent ones capped (serve.go), so that no client can
+// take the file descriptors the server needs to run sandboxes.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	hs := &http.Server{Handler: s.Handler, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: s.Handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleTimeout}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(l) }()
+	go func() { errc <- hs.Serve(limitListener(l)) }()
 	select {
 	case err := <-errc:
 		return err

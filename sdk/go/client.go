@@ -179,6 +179,53 @@ func decodeError(resp *http.Response) error {
 // doJSON sends in (if non-nil) as JSON and decodes the answer into out (if
 // non-nil).
 func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	return c.doJSONCapped(ctx, method, path, in, out, 0)
+}
+
+// maxAgentAnswerBytes bounds a JSON answer that comes from inside a sandbox
+// (exec results, file lists), where root may have replaced Runtime's agent
+// with a program of its own: without a bound, one answer could take all the
+// memory of a process that serves many sandboxes, such as `withruntime mcp
+// --http` (a 500 MiB file list took 1.8 GiB). The largest real answer, an
+// exec result with both streams at the 16 MiB cap, every byte a NUL (six
+// bytes in JSON) and also in base64, is under 240 MiB.
+var maxAgentAnswerBytes int64 = 256 << 20
+
+// maxInfoBytes bounds an answer describing one file (its path is at most
+// 4 KiB).
+var maxInfoBytes int64 = 1 << 20
+
+// errAnswerTooLarge is the failure to decode an answer over its bound.
+type errAnswerTooLarge struct{ max int64 }
+
+func (e errAnswerTooLarge) Error() string {
+	return fmt.Sprintf("the answer is over %d bytes, more than Runtime's agent ever sends (was the sandbox's agent replaced from inside?)", e.max)
+}
+
+// capReader reads at most max bytes of r; reading more fails with
+// errAnswerTooLarge.
+type capReader struct {
+	r         io.Reader
+	left, max int64
+}
+
+func newCapReader(r io.Reader, max int64) *capReader { return &capReader{r: r, left: max, max: max} }
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errAnswerTooLarge{c.max}
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// doJSONCapped is doJSON reading at most max bytes of the answer (0: no
+// bound).
+func (c *Client) doJSONCapped(ctx context.Context, method, path string, in, out any, max int64) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -196,7 +243,11 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	var r io.Reader = resp.Body
+	if max > 0 {
+		r = newCapReader(r, max)
+	}
+	if err := json.NewDecoder(r).Decode(out); err != nil {
 		return fmt.Errorf("withruntime: decoding the answer to %s %s: %w", method, path, err)
 	}
 	return nil

@@ -222,3 +222,59 @@ func TestUsageAndKeysRequests(t *testing.T) {
 		t.Fatalf("revoke an unknown key: %v", err)
 	}
 }
+
+// endless answers 200 with a JSON string that never ends, as a forged agent
+// inside a sandbox may, and counts what it wrote.
+func endless(prefix string, wrote *int64) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		n, _ := io.WriteString(w, prefix)
+		*wrote = int64(n)
+		chunk := []byte(strings.Repeat("A", 64<<10))
+		for {
+			n, err := w.Write(chunk)
+			*wrote += int64(n)
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// TestAgentAnswersAreBounded: answers that come from inside a sandbox (file
+// lists and descriptions, exec results) are read only up to a bound, so
+// that a replaced agent cannot take a shared client's memory (the MCP
+// server holds many sessions' sandboxes).
+func TestAgentAnswersAreBounded(t *testing.T) {
+	defer func(a, i int64) { maxAgentAnswerBytes, maxInfoBytes = a, i }(maxAgentAnswerBytes, maxInfoBytes)
+	maxAgentAnswerBytes, maxInfoBytes = 4<<20, 64<<10
+	var list, stat, exec int64
+	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
+		"GET /v1/sandboxes/sb1":            answer(200, `{"id":"sb1","state":"running"}`),
+		"GET /v1/sandboxes/sb1/files/list": endless(`{"path":"/workspace","entries":[{"name":"`, &list),
+		"GET /v1/sandboxes/sb1/files/stat": endless(`{"path":"`, &stat),
+		"POST /v1/sandboxes/sb1/exec":      endless(`{"exitCode":0,"stdout":"`, &exec),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sbx, err := c.Connect(ctx, "sb1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, err error, wrote *int64, max int64) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "more than Runtime's agent ever sends") {
+			t.Errorf("%s of an endless answer: %v", what, err)
+		}
+		// The server may have written what the connection buffers.
+		if *wrote > max+(8<<20) {
+			t.Errorf("%s read %d bytes of an endless answer, bound %d", what, *wrote, max)
+		}
+	}
+	_, err = sbx.Files().List(ctx, "/workspace", 1)
+	check("List", err, &list, maxAgentAnswerBytes)
+	_, err = sbx.Files().Stat(ctx, "/workspace/x")
+	check("Stat", err, &stat, maxInfoBytes)
+	_, err = sbx.Exec(ctx, ExecRequest{Command: "true"})
+	check("Exec", err, &exec, maxAgentAnswerBytes)
+}

@@ -34,7 +34,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	}
 	defer resp.Body.Close()
 	var res ExecResult
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+	if err := json.NewDecoder(newCapReader(resp.Body, maxAgentAnswerBytes)).Decode(&res); err != nil {
 		return ExecResult{}, fmt.Errorf("withruntime: decoding exec result: %w", err)
 	}
 	return res, nil

@@ -91,7 +91,7 @@ func (f *Files) List(ctx context.Context, path string, depth int) ([]FileInfo, e
 		depth = 1
 	}
 	var out FileList
-	if err := f.s.c.doJSON(ctx, "GET", f.query("/list", path, "depth", strconv.Itoa(depth)), nil, &out); err != nil {
+	if err := f.s.c.doJSONCapped(ctx, "GET", f.query("/list", path, "depth", strconv.Itoa(depth)), nil, &out, maxAgentAnswerBytes); err != nil {
 		return nil, err
 	}
 	return out.Entries, nil
@@ -100,7 +100,7 @@ func (f *Files) List(ctx context.Context, path string, depth int) ([]FileInfo, e
 // Stat describes one path (a symlink itself, not its target).
 func (f *Files) Stat(ctx context.Context, path string) (FileInfo, error) {
 	var fi FileInfo
-	return fi, f.s.c.doJSON(ctx, "GET", f.query("/stat", path), nil, &fi)
+	return fi, f.s.c.doJSONCapped(ctx, "GET", f.query("/stat", path), nil, &fi, maxInfoBytes)
 }
 
 // Remove removes a file, a symlink or an empty directory.
@@ -118,26 +118,26 @@ func (f *Files) RemoveAll(ctx context.Context, path string) error {
 // exist.
 func (f *Files) Mkdir(ctx context.Context, path string) (FileInfo, error) {
 	var fi FileInfo
-	return fi, f.s.c.doJSON(ctx, "POST", f.s.path("/files/mkdir"), MkdirRequest{Path: path}, &fi)
+	return fi, f.s.c.doJSONCapped(ctx, "POST", f.s.path("/files/mkdir"), MkdirRequest{Path: path}, &fi, maxInfoBytes)
 }
 
 // MkdirAll creates a directory and any missing parents, like mkdir -p; an
 // existing directory is not an error.
 func (f *Files) MkdirAll(ctx context.Context, path string) (FileInfo, error) {
 	var fi FileInfo
-	return fi, f.s.c.doJSON(ctx, "POST", f.s.path("/files/mkdir"), MkdirRequest{Path: path, Parents: true}, &fi)
+	return fi, f.s.c.doJSONCapped(ctx, "POST", f.s.path("/files/mkdir"), MkdirRequest{Path: path, Parents: true}, &fi, maxInfoBytes)
 }
 
 // Rename moves from to to, replacing to if it is a file and creating its
 // missing parents, and returns to's description.
 func (f *Files) Rename(ctx context.Context, from, to string) (FileInfo, error) {
 	var fi FileInfo
-	return fi, f.s.c.doJSON(ctx, "POST", f.s.path("/files/rename"), RenameRequest{From: from, To: to}, &fi)
+	return fi, f.s.c.doJSONCapped(ctx, "POST", f.s.path("/files/rename"), RenameRequest{From: from, To: to}, &fi, maxInfoBytes)
 }
 
 func decodeInfo(r io.Reader) (FileInfo, error) {
 	var fi FileInfo
-	if err := json.NewDecoder(r).Decode(&fi); err != nil {
+	if err := json.NewDecoder(newCapReader(r, maxInfoBytes)).Decode(&fi); err != nil {
 		return FileInfo{}, fmt.Errorf("withruntime: decoding file info: %w", err)
 	}
 	return fi, nil

@@ -65,6 +65,10 @@ type Proxy struct {
 	// MaxConns caps the connections served at once (default 1024); past it
 	// new connections are reset.
 	MaxConns int
+	// Shared, when set, also caps the connections served at once by every
+	// proxy that shares it (every sandbox's); past it new connections are
+	// reset.
+	Shared *Slots
 	// Log receives one line per connection (optional).
 	Log *slog.Logger
 	// Upstream, when set, returns the HTTP proxy to reach host through for
@@ -83,21 +87,27 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// Serve accepts connections on l until it is closed.
+// Serve accepts connections on l until it is closed. A failure to accept
+// that passes (a timeout; the process out of file descriptors or memory for
+// a moment, which any client holding enough connections can cause) is
+// waited out, 5 ms doubling to 1 s, as net/http does: returning would leave
+// the sandbox without a network for good.
 func (p *Proxy) Serve(l net.Listener) error {
+	var wait time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if !temporaryAcceptError(err) {
+				return err
 			}
-			return err
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			time.Sleep(wait)
+			continue
 		}
+		wait = 0
 		if !p.track(c) {
 			resetConn(c)
 			continue
@@ -111,6 +121,20 @@ func (p *Proxy) Serve(l net.Listener) error {
 	}
 }
 
+// temporaryAcceptError reports whether a failed Accept may succeed later.
+func temporaryAcceptError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -119,6 +143,9 @@ func (p *Proxy) track(c net.Conn) bool {
 		max = 1024
 	}
 	if p.closed || len(p.conns) >= max {
+		return false
+	}
+	if p.Shared != nil && !p.Shared.acquire() {
 		return false
 	}
 	if p.conns == nil {
@@ -130,7 +157,12 @@ func (p *Proxy) track(c net.Conn) bool {
 
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
-	delete(p.conns, c)
+	if _, ok := p.conns[c]; ok {
+		delete(p.conns, c)
+		if p.Shared != nil {
+			p.Shared.release()
+		}
+	}
 	p.mu.Unlock()
 }
 

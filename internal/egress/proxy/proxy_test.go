@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +61,9 @@ func listen(t *testing.T, addr string) net.Listener {
 	return l
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture starts a proxy on loopback; wrap, when given, wraps its
+// listener.
+func newFixture(t *testing.T, wrap ...func(net.Listener) net.Listener) *fixture {
 	t.Helper()
 	f := &fixture{guard: policy.NewGuard(netip.MustParsePrefix("127.0.0.2/32"))}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +95,10 @@ func newFixture(t *testing.T) *fixture {
 			return f.dst.Load().(netip.AddrPort), nil
 		},
 	}
-	l := listen(t, "127.0.0.3:0")
+	var l net.Listener = listen(t, "127.0.0.3:0")
+	for _, w := range wrap {
+		l = w(l)
+	}
 	go func() { _ = p.Serve(l) }()
 	t.Cleanup(func() { l.Close(); p.Close() })
 	f.proxyAddr = l.Addr().String()
@@ -227,6 +234,35 @@ func TestTLSSNIMatching(t *testing.T) {
 	f.setPolicy(t, policy.Policy{Allow: []string{"*.example.org"}})
 	if _, err := f.httpsGet(t, "example.com"); err == nil {
 		t.Error("SNI allowed after the policy dropped it")
+	}
+}
+
+// emfileListener fails its first n Accepts as a process out of file
+// descriptors does (accept4: too many open files).
+type emfileListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeSurvivesEMFILE: a server out of file descriptors for a moment
+// (any client holding many connections can cause it) must not stop a
+// sandbox's proxy for good: the sandbox's network would stay dead.
+func TestServeSurvivesEMFILE(t *testing.T) {
+	f := newFixture(t, func(l net.Listener) net.Listener {
+		el := &emfileListener{Listener: l}
+		el.n.Store(3)
+		return el
+	})
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), f.httpPort)
+	if status, body := f.httpGet(t, dst, "127.0.0.2"); status != 200 || !strings.Contains(body, "upstream saw") {
+		t.Fatalf("after EMFILE on accept: status %d %q", status, body)
 	}
 }
 
