@@ -127,7 +127,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, createdSandbox{TemplateID: req.TemplateID, SandboxID: sb.ID, ClientID: ClientID,
-		EnvdVersion: EnvdVersion, EnvdAccessToken: token})
+		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token})
 }
 
 // mintToken makes a new access token for sandbox id and records its hash.
@@ -454,7 +454,7 @@ func (s *Server) connectTo(w http.ResponseWriter, r *http.Request, as who, sb ap
 		return
 	}
 	writeJSON(w, status, createdSandbox{TemplateID: tpl, SandboxID: sb.ID, ClientID: ClientID,
-		EnvdVersion: EnvdVersion, EnvdAccessToken: token})
+		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token})
 }
 
 func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request, as who) {

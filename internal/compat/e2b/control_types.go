@@ -141,11 +141,13 @@ func parsePrefix(s string) (netip.Prefix, error) {
 
 // createdSandbox is the answer of a create or a connect.
 type createdSandbox struct {
-	TemplateID         string  `json:"templateID"`
-	SandboxID          string  `json:"sandboxID"`
-	ClientID           string  `json:"clientID"`
-	EnvdVersion        string  `json:"envdVersion"`
-	EnvdAccessToken    string  `json:"envdAccessToken"`
+	TemplateID      string `json:"templateID"`
+	SandboxID       string `json:"sandboxID"`
+	ClientID        string `json:"clientID"`
+	EnvdVersion     string `json:"envdVersion"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+	// TrafficAccessToken is the access token again: e2b-code-interpreter
+	// sends it (E2B-Traffic-Access-Token), not X-Access-Token, on /contexts.
 	TrafficAccessToken *string `json:"trafficAccessToken"`
 	Domain             *string `json:"domain"`
 }

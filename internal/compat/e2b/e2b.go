@@ -15,7 +15,8 @@
 //     sandbox's access token (X-Access-Token, handed out at create and
 //     connect) and usually E2b-Sandbox-Id and E2b-Sandbox-Port. Port 49983:
 //     Connect RPC with the JSON codec (process.Process, filesystem.Filesystem)
-//     and plain HTTP GET /health, GET and POST /files.
+//     and plain HTTP GET /health, GET and POST /files. Port 49999: the
+//     code interpreter (code.go), POST /execute and /contexts.
 //
 // The facade holds no sandbox of its own and never talks to the manager or
 // an agent directly: each operation is a request to Runtime's API handler in
@@ -57,7 +58,8 @@ type Config struct {
 	Store *store.Store
 	Log   *slog.Logger
 	// Templates maps E2B template names to Runtime's; a name not in it is
-	// used as Runtime's template name (default: "base" -> "base").
+	// used as Runtime's template name (default: "base" -> "base",
+	// "code-interpreter-v1" -> "code-interpreter").
 	Templates map[string]string
 }
 
@@ -79,11 +81,12 @@ func New(cfg Config) *Server {
 		cfg.Log = slog.Default()
 	}
 	if cfg.Templates == nil {
-		cfg.Templates = map[string]string{"base": "base"}
+		cfg.Templates = map[string]string{"base": "base", "code-interpreter-v1": "code-interpreter"}
 	}
 	s := &Server{cfg: cfg, api: apiClient{h: cfg.API}, control: http.NewServeMux(),
 		procs: newProcTags(), watches: newWatchers()}
 	s.controlRoutes()
+	s.code = s.codeHandler()
 	s.envd = s.envdHandler()
 	return s
 }
@@ -103,7 +106,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func isEnvd(r *http.Request) bool {
-	if r.Header.Get("X-Access-Token") != "" || r.Header.Get("E2b-Sandbox-Id") != "" {
+	if r.Header.Get("X-Access-Token") != "" || r.Header.Get("E2b-Traffic-Access-Token") != "" || r.Header.Get("E2b-Sandbox-Id") != "" {
 		return true
 	}
 	p := r.URL.Path

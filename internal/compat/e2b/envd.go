@@ -20,7 +20,8 @@ import (
 )
 
 // The data plane. Every request carries a sandbox's access token
-// (X-Access-Token), checked before anything else: its SHA-256 must be a
+// (X-Access-Token, or E2B-Traffic-Access-Token, to which create and connect
+// answer the same token), checked before anything else: its SHA-256 must be a
 // token the facade handed out, for the sandbox E2b-Sandbox-Id names when
 // that header is there (some JS SDK releases leave it off plain-HTTP file
 // requests, so the token alone also routes). Whatever the sandbox's owner,
@@ -157,6 +158,11 @@ func codePortNote(code bool) string {
 // error on it), 400 for a user that is neither user nor root.
 func (s *Server) resolve(r *http.Request) (target, int, error) {
 	token := r.Header.Get("X-Access-Token")
+	if token == "" {
+		// The same token, as trafficAccessToken: e2b-code-interpreter
+		// sends only this header on its /contexts requests.
+		token = r.Header.Get("E2b-Traffic-Access-Token")
+	}
 	if token == "" {
 		return target{}, http.StatusUnauthorized, errors.New("the X-Access-Token header is missing: send the envdAccessToken the sandbox's create or connect answered")
 	}

@@ -1,0 +1,89 @@
+"""The code interpreter: the unmodified e2b-code-interpreter SDK (2.11.5),
+whose Sandbox.create() asks for the template code-interpreter-v1 (Runtime's
+code-interpreter) and talks to port 49999 (POST /execute, /contexts)."""
+
+import base64
+
+import pytest
+from e2b_code_interpreter import Sandbox
+
+
+@pytest.fixture(scope="module")
+def ci():
+    sb = Sandbox.create(timeout=300)
+    yield sb
+    sb.kill()
+
+
+def test_state_kept_between_cells(ci):
+    assert ci.run_code("x = 1").error is None
+    ex = ci.run_code("x + 1")
+    assert ex.error is None
+    assert ex.text == "2"
+    assert ex.results[0].is_main_result
+
+
+def test_matplotlib_chart_is_a_png(ci):
+    ex = ci.run_code(
+        "import matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2, 3], [1, 4, 9])\n"
+        "plt.show()"
+    )
+    assert ex.error is None
+    pngs = [r.png for r in ex.results if r.png]
+    assert len(pngs) == 1
+    assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_exception_is_execution_error(ci):
+    ex = ci.run_code("1/0")
+    assert ex.error is not None
+    assert ex.error.name == "ZeroDivisionError"
+    assert "division by zero" in ex.error.value
+    assert "ZeroDivisionError" in ex.error.traceback
+
+
+def test_on_stdout_and_stderr_callbacks(ci):
+    out, err = [], []
+    ex = ci.run_code(
+        "import sys\nprint('hello from the kernel')\nprint('to stderr', file=sys.stderr)",
+        on_stdout=out.append,
+        on_stderr=err.append,
+    )
+    assert ex.error is None
+    assert "hello from the kernel" in "".join(m.line for m in out)
+    assert "to stderr" in "".join(m.line for m in err)
+    assert "hello from the kernel" in "".join(ex.logs.stdout)
+    assert out[0].timestamp > 0
+
+
+def test_env_vars_for_one_cell(ci):
+    ex = ci.run_code("import os; os.environ.get('ONLY_HERE')", envs={"ONLY_HERE": "yes"})
+    assert ex.text == "'yes'"
+    assert ci.run_code("import os; os.environ.get('ONLY_HERE')").text is None
+
+
+def test_contexts_create_run_restart_remove(ci):
+    ctx = ci.create_code_context(language="python")
+    assert ctx.id and ctx.language == "python"
+    assert ci.run_code("y = 41", context=ctx).error is None
+    assert ci.run_code("y + 1", context=ctx).text == "42"
+    # Contexts are isolated: the default context has no y.
+    assert ci.run_code("y").error.name == "NameError"
+    assert ctx.id in [c.id for c in ci.list_code_contexts()]
+    ci.restart_code_context(ctx)
+    assert ci.run_code("y", context=ctx).error.name == "NameError"
+    ci.remove_code_context(ctx)
+    assert ctx.id not in [c.id for c in ci.list_code_contexts()]
+
+
+def test_code_port_needs_the_access_token(ci):
+    import httpx
+    import os
+
+    url = os.environ["E2B_SANDBOX_URL"] + "/execute"
+    h = {"E2b-Sandbox-Id": ci.sandbox_id, "E2b-Sandbox-Port": "49999"}
+    r = httpx.post(url, json={"code": "1"}, headers=h)
+    assert r.status_code == 401
+    r = httpx.post(url, json={"code": "1"}, headers={**h, "X-Access-Token": "not-the-token"})
+    assert r.status_code == 401

@@ -1,0 +1,240 @@
+package e2b
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
+)
+
+// The code interpreter's port (49999), as e2b-code-interpreter 2.11.5
+// calls it: POST /execute streams JSON lines, /contexts manages contexts.
+// Each route is a request to Runtime's /code and /contexts routes, as the
+// owner of the sandbox the access token opens (authEnvd ran before), so
+// the API's checks and its sanitizing of the agent's answers apply; what
+// comes back is still the sandbox's doing, so every line is decoded into
+// Runtime's own types and re-encoded, never passed through.
+
+// maxCodeLine caps one NDJSON line read from the API's /code stream (the
+// agent caps one kernel message at 64 MiB; base64 and JSON add a little).
+const maxCodeLine = 96 << 20
+
+// executeRequest is the body of POST /execute.
+type executeRequest struct {
+	Code      string            `json:"code"`
+	ContextID *string           `json:"context_id"`
+	Language  *string           `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+}
+
+// e2bContext is a context as the SDK reads it.
+type e2bContext struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+}
+
+// mimeFields maps the MIME types of a result bundle to the fields of the
+// SDK's Result that hold strings.
+var mimeFields = map[string]string{
+	"text/plain": "text", "text/html": "html", "text/markdown": "markdown", "image/svg+xml": "svg",
+	"image/png": "png", "image/jpeg": "jpeg", "application/pdf": "pdf", "text/latex": "latex",
+	"application/javascript": "javascript",
+}
+
+func (s *Server) codeHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /execute", s.execute)
+	mux.HandleFunc("POST /contexts", s.createContext)
+	mux.HandleFunc("GET /contexts", s.listContexts)
+	mux.HandleFunc("DELETE /contexts/{id}", s.contextOp("DELETE", ""))
+	mux.HandleFunc("POST /contexts/{id}/restart", s.contextOp("POST", "/restart"))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route %s %s in the code interpreter as Runtime serves it (POST /execute, /contexts)", r.Method, r.URL.Path)
+	})
+	return mux
+}
+
+// execute is POST /execute: the cell's events as JSON lines of the SDK's
+// shape (stdout, stderr, result, error, number_of_executions).
+func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
+	t := targetFrom(r.Context())
+	var req executeRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<20))
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "the body is not an execute request {code, context_id, language, env_vars}: %v", err)
+		return
+	}
+	in := map[string]any{"code": req.Code}
+	if req.ContextID != nil && *req.ContextID != "" {
+		in["contextId"] = *req.ContextID
+	}
+	if req.Language != nil && *req.Language != "" {
+		in["language"] = *req.Language
+	}
+	if len(req.EnvVars) > 0 {
+		in["env"] = req.EnvVars
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	h := http.Header{"Accept": {"application/x-ndjson"}, "Content-Type": {"application/json"}}
+	resp, err := s.api.doLen(r.Context(), t.as, "POST", t.base()+"/code", strings.NewReader(string(body)), int64(len(body)), h)
+	if err != nil {
+		s.writeEnvdError(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	emit := func(v any) {
+		_ = enc.Encode(v)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxCodeLine)
+	for sc.Scan() {
+		var ev agentapi.CodeEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			emit(streamError("the code stream sent a line that is not an event: %v", err))
+			return
+		}
+		for _, out := range translateEvent(ev, time.Now()) {
+			emit(out)
+		}
+		if ev.Type == "end" {
+			return
+		}
+	}
+	err = sc.Err()
+	if err == nil {
+		err = errors.New("the code stream ended without its end event")
+	}
+	emit(streamError("%v", err))
+}
+
+// streamError is an error line for a stream that broke off.
+func streamError(format string, args ...any) map[string]any {
+	return map[string]any{"type": "error", "name": "RuntimeError", "value": fmt.Sprintf(format, args...), "traceback": ""}
+}
+
+// translateEvent turns one of Runtime's code events into the SDK's lines
+// (none for start).
+func translateEvent(ev agentapi.CodeEvent, now time.Time) []map[string]any {
+	switch ev.Type {
+	case "stdout", "stderr":
+		return []map[string]any{{"type": ev.Type, "text": ev.Text, "timestamp": now.UnixNano()}}
+	case "result":
+		if ev.Result == nil {
+			return nil
+		}
+		return []map[string]any{resultLine(*ev.Result)}
+	case "error":
+		if ev.Error == nil {
+			return nil
+		}
+		return []map[string]any{{"type": "error", "name": ev.Error.Name, "value": ev.Error.Value, "traceback": ev.Error.Traceback}}
+	case "end":
+		n := 0
+		if ev.Execution != nil {
+			n = ev.Execution.ExecutionCount
+		}
+		return []map[string]any{{"type": "number_of_executions", "execution_count": n}}
+	}
+	return nil
+}
+
+// resultLine is a result bundle in the SDK's shape: each MIME type the SDK
+// knows in its field (a string; a value of another JSON type is left out),
+// application/json as "json" (an object; other values left out), the rest
+// under "extra" keyed by MIME type.
+func resultLine(res agentapi.Result) map[string]any {
+	out := map[string]any{"type": "result", "is_main_result": res.IsMainResult}
+	extra := map[string]json.RawMessage{}
+	for mime, raw := range res.Data {
+		if field, ok := mimeFields[mime]; ok {
+			var s string
+			if json.Unmarshal(raw, &s) == nil {
+				out[field] = s
+			}
+			continue
+		}
+		if mime == "application/json" {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(raw, &obj) == nil {
+				out["json"] = obj
+			}
+			continue
+		}
+		extra[mime] = raw
+	}
+	if len(extra) > 0 {
+		out["extra"] = extra
+	}
+	return out
+}
+
+// createContext is POST /contexts {language?, cwd?}.
+func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
+	t := targetFrom(r.Context())
+	var req struct {
+		Language string `json:"language"`
+		Cwd      string `json:"cwd"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "the body is not a context {language, cwd}: %v", err)
+		return
+	}
+	in := agentapi.CreateContextRequest{Language: req.Language, Cwd: req.Cwd}
+	var c agentapi.Context
+	if err := s.api.json(r.Context(), t.as, "POST", t.base()+"/contexts", in, &c); err != nil {
+		s.writeEnvdError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e2bContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
+}
+
+// listContexts is GET /contexts: a JSON array of contexts.
+func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
+	t := targetFrom(r.Context())
+	var list agentapi.ContextList
+	if err := s.api.json(r.Context(), t.as, "GET", t.base()+"/contexts", nil, &list); err != nil {
+		s.writeEnvdError(w, r, err)
+		return
+	}
+	out := make([]e2bContext, 0, len(list.Contexts))
+	for _, c := range list.Contexts {
+		out = append(out, e2bContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// contextOp is DELETE /contexts/{id} and POST /contexts/{id}/restart,
+// answered 204.
+func (s *Server) contextOp(method, suffix string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t := targetFrom(r.Context())
+		p := t.base() + "/contexts/" + url.PathEscape(r.PathValue("id")) + suffix
+		if err := s.api.json(r.Context(), t.as, method, p, nil, nil); err != nil {
+			s.writeEnvdError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
