@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The E2B compatibility suite: the unmodified e2b SDKs (PyPI e2b 2.63.0 and
-# e2b-code-interpreter 2.11.5, npm e2b 2.51.0, pinned by the lock files beside
-# this script) against a real `withruntime serve --e2b-listen` with real gVisor
+# e2b-code-interpreter 2.11.5, npm e2b 2.51.0 and @e2b/code-interpreter 2.8.0,
+# pinned by the lock files beside this script) against a real `withruntime serve --e2b-listen` with real gVisor
 # sandboxes. The SDKs get only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (a
 # tenant key); a second tenant's key is COMPAT_OTHER_API_KEY, for the tests
 # that cross tenants.
@@ -9,7 +9,7 @@
 # Needs root (the server runs gVisor), python3 and node/npm, and:
 #   WITHRUNTIME_BIN            the withruntime binary (default: from PATH); the
 #                              agent beside it or in WITHRUNTIME_AGENT
-#   WITHRUNTIME_TEMPLATES_DIR  templates holding "base" (default /var/lib/withruntime/templates)
+#   WITHRUNTIME_TEMPLATES_DIR  templates holding "base" and "code-interpreter" (default /var/lib/withruntime/templates)
 #   WITHRUNTIME_COMPAT_CACHE   where the installed SDKs are kept between runs
 #                              (default /var/cache/withruntime/compat-e2b)
 # Usage: compat/e2b/run.sh [python|ts]...   (default: both)

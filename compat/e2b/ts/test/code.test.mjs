@@ -1,0 +1,46 @@
+// The unmodified e2b code interpreter JS SDK (npm @e2b/code-interpreter
+// 2.8.0 over e2b 2.51.0) against Runtime: Sandbox.create() asks for the
+// template code-interpreter-v1 (Runtime's code-interpreter) and runs code
+// through port 49999.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox } from '@e2b/code-interpreter'
+import './helpers.mjs'
+
+let sb
+before(async () => { sb = await Sandbox.create({ timeoutMs: 300_000 }) })
+after(async () => { await sb?.kill() })
+
+test('runCode keeps state between cells', async () => {
+  assert.equal((await sb.runCode('x = 1')).error, undefined)
+  const ex = await sb.runCode('x + 1')
+  assert.equal(ex.text, '2')
+  assert.equal(ex.results[0].isMainResult, true)
+})
+
+test('a matplotlib chart is a PNG result', async () => {
+  const ex = await sb.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()')
+  const pngs = ex.results.filter((r) => r.png).map((r) => r.png)
+  assert.equal(pngs.length, 1)
+  assert.deepEqual([...Buffer.from(pngs[0], 'base64').subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47])
+})
+
+test('an exception is execution.error; onStdout sees prints', async () => {
+  const ex = await sb.runCode('1/0')
+  assert.equal(ex.error.name, 'ZeroDivisionError')
+  const lines = []
+  await sb.runCode("print('hello from js')", { onStdout: (m) => lines.push(m.line) })
+  assert.match(lines.join(''), /hello from js/)
+})
+
+test('contexts: create, run, list, restart, remove', async () => {
+  const ctx = await sb.createCodeContext({ language: 'python' })
+  assert.equal((await sb.runCode('y = 41', { context: ctx })).error, undefined)
+  assert.equal((await sb.runCode('y + 1', { context: ctx })).text, '42')
+  assert.equal((await sb.runCode('y')).error.name, 'NameError')
+  assert.ok((await sb.listCodeContexts()).some((c) => c.id === ctx.id))
+  await sb.restartCodeContext(ctx)
+  assert.equal((await sb.runCode('y', { context: ctx })).error.name, 'NameError')
+  await sb.removeCodeContext(ctx)
+  assert.ok(!(await sb.listCodeContexts()).some((c) => c.id === ctx.id))
+})
