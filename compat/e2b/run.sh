@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The E2B compatibility suite: the unmodified e2b SDKs (PyPI e2b 2.63.0 and
 # e2b-code-interpreter 2.11.5, npm e2b 2.51.0 and @e2b/code-interpreter 2.8.0,
-# pinned by the lock files beside this script) against a real `withruntime serve --e2b-listen` with real gVisor
-# sandboxes. The SDKs get only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (a
+# pinned by the lock files beside this script) against a real `withruntime
+# serve --e2b-listen` with real gVisor sandboxes. The SDKs get only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (a
 # tenant key); a second tenant's key is COMPAT_OTHER_API_KEY, for the tests
 # that cross tenants.
 #
