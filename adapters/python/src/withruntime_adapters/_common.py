@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from withruntime import AsyncSandbox, Sandbox
-from withruntime.tools import ToolDefinition, adispatch, dispatch, sandbox_tools
+from withruntime.tools import ToolDefinition, adispatch, code_interpreter_tools, dispatch, sandbox_tools
 
-__all__ = ["RuntimeTool", "runtime_tools", "pydantic_args_model", "text_of"]
+__all__ = ["RuntimeTool", "runtime_tools", "code_tools", "pydantic_args_model", "text_of", "images_of"]
 
 #: What an adapter is made from: a sandbox (its four tools are made with
 #: ``sandbox_tools``), or tools that ``sandbox_tools`` returned (all four or
@@ -86,6 +86,22 @@ def runtime_tools(source: Source, *, raise_errors: bool = True) -> list[RuntimeT
             raise TypeError(f"{fn!r} is not a tool from withruntime.tools.sandbox_tools()")
         out.append(RuntimeTool(fn))
     return out
+
+
+def code_tools(sbx: Sandbox | AsyncSandbox, *, raise_errors: bool = True) -> list[RuntimeTool]:
+    """The code interpreter's tool set, ``[runtime_run_code]``
+    (``withruntime.tools.code_interpreter_tools``), for ``sbx``: a sandbox of
+    the ``code-interpreter`` template (elsewhere the tool answers the model
+    that the sandbox has no Python kernel)."""
+    if not isinstance(sbx, (Sandbox, AsyncSandbox)):
+        raise TypeError(f"expected a withruntime Sandbox or AsyncSandbox, not {type(sbx).__name__}")
+    return [RuntimeTool(fn) for fn in code_interpreter_tools(sbx, raise_errors=raise_errors)]
+
+
+def images_of(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The result's images (runtime_run_code's charts, checked by the SDK to
+    decode): ``{"mimeType", "data" (base64), "width", "height"}`` each."""
+    return list(result.get("images") or [])
 
 
 def text_of(result: Mapping[str, Any]) -> str:

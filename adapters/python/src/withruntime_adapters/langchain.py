@@ -43,24 +43,35 @@ from typing import Any
 
 from langchain_core.tools import StructuredTool, ToolException
 
-from ._common import RuntimeTool, Source, runtime_tools, text_of
+from withruntime import AsyncSandbox, Sandbox
 
-__all__ = ["runtime_structured_tools", "structured_tool"]
+from ._common import RuntimeTool, Source, code_tools, images_of, runtime_tools, text_of
+
+__all__ = ["runtime_structured_tools", "code_interpreter_tools", "structured_tool"]
+
+Content = str | list[dict[str, Any]]
 
 
-def _answer(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _answer(result: dict[str, Any]) -> tuple[Content, dict[str, Any]]:
     if result.get("isError"):
         raise ToolException(text_of(result))  # handle_tool_error=True: a ToolMessage with status="error"
-    return text_of(result), result
+    images = images_of(result)
+    if not images:
+        return text_of(result), result
+    # LangChain's standard content blocks: chat models that take images in
+    # tool results translate them to their provider's shape.
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text_of(result)}]
+    blocks += [{"type": "image", "base64": img["data"], "mime_type": img["mimeType"]} for img in images]
+    return blocks, result
 
 
 def structured_tool(tool: RuntimeTool) -> StructuredTool:
     """One SDK tool as a ``StructuredTool``."""
 
-    async def acall(**arguments: Any) -> tuple[str, dict[str, Any]]:
+    async def acall(**arguments: Any) -> tuple[Content, dict[str, Any]]:
         return _answer(await tool.acall(arguments))
 
-    def call(**arguments: Any) -> tuple[str, dict[str, Any]]:
+    def call(**arguments: Any) -> tuple[Content, dict[str, Any]]:
         return _answer(tool.call(arguments))
 
     return StructuredTool.from_function(
@@ -81,3 +92,15 @@ def runtime_structured_tools(source: Source, *, raise_errors: bool = True) -> li
     functions ``withruntime.tools.sandbox_tools`` returned), as
     ``StructuredTool`` objects."""
     return [structured_tool(t) for t in runtime_tools(source, raise_errors=raise_errors)]
+
+
+def code_interpreter_tools(sbx: Sandbox | AsyncSandbox, *, raise_errors: bool = True) -> list[StructuredTool]:
+    """The code interpreter's tool, ``runtime_run_code`` (Python in a Jupyter
+    kernel that keeps variables between calls), bound to ``sbx``, a sandbox
+    of the ``code-interpreter`` template, as a one-element list of
+    ``StructuredTool``; add it to the four tools as you like. A result with
+    charts is a ``ToolMessage`` whose content is a list of standard content
+    blocks, a ``text`` block then one ``image`` block (``base64``,
+    ``mime_type``) per chart; without, the text alone. The ``artifact`` is
+    the whole SDK result, ``images`` included."""
+    return [structured_tool(t) for t in code_tools(sbx, raise_errors=raise_errors)]

@@ -32,19 +32,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, ToolOutputImage, ToolOutputText
 from agents.tool_context import ToolContext
+from withruntime import AsyncSandbox, Sandbox
 
-from ._common import RuntimeTool, Source, runtime_tools, text_of
+from ._common import RuntimeTool, Source, code_tools, images_of, runtime_tools, text_of
 
-__all__ = ["runtime_function_tools", "function_tool"]
+__all__ = ["runtime_function_tools", "code_interpreter_tools", "function_tool"]
 
 
 def function_tool(tool: RuntimeTool) -> FunctionTool:
     """One SDK tool as a ``FunctionTool``."""
 
-    async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str:
-        return text_of(await tool.acall(arguments))
+    async def on_invoke_tool(ctx: ToolContext[Any], arguments: str) -> str | list[ToolOutputText | ToolOutputImage]:
+        result = await tool.acall(arguments)
+        images = images_of(result)
+        if not images:
+            return text_of(result)
+        # The SDK sends a list as a function_call_output of input_text and
+        # input_image (data URL) parts.
+        return [ToolOutputText(text=text_of(result))] + [
+            ToolOutputImage(image_url=f"data:{img['mimeType']};base64,{img['data']}") for img in images
+        ]
 
     return FunctionTool(
         name=tool.name,
@@ -61,3 +70,13 @@ def runtime_function_tools(source: Source, *, raise_errors: bool = True) -> list
     functions ``withruntime.tools.sandbox_tools`` returned), as
     ``FunctionTool`` objects for ``Agent(tools=...)``."""
     return [function_tool(t) for t in runtime_tools(source, raise_errors=raise_errors)]
+
+
+def code_interpreter_tools(sbx: Sandbox | AsyncSandbox, *, raise_errors: bool = True) -> list[FunctionTool]:
+    """The code interpreter's tool, ``runtime_run_code`` (Python in a Jupyter
+    kernel that keeps variables between calls), bound to ``sbx``, a sandbox
+    of the ``code-interpreter`` template, as a one-element list of
+    ``FunctionTool``; add it to the four tools as you like. A result with
+    charts is given to the model as ``input_text`` then one ``input_image``
+    (a PNG or JPEG data URL) per chart; without, as the text alone."""
+    return [function_tool(t) for t in code_tools(sbx, raise_errors=raise_errors)]

@@ -23,7 +23,17 @@
  */
 import { jsonSchema, tool, type JSONSchema7, type Tool } from "ai";
 import type { Sandbox } from "withruntime";
-import { bindTools, errorResultFor, sandboxTools, type SandboxFunc, type Tool as SDKTool, type ToolName, type ToolResult } from "withruntime/tools";
+import {
+  bindCodeInterpreter,
+  bindTools,
+  codeInterpreterTools as sdkCodeInterpreterTools,
+  errorResultFor,
+  sandboxTools,
+  type SandboxFunc,
+  type Tool as SDKTool,
+  type ToolName,
+  type ToolResult,
+} from "withruntime/tools";
 
 /** One Runtime tool as an AI SDK tool: its input is the model's arguments, its output the SDK's ToolResult. */
 export type RuntimeTool = Tool<Record<string, unknown>, ToolResult>;
@@ -37,7 +47,10 @@ export type RuntimeToolSet = Record<ToolName, RuntimeTool>;
  * "error-text"), the step's toolResults keep the whole ToolResult (text,
  * isError, data). When Runtime itself failed (the sandbox is gone, the
  * server is unreachable) the model is given errorResultFor(err); an aborted
- * call rejects.
+ * call rejects. A result with images (runtime_run_code's charts) is given
+ * to the model as "content": a text part, then an "image-data" part (base64,
+ * its media type) per image; providers that take no images in tool results
+ * still read the text, which names each image and its size.
  */
 export function toAISDKTool(t: SDKTool): RuntimeTool {
   return tool<Record<string, unknown>, ToolResult>({
@@ -51,7 +64,17 @@ export function toAISDKTool(t: SDKTool): RuntimeTool {
         return errorResultFor(err);
       }
     },
-    toModelOutput: ({ output }) => ({ type: output.isError ? "error-text" : "text", value: output.text }),
+    toModelOutput: ({ output }) => {
+      const images = output.images ?? [];
+      if (output.isError || images.length === 0) return { type: output.isError ? "error-text" : "text", value: output.text };
+      return {
+        type: "content",
+        value: [
+          { type: "text", text: output.text },
+          ...images.map((img) => ({ type: "image-data" as const, data: img.data, mediaType: img.mimeType })),
+        ],
+      };
+    },
   });
 }
 
@@ -68,4 +91,20 @@ export function fromSDKTools(tools: SDKTool[]): Record<string, RuntimeTool> {
 export function runtimeTools(sandbox: Sandbox | SandboxFunc): RuntimeToolSet {
   const tools = typeof sandbox === "function" ? bindTools(sandbox) : sandboxTools(sandbox);
   return fromSDKTools(tools) as RuntimeToolSet;
+}
+
+/** The code interpreter's tool set by name: runtime_run_code alone. */
+export type CodeInterpreterToolSet = Record<"runtime_run_code", RuntimeTool>;
+
+/**
+ * The code interpreter's tool, runtime_run_code (Python in a Jupyter kernel
+ * that keeps variables between calls), bound to a sandbox of the
+ * "code-interpreter" template, or to a function that returns one for each
+ * call. Spread it next to runtimeTools(sbx) as you like. Charts reach the
+ * model as image parts (see toAISDKTool); the step's toolResults keep the
+ * SDK's ToolResult, images included.
+ */
+export function codeInterpreterTools(sandbox: Sandbox | SandboxFunc): CodeInterpreterToolSet {
+  const tools = typeof sandbox === "function" ? bindCodeInterpreter(sandbox) : sdkCodeInterpreterTools(sandbox);
+  return fromSDKTools(tools) as CodeInterpreterToolSet;
 }

@@ -23,7 +23,17 @@
 import { tool, type DynamicStructuredTool } from "@langchain/core/tools";
 import type { JSONSchema } from "@langchain/core/utils/json_schema";
 import type { Sandbox } from "withruntime";
-import { bindTools, errorResultFor, sandboxTools, type SandboxFunc, type Tool as SDKTool, type ToolResult } from "withruntime/tools";
+import type { MessageContent } from "@langchain/core/messages";
+import {
+  bindCodeInterpreter,
+  bindTools,
+  codeInterpreterTools as sdkCodeInterpreterTools,
+  errorResultFor,
+  sandboxTools,
+  type SandboxFunc,
+  type Tool as SDKTool,
+  type ToolResult,
+} from "withruntime/tools";
 
 /**
  * One Runtime tool as a LangChain structured tool. Its response format is
@@ -76,4 +86,49 @@ export function fromSDKTools(tools: SDKTool[]): RuntimeTool[] {
  */
 export function runtimeTools(sandbox: Sandbox | SandboxFunc): RuntimeTool[] {
   return fromSDKTools(typeof sandbox === "function" ? bindTools(sandbox) : sandboxTools(sandbox));
+}
+
+/** runtime_run_code as a LangChain structured tool: its content is the text, or standard content blocks when it has images. */
+export type RuntimeCodeTool = DynamicStructuredTool<JSONSchema, Record<string, unknown>, Record<string, unknown>, [MessageContent, ToolResult]>;
+
+/**
+ * Wraps the SDK's runtime_run_code as toLangChainTool does, except that a
+ * result with images (charts) is a ToolMessage whose content is a list of
+ * standard content blocks: a "text" block, then an "image" block (base64
+ * data, mimeType) per image, which chat models that take images in tool
+ * results translate to their provider's shape. The text names each image and
+ * its size; the artifact is the whole ToolResult, images included.
+ */
+export function toLangChainCodeTool(t: SDKTool): RuntimeCodeTool {
+  return tool(
+    async (input: Record<string, unknown>, config): Promise<[MessageContent, ToolResult]> => {
+      const signal = config?.signal;
+      let r: ToolResult;
+      try {
+        r = await t.execute(input, signal ? { signal } : {});
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        r = errorResultFor(err);
+      }
+      const images = r.images ?? [];
+      if (images.length === 0) return [r.text, r];
+      return [[{ type: "text", text: r.text }, ...images.map((img) => ({ type: "image" as const, data: img.data, mimeType: img.mimeType }))], r];
+    },
+    {
+      name: t.name,
+      description: t.description,
+      schema: t.inputSchema as JSONSchema,
+      responseFormat: "content_and_artifact",
+    },
+  ) as RuntimeCodeTool;
+}
+
+/**
+ * The code interpreter's tool, runtime_run_code (Python in a Jupyter kernel
+ * that keeps variables between calls), bound to a sandbox of the
+ * "code-interpreter" template, or to a function that returns one for each
+ * call, as a one-element list; add it to runtimeTools(sbx) as you like.
+ */
+export function codeInterpreterTools(sandbox: Sandbox | SandboxFunc): RuntimeCodeTool[] {
+  return (typeof sandbox === "function" ? bindCodeInterpreter(sandbox) : sdkCodeInterpreterTools(sandbox)).map(toLangChainCodeTool);
 }

@@ -18,9 +18,17 @@
  *
  * @module
  */
-import { tool, type FunctionTool } from "@openai/agents-core";
+import { tool, type FunctionTool, type ToolOutputImage, type ToolOutputText } from "@openai/agents-core";
 import type { Sandbox } from "withruntime";
-import { bindTools, errorResultFor, sandboxTools, type SandboxFunc, type Tool as SDKTool } from "withruntime/tools";
+import {
+  bindCodeInterpreter,
+  bindTools,
+  codeInterpreterTools as sdkCodeInterpreterTools,
+  errorResultFor,
+  sandboxTools,
+  type SandboxFunc,
+  type Tool as SDKTool,
+} from "withruntime/tools";
 
 /** The JSON Schema of a tool's parameters, in the Agents SDK's type. */
 export type RuntimeToolParameters = Extract<FunctionTool["parameters"], { additionalProperties: false }>;
@@ -67,4 +75,51 @@ export function fromSDKTools(tools: SDKTool[]): RuntimeTool[] {
  */
 export function runtimeTools(sandbox: Sandbox | SandboxFunc): RuntimeTool[] {
   return fromSDKTools(typeof sandbox === "function" ? bindTools(sandbox) : sandboxTools(sandbox));
+}
+
+/** What runtime_run_code gives the model: the text, or the text then an image per chart. */
+export type CodeToolOutput = string | Array<ToolOutputText | ToolOutputImage>;
+
+/** runtime_run_code as an Agents SDK function tool. */
+export type RuntimeCodeTool = FunctionTool<unknown, RuntimeToolParameters, CodeToolOutput>;
+
+/**
+ * Wraps the SDK's runtime_run_code as toAgentsTool does, except that a
+ * result with images (charts) is given to the model as a list: a text
+ * output, then an image output (base64 data and its media type) per image,
+ * which the Agents SDK sends as input_text and input_image parts of the
+ * function_call_output. The text names each image and its size.
+ */
+export function toAgentsCodeTool(t: SDKTool): RuntimeCodeTool {
+  return tool({
+    name: t.name,
+    description: t.description,
+    parameters: t.inputSchema as RuntimeToolParameters,
+    strict: true,
+    async execute(input, _context, details): Promise<CodeToolOutput> {
+      const signal = details?.signal;
+      try {
+        const r = await t.execute(input, signal ? { signal } : {});
+        const images = r.images ?? [];
+        if (images.length === 0) return r.text;
+        return [
+          { type: "text", text: r.text },
+          ...images.map((img): ToolOutputImage => ({ type: "image", image: { data: img.data, mediaType: img.mimeType } })),
+        ];
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        return errorResultFor(err).text;
+      }
+    },
+  }) as RuntimeCodeTool;
+}
+
+/**
+ * The code interpreter's tool, runtime_run_code (Python in a Jupyter kernel
+ * that keeps variables between calls), bound to a sandbox of the
+ * "code-interpreter" template, or to a function that returns one for each
+ * call, as a one-element list; add it to runtimeTools(sbx) as you like.
+ */
+export function codeInterpreterTools(sandbox: Sandbox | SandboxFunc): RuntimeCodeTool[] {
+  return (typeof sandbox === "function" ? bindCodeInterpreter(sandbox) : sdkCodeInterpreterTools(sandbox)).map(toAgentsCodeTool);
 }
