@@ -178,7 +178,10 @@ func TestLeaseEndPauses(t *testing.T) {
 		t.Errorf("billed CPU or memory while paused: before %+v, after %+v", before, after)
 	}
 	wantStorage := float64(paused.ImageBytes) / (1 << 30) * 2
-	if grown := after.StorageGiBSeconds - before.StorageGiBSeconds; grown < wantStorage*0.7 || grown > wantStorage*1.5 {
+	// Samples come once a second and may lag on a loaded host: the ledger
+	// grows by the image × the time between the two rows' last samples,
+	// which is 2 s give or take a sample.
+	if grown := after.StorageGiBSeconds - before.StorageGiBSeconds; grown < wantStorage*0.4 || grown > wantStorage*1.8 {
 		t.Errorf("storage billed over 2 s paused: %.4f GiB-s, want about %.4f (image %d bytes)", grown, wantStorage, paused.ImageBytes)
 	}
 	if after.CostMicros <= before.CostMicros {

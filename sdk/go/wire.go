@@ -122,6 +122,11 @@ type ExecRequest struct {
 	// Stdin is the command's standard input (UTF-8 text). When empty the
 	// command reads end-of-file at once.
 	Stdin string `json:"stdin,omitempty"`
+	// StdinOpen keeps a background process's standard input open, for
+	// writes through POST /v1/sandboxes/{id}/processes/{pid}/stdin and an
+	// EOF through .../stdin/close. Only for background processes, and not
+	// together with Stdin.
+	StdinOpen bool `json:"stdinOpen,omitempty"`
 	// User runs the command as "user" (default, uid 1000) or "root".
 	User string `json:"user,omitempty"`
 }
