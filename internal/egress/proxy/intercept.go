@@ -62,7 +62,7 @@ func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port u
 	}
 	if upstream != nil {
 		tr.Proxy = http.ProxyURL(upstream)
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dialUpstream(ctx, upstream) }
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dialUpstreamTCP(ctx, upstream) }
 	}
 	defer tr.CloseIdleConnections()
 	target := host

@@ -71,9 +71,11 @@ func (p *Proxy) decideUpstream(m *policy.Matcher, host string, dst netip.Addr) s
 	return ""
 }
 
-// dialUpstream opens a connection to the upstream proxy itself (never
-// guarded: the operator chose it, and it is often on a private address).
-func dialUpstream(ctx context.Context, proxy *url.URL) (net.Conn, error) {
+// dialUpstreamTCP opens a TCP connection to the upstream proxy itself
+// (never guarded: the operator chose it, and it is often on a private
+// address). An http.Transport whose Proxy is set adds TLS for an https://
+// proxy itself, so this is its DialContext.
+func dialUpstreamTCP(ctx context.Context, proxy *url.URL) (net.Conn, error) {
 	addr := proxy.Host
 	if proxy.Port() == "" {
 		port := "80"
@@ -86,6 +88,16 @@ func dialUpstream(ctx context.Context, proxy *url.URL) (net.Conn, error) {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("upstream proxy: %w", err)
+	}
+	return c, nil
+}
+
+// dialUpstream is dialUpstreamTCP with TLS for an https:// proxy: a
+// connection ready for a CONNECT.
+func dialUpstream(ctx context.Context, proxy *url.URL) (net.Conn, error) {
+	c, err := dialUpstreamTCP(ctx, proxy)
+	if err != nil {
+		return nil, err
 	}
 	if proxy.Scheme == "https" {
 		tc := tls.Client(c, &tls.Config{ServerName: proxy.Hostname(), MinVersion: tls.VersionTLS12})
@@ -155,7 +167,7 @@ func (p *Proxy) forwardHTTP(c net.Conn, req *request, port uint16, upstream *url
 	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyURL(upstream),
-		DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return dialUpstream(ctx, upstream) },
+		DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return dialUpstreamTCP(ctx, upstream) },
 		ResponseHeaderTimeout: 5 * time.Minute,
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true,
