@@ -6,7 +6,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	"withruntime.dev/runtime/internal/driver"
@@ -66,8 +68,13 @@ func (d *Driver) cpusetFor(cpu float64) string {
 	return strconv.Itoa(d.hostCPUs[n%uint64(len(d.hostCPUs))])
 }
 
-// allowedCPUs lists the host cores this process may run on.
+// allowedCPUs lists the host cores this process may run on, or nil when
+// the host has no cpuset controller to pin a sandbox with (runsc refuses a
+// spec's cpuset then; such sandboxes show runsc's floor of 2 CPUs).
 func allowedCPUs() []int {
+	if !cpusetController() {
+		return nil
+	}
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil
@@ -79,4 +86,14 @@ func allowedCPUs() []int {
 		}
 	}
 	return cpus
+}
+
+// cpusetController reports whether the host mounts a cpuset controller:
+// cgroup v1's hierarchy, or cpuset among the v2 root's controllers.
+func cpusetController() bool {
+	if exists("/sys/fs/cgroup/cpuset/cpuset.cpus") {
+		return true
+	}
+	b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil && slices.Contains(strings.Fields(string(b)), "cpuset")
 }
