@@ -107,13 +107,10 @@ fi
 
 # --- base template (optional) ----------------------------------------------
 if ((want_template)); then
-	# Matches "base" as a whole name in a table or in JSON output.
-	if /usr/local/bin/withruntime template ls 2>/dev/null | grep -qE '(^|[^a-z0-9._-])base([^a-z0-9._-]|$)'; then
-		log "template base: ok"
-	else
-		log "building template base (mmdebstrap; a few minutes)"
-		/usr/local/bin/withruntime template build base >&2
-	fi
+	# Builds base only when it is missing or was built from another version
+	# of its recipe (an older withruntime's); otherwise returns at once.
+	/usr/local/bin/withruntime template build base --missing >&2
+	log "template base: ok"
 fi
 
 log "done"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -57,6 +58,12 @@ with the network --internet and --allow give them (none by default).`,
 				return errors.New("templates are built on the server's host: run `withruntime template build` there (without WITHRUNTIME_URL)")
 			}
 			var ts *template.Store
+			if dir == "" && missing {
+				// Ensuring a recipe needs no server: the data directory's own
+				// templates directory (builds of one name lock each other
+				// out across processes, a running server included).
+				dir = filepath.Join(dataDir(), "templates")
+			}
 			if dir != "" {
 				// A templates directory of its own: no server needed (builds
 				// of one name lock each other out across processes).
@@ -67,15 +74,23 @@ with the network --internet and --allow give them (none by default).`,
 					return err
 				}
 				defer s.Close()
+				if s.embedded == nil {
+					return errors.New("a withruntime serve runs on this data directory: build with --missing, or --templates-dir DIR, or stop the server first")
+				}
 				ts = s.embedded.Templates
 			}
 			b := ts.Build
 			if missing {
 				b = ts.Ensure
 			}
+			start := time.Now()
 			info, err := b(cmd.Context(), args[0], printProgress)
 			if err != nil {
 				return err
+			}
+			if info.CreatedAt.Before(start.Add(-time.Second)) {
+				fmt.Fprintf(os.Stderr, "withruntime: template %s is current (built %s, %d MiB)\n", info.Name, info.CreatedAt.Local().Format(time.DateTime), info.SizeBytes>>20)
+				return nil
 			}
 			fmt.Fprintf(os.Stderr, "withruntime: template %s built (%d MiB)\n", info.Name, info.SizeBytes>>20)
 			return nil
