@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/driver"
@@ -293,14 +294,31 @@ func (s *Server) forwardError(ctx context.Context, id string, err error) error {
 	if errors.As(err, &be) {
 		return badRequest("reading the request body failed (%v); nothing was written, send it again", be.err)
 	}
-	if _, rerr := s.cfg.Manager.Running(context.WithoutCancel(ctx), id); rerr != nil {
-		return rerr
-	}
 	if errors.Is(err, driver.ErrChannel) {
+		if _, rerr := s.cfg.Manager.Running(context.WithoutCancel(ctx), id); rerr != nil {
+			return rerr
+		}
 		return s.channelRefused(id, err)
 	}
-	return fmt.Errorf("sandbox %s: the agent did not answer: %w", id, err)
+	// The agent's connection broke. When the sandbox itself died (the host
+	// killed it for memory, it crashed), its watcher records why within
+	// milliseconds, but the broken connection may be seen first: give the
+	// record a moment to say so rather than answer a bare 500.
+	deadline := time.Now().Add(agentGoneWait)
+	for {
+		if _, rerr := s.cfg.Manager.Running(context.WithoutCancel(ctx), id); rerr != nil {
+			return rerr
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox %s: the agent did not answer: %w", id, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
+
+// agentGoneWait bounds how long a failed round trip waits for the
+// sandbox's record to say it ended (see forwardError).
+const agentGoneWait = 2 * time.Second
 
 // channelRefused is the answer when a sandbox's agent channel was refused:
 // root inside the sandbox replaced its agent's socket. Nothing was sent

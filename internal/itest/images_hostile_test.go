@@ -199,7 +199,7 @@ func TestImageBadInput(t *testing.T) {
 		{"unreachable registry", api.CreateTemplateRequest{Name: "u", FromImage: "127.0.0.1:1/x:1"}, nil, 400, "cannot reach its registry"},
 		{"unknown field", map[string]string{"name": "x", "from": "y"}, nil, 400, `unknown field "from"`},
 		{"bad tarball", "this is not a tarball", []string{"Content-Type", api.ContentTypeTar}, 400, "not a usable `docker save` tarball"},
-		{"tenant", api.CreateTemplateRequest{Name: "t", FromImage: reg + "/small:1"}, []string{"Authorization", "Bearer " + tenant.Secret}, 403, "cannot manage keys, secrets or templates"},
+		{"tenant", api.CreateTemplateRequest{Name: "t", FromImage: reg + "/small:1"}, []string{"Authorization", "Bearer " + tenant.Secret}, 403, "cannot manage keys or templates"},
 	}
 	for _, c := range cases {
 		path := "/v1/templates"
