@@ -343,6 +343,16 @@ func (g *guard) kill(why killReason, level int64) bool {
 			"reason", why.String(), "level", level)
 		return false
 	}
+	if u.p == nil {
+		// A command that started after the live set was read is its own
+		// session (sid == its pid): find it, so that its result says why.
+		for _, p := range g.live.list() {
+			if p.pid == u.root {
+				u.p = p
+				break
+			}
+		}
+	}
 	g.log.Warn("killing a command", "reason", why.String(), "level", level, "pid", u.root,
 		"running", u.p != nil, "processes", len(u.pids), "tasks", u.tasks, "rssBytes", u.rss)
 	if u.p != nil {
