@@ -159,11 +159,12 @@ func (s *Server) Handler() http.Handler {
 	route("DELETE", "/contexts/{contextId}", s.handleDeleteContext)
 	route("POST", "/contexts/{contextId}/restart", s.handleRestartContext)
 	route("POST", "/code", s.handleRunCode)
+	route("POST", "/ports/{port}/connect", s.handlePortConnect)
 	// Method-less patterns catch a known path with a wrong method.
 	for _, p := range []string{"/health", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename", "/contexts", "/contexts/{contextId}",
-		"/contexts/{contextId}/restart", "/code"} {
+		"/contexts/{contextId}/restart", "/code", "/ports/{port}/connect"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, &apiError{status: http.StatusMethodNotAllowed, code: agentapi.CodeBadRequest,
 				msg: fmt.Sprintf("method %s is not supported on %s; see the API reference for the methods of this route", r.Method, p)})

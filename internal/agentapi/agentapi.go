@@ -291,4 +291,13 @@ const (
 	CodeRateLimited  = "rate_limited" // 429
 	CodeUnavailable  = "unavailable"  // 503
 	CodeInternal     = "internal"     // 500
+	CodePortClosed   = "port_closed"  // 502: nothing in the sandbox accepts connections on the port
 )
+
+// PortUpgrade is the protocol of the agent's POST /ports/{port}/connect
+// (Connection: Upgrade, Upgrade: PortUpgrade). The agent connects to that
+// TCP port on the sandbox's own loopback (127.0.0.1, then ::1) and answers
+// 101 Switching Protocols; from then on the connection carries that TCP
+// connection's bytes both ways, and a half close (EOF) is passed on. When
+// nothing accepts on the port the answer is 502 with CodePortClosed.
+const PortUpgrade = "withruntime-tcp"

@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
+	s.portRoutes()
 	s.extraRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.
 	for _, path := range s.paths {
@@ -132,13 +133,19 @@ type keyCtx struct{}
 
 // handle registers an authenticated route.
 func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.Request) error) {
-	s.register(method, path, func(w http.ResponseWriter, r *http.Request) {
+	s.register(method, path, s.authed(method+" "+path, h))
+}
+
+// authed wraps h in authentication and the tenant rules of route (method
+// and pattern; method "*" for routes of every method).
+func (s *Server) authed(route string, h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		key, err := s.authenticate(r)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		ctx, err := s.scope(r, key, method+" "+path)
+		ctx, err := s.scope(r, key, route)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -150,7 +157,7 @@ func (s *Server) handle(method, path string, h func(http.ResponseWriter, *http.R
 			}
 			writeError(w, r, err)
 		}
-	})
+	}
 }
 
 // bearerToken returns the API key of an `Authorization: Bearer <key>`

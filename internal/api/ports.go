@@ -1,0 +1,217 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/sandbox"
+)
+
+// The port relay: /v1/sandboxes/{id}/ports/{port}/{path} is a reverse
+// proxy (HTTP, WebSocket and any other Upgrade) to a program listening on
+// TCP port {port} on the sandbox's own loopback. Each connection to it is
+// one relayed by the sandbox's agent over the agent channel
+// (Manager.DialPort): the server never dials an address of the sandbox,
+// so whatever the agent does, the relay reaches nothing but that sandbox's
+// ports, and it works with the sandbox's internet off. What the program
+// answers is hostile: its head is read with a cap (maxPortHeaderBytes),
+// bodies stream through without being held, its cookies are held to the
+// relay's path and its redirects kept under it.
+
+// maxPortHeaderBytes caps the head (status line and headers) of an answer
+// of a program in a sandbox.
+const maxPortHeaderBytes = 64 << 10
+
+type portRootCtx struct{}
+
+// portRoot is how the E2B domain mode serves a port: at the root of a host
+// of its own.
+type portRoot struct{ rawPath string }
+
+// PortAtRoot returns a context under which an in-process request to
+// /v1/sandboxes/{id}/ports/{port}/ (with AsKey, never a request off the
+// wire) is relayed as served at the root of a host of its own, as E2B's
+// `<port>-<sandbox>.<domain>` hosts are: the program gets rawPath (escaped;
+// the query is the request's) and the request's own Host and Authorization
+// header, and answers pass with their cookies' domains dropped (host-only),
+// not moved under the relay's path.
+func PortAtRoot(ctx context.Context, rawPath string) context.Context {
+	return context.WithValue(ctx, portRootCtx{}, portRoot{rawPath: rawPath})
+}
+
+func (s *Server) portRoutes() {
+	for _, p := range []string{"/v1/sandboxes/{id}/ports/{port}", "/v1/sandboxes/{id}/ports/{port}/{rest...}"} {
+		s.mux.HandleFunc(p, s.authed("* "+p, s.relayPort))
+	}
+}
+
+// relayPort serves one request to a sandbox's port.
+func (s *Server) relayPort(w http.ResponseWriter, r *http.Request) error {
+	id, raw := r.PathValue("id"), r.PathValue("port")
+	port, err := strconv.Atoi(raw)
+	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != raw {
+		return badRequest("port %q is not a TCP port: give a number from 1 to 65535, as in /v1/sandboxes/%s/ports/8000/", raw, id)
+	}
+	root, atRoot := r.Context().Value(portRootCtx{}).(portRoot)
+	prefix := "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + raw
+	rest := root.rawPath
+	if !atRoot {
+		rest = strings.TrimPrefix(r.URL.EscapedPath(), prefix)
+	}
+	if !strings.HasPrefix(rest, "/") {
+		rest = "/" + rest
+	}
+	path, err := url.PathUnescape(rest)
+	if err != nil {
+		return badRequest("malformed path %q: %v", rest, err)
+	}
+	in := r.Context()
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return s.cfg.Manager.DialPort(ctx, id, port)
+		},
+		// One relayed connection per request: nothing of a sandbox is kept
+		// once the request is over.
+		DisableKeepAlives:      true,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxPortHeaderBytes,
+	}
+	defer tr.CloseIdleConnections()
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", net.JoinHostPort("127.0.0.1", raw)
+			pr.Out.URL.Path, pr.Out.URL.RawPath = path, rest
+			h := pr.Out.Header
+			// Never into the sandbox: Runtime and E2B keys and tokens.
+			for _, name := range []string{"X-Api-Key", "X-Access-Token", "E2b-Traffic-Access-Token"} {
+				h.Del(name)
+			}
+			h.Set("X-Forwarded-Host", pr.In.Host)
+			h.Set("X-Forwarded-Proto", scheme(pr.In))
+			if atRoot {
+				pr.Out.Host = pr.In.Host
+				return
+			}
+			h.Del("Authorization") // it carried the caller's API key
+			h.Set("X-Forwarded-Prefix", prefix)
+			pr.Out.Host = net.JoinHostPort("localhost", raw)
+		},
+		Transport: no1xx{tr},
+		ModifyResponse: func(resp *http.Response) error {
+			if atRoot {
+				hostOnlyCookies(resp.Header)
+			} else {
+				underPrefix(resp.Header, prefix, raw)
+			}
+			return nil
+		},
+		ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelInfo),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if in.Err() != nil {
+				return // the client is gone
+			}
+			writeError(w, r, s.portError(id, port, err))
+		},
+	}
+	proxy.ServeHTTP(w, r)
+	return nil
+}
+
+func scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// portError explains a failed relay.
+func (s *Server) portError(id string, port int, err error) error {
+	var ce *errs.Error
+	switch {
+	case errors.Is(err, sandbox.ErrPortClosed):
+		return &httpError{status: http.StatusBadGateway, code: agentapi.CodePortClosed,
+			msg: fmt.Sprintf("sandbox %s: nothing accepts connections on port %d inside it: start a server listening on that port (on 127.0.0.1, ::1 or all addresses)", id, port)}
+	case errors.Is(err, driver.ErrChannel):
+		return s.channelRefused(id, err)
+	case errors.As(err, &ce):
+		return err
+	}
+	return &httpError{status: http.StatusBadGateway, code: "bad_gateway",
+		msg: fmt.Sprintf("sandbox %s, port %d: the program there did not answer as an HTTP server (%v)", id, port, err)}
+}
+
+// hostOnlyCookies drops the Domain attribute of every cookie an answer
+// sets, so that a program in one sandbox cannot set cookies for the API's
+// host or another sandbox's (all share the parent domain).
+func hostOnlyCookies(h http.Header) {
+	cookies := h.Values("Set-Cookie")
+	if len(cookies) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, c := range cookies {
+		h.Add("Set-Cookie", strings.Join(dropAttrs(c, "domain"), ";"))
+	}
+}
+
+// dropAttrs splits a Set-Cookie value into its parts, leaving out the
+// attributes named (lower case).
+func dropAttrs(cookie string, names ...string) []string {
+	parts := strings.Split(cookie, ";")
+	out := parts[:1]
+	for _, p := range parts[1:] {
+		name, _, _ := strings.Cut(strings.TrimSpace(p), "=")
+		drop := false
+		for _, n := range names {
+			drop = drop || strings.EqualFold(strings.TrimSpace(name), n)
+		}
+		if !drop {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// underPrefix keeps an answer relayed under prefix there: a cookie's Path
+// is moved under the prefix (and its Domain dropped), so it never reaches
+// the API's other routes, the dashboard or another sandbox's port; a
+// redirect to an absolute path, or to the program's own localhost address,
+// is moved under the prefix too.
+func underPrefix(h http.Header, prefix, port string) {
+	if cookies := h.Values("Set-Cookie"); len(cookies) > 0 {
+		h.Del("Set-Cookie")
+		for _, c := range cookies {
+			path := "/"
+			for _, p := range strings.Split(c, ";")[1:] {
+				name, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+				if strings.EqualFold(strings.TrimSpace(name), "path") && strings.HasPrefix(strings.TrimSpace(val), "/") {
+					path = strings.TrimSpace(val)
+				}
+			}
+			parts := append(dropAttrs(c, "domain", "path"), " Path="+prefix+path)
+			h.Add("Set-Cookie", strings.Join(parts, ";"))
+		}
+	}
+	loc := h.Get("Location")
+	if loc == "" {
+		return
+	}
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "http" && (u.Host == "localhost:"+port || u.Host == "127.0.0.1:"+port) {
+		u.Scheme, u.Host = "", ""
+		loc = u.String()
+	}
+	if strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
+		h.Set("Location", prefix+loc)
+	}
+}
