@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ func newServeCmd() *cobra.Command {
 	var secretsKey string
 	var rotateKey, discardSecrets bool
 	var metricsListen, e2bListen string
+	var e2bOpts server.E2BOptions
+	var e2bCert, e2bKey string
 	var login server.LoginConfig
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -80,16 +83,30 @@ func newServeCmd() *cobra.Command {
 				log.Info("serving metrics without authentication", "addr", ml.Addr().String(), "path", "/metrics")
 				go serveMetrics(ctx, ml, srv, log)
 			}
+			if e2bListen == "" && (e2bOpts.Domain != "" || e2bCert != "" || e2bKey != "") {
+				return fmt.Errorf("--e2b-domain, --e2b-tls-cert and --e2b-tls-key serve the E2B-compatible API: give its address with --e2b-listen too")
+			}
 			if e2bListen != "" {
+				tlsConf, err := e2bTLS(e2bCert, e2bKey)
+				if err != nil {
+					return err
+				}
+				if e2bOpts.Domain, err = e2bDomain(e2bOpts.Domain); err != nil {
+					return err
+				}
 				el, err := net.Listen("tcp", e2bListen)
 				if err != nil {
 					return fmt.Errorf("--e2b-listen: %w", err)
 				}
-				h, closeE2B := srv.E2BHandler()
+				h, closeE2B := srv.E2BHandler(e2bOpts)
 				defer closeE2B()
-				log.Info("serving the E2B-compatible API", "addr", el.Addr().String(),
-					"env", "E2B_API_URL=http://"+el.Addr().String()+" E2B_SANDBOX_URL=http://"+el.Addr().String())
-				go serveE2B(ctx, el, h, log)
+				scheme := map[bool]string{true: "https", false: "http"}[tlsConf != nil]
+				env := "E2B_API_URL=" + scheme + "://" + el.Addr().String() + " E2B_SANDBOX_URL=" + scheme + "://" + el.Addr().String()
+				if e2bOpts.Domain != "" {
+					env += " (or E2B_DOMAIN=" + e2bOpts.Domain + ", with api." + e2bOpts.Domain + " and *." + e2bOpts.Domain + " pointing at this address, port 443)"
+				}
+				log.Info("serving the E2B-compatible API", "addr", el.Addr().String(), "env", env)
+				go serveE2B(ctx, el, h, tlsConf, log)
 			}
 			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
 				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
@@ -113,6 +130,10 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&discardSecrets, "discard-unreadable-secrets", false, "delete the secrets sealed with a key this server does not have (a lost key) instead of refusing to start")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "also serve GET /metrics without authentication on this address, for a Prometheus on the host (a port alone, 9781 or :9781, listens on 127.0.0.1); /metrics on --listen always needs a key without a limit")
 	cmd.Flags().StringVar(&e2bListen, "e2b-listen", "", "also serve the E2B-compatible API (both planes: set E2B_API_URL and E2B_SANDBOX_URL to http://ADDR, E2B_API_KEY to a Runtime key) on this address, e.g. 127.0.0.1:3000 (default: off)")
+	cmd.Flags().StringVar(&e2bOpts.Domain, "e2b-domain", "", "the E2B-compatible API also routes by host, as E2B does with E2B_DOMAIN: api.DOMAIN is the API, PORT-SANDBOX.DOMAIN a sandbox's port (envd, the code interpreter, or a program listening in it: sandbox.get_host(port)); point api.DOMAIN and *.DOMAIN at --e2b-listen (the SDKs use https on port 443: give --e2b-tls-cert or put a TLS proxy in front)")
+	cmd.Flags().StringVar(&e2bCert, "e2b-tls-cert", "", "serve the E2B-compatible API over TLS with this PEM certificate chain (for --e2b-domain: valid for api.DOMAIN and *.DOMAIN); read again when the file changes")
+	cmd.Flags().StringVar(&e2bKey, "e2b-tls-key", "", "the PEM private key of --e2b-tls-cert")
+	cmd.Flags().BoolVar(&e2bOpts.PublicTraffic, "e2b-public-traffic", true, "with --e2b-domain, a sandbox's ports answer on PORT-SANDBOX.DOMAIN without its traffic access token unless its create says network.allowPublicTraffic false (E2B's default); false: they need the token unless the create says true")
 	cmd.Flags().Float64Var(&login.TrialHours, "trial-hours", 0, "sandbox-hours that a key approved as a trial (withruntime login, sandbox run --trial) may use in total; past them its creates answer 429 (0: no trials)")
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
@@ -147,15 +168,19 @@ func serveMetrics(ctx context.Context, l net.Listener, srv *server.Server, log *
 // serveE2B serves the E2B-compatible API on l until ctx ends. Plaintext
 // HTTP/2 (prior knowledge) is served beside HTTP/1.1 for clients that
 // speak it.
-func serveE2B(ctx context.Context, l net.Listener, h http.Handler, log *slog.Logger) {
+func serveE2B(ctx context.Context, l net.Listener, h http.Handler, tlsConf *tls.Config, log *slog.Logger) {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, Protocols: &protocols}
+	protocols.SetHTTP2(true)
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, Protocols: &protocols, TLSConfig: tlsConf}
 	go func() {
 		<-ctx.Done()
 		_ = hs.Close()
 	}()
+	if tlsConf != nil {
+		l = tls.NewListener(l, hs.TLSConfig)
+	}
 	if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("E2B listener stopped", "err", err)
 	}

@@ -47,11 +47,20 @@ func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error
 	return s.Metrics.Middleware(mux), nil
 }
 
+// E2BOptions configures the E2B-compatible API (see e2b.Config).
+type E2BOptions struct {
+	// Domain turns on the domain mode (serve --e2b-domain); "": off.
+	Domain string
+	// PublicTraffic: a sandbox's ports need no traffic access token unless
+	// its create says so (serve --e2b-public-traffic).
+	PublicTraffic bool
+}
+
 // E2BHandler returns the E2B-compatible API (internal/compat/e2b) over
 // this server's API, measured by the metrics middleware, for serve
 // --e2b-listen. Close it when done (it stops the directory watchers it
 // holds).
-func (s *Server) E2BHandler() (http.Handler, func()) {
-	h := e2b.New(e2b.Config{API: s.api, Store: s.Store, Log: s.log})
+func (s *Server) E2BHandler(opts E2BOptions) (http.Handler, func()) {
+	h := e2b.New(e2b.Config{API: s.api, Store: s.Store, Log: s.log, Domain: opts.Domain, PublicTraffic: opts.PublicTraffic})
 	return s.Metrics.Middleware(h), h.Close
 }

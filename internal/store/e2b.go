@@ -80,3 +80,43 @@ func (s *Store) E2BTemplates(ctx context.Context) (map[string]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// SetE2BTraffic records whether sandbox id's ports are public in the E2B
+// domain mode (reachable without its traffic access token), and forgets
+// the choice of stopped sandboxes.
+func (s *Store) SetE2BTraffic(ctx context.Context, id string, public bool) error {
+	return s.e2bTraffic(ctx, `INSERT INTO e2b_traffic (sandbox_id, public_traffic) VALUES (?, ?)
+		ON CONFLICT (sandbox_id) DO UPDATE SET public_traffic = excluded.public_traffic`, id, public)
+}
+
+// InitE2BTraffic records public for sandbox id unless a choice is already
+// recorded (a connect to a sandbox made through Runtime's own API).
+func (s *Store) InitE2BTraffic(ctx context.Context, id string, public bool) error {
+	return s.e2bTraffic(ctx, `INSERT INTO e2b_traffic (sandbox_id, public_traffic) VALUES (?, ?)
+		ON CONFLICT (sandbox_id) DO NOTHING`, id, public)
+}
+
+func (s *Store) e2bTraffic(ctx context.Context, query, id string, public bool) error {
+	if _, err := s.db.ExecContext(ctx, query, id, public); err != nil {
+		return fmt.Errorf("store: e2b traffic: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM e2b_traffic WHERE sandbox_id IN (SELECT id FROM sandboxes WHERE state = ?)`,
+		StateStopped); err != nil {
+		return fmt.Errorf("store: e2b traffic: %w", err)
+	}
+	return nil
+}
+
+// E2BPublicTraffic reports whether sandbox id's ports are public in the
+// E2B domain mode; false when nothing is recorded.
+func (s *Store) E2BPublicTraffic(ctx context.Context, id string) (bool, error) {
+	var public bool
+	err := s.db.QueryRowContext(ctx, `SELECT public_traffic FROM e2b_traffic WHERE sandbox_id = ?`, id).Scan(&public)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: e2b traffic: %w", err)
+	}
+	return public, nil
+}

@@ -35,6 +35,9 @@ func (s *Server) controlRoutes() {
 				writeError(w, http.StatusUnauthorized, "the X-API-KEY header is missing; send a Runtime API key in it (E2B_API_KEY)")
 				return
 			}
+			if id := r.PathValue("id"); id != "" {
+				r.SetPathValue("id", runtimeID(id))
+			}
 			f(w, r, who{token: key})
 		})
 	}
@@ -119,15 +122,22 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 		s.writeAPIError(w, r, err)
 		return
 	}
+	public := s.cfg.PublicTraffic
+	if req.Network != nil && req.Network.AllowPublicTraffic != nil {
+		public = *req.Network.AllowPublicTraffic
+	}
 	token, err := s.mintToken(detach(r.Context()), sb.ID, req.TemplateID)
+	if err == nil {
+		err = s.cfg.Store.SetE2BTraffic(detach(r.Context()), sb.ID, public)
+	}
 	if err != nil {
 		// Nobody could reach the sandbox: destroy it rather than bill it.
 		_ = s.api.json(detach(r.Context()), as, "DELETE", "/v1/sandboxes/"+sb.ID, nil, nil)
 		s.writeAPIError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, createdSandbox{TemplateID: req.TemplateID, SandboxID: sb.ID, ClientID: ClientID,
-		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token})
+	writeJSON(w, http.StatusCreated, createdSandbox{TemplateID: req.TemplateID, SandboxID: e2bID(sb.ID), ClientID: ClientID,
+		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token, Domain: s.domain()})
 }
 
 // mintToken makes a new access token for sandbox id and records its hash.
@@ -279,7 +289,7 @@ func (s *Server) listV2(w http.ResponseWriter, r *http.Request, as who) {
 		return
 	}
 	if tok := q.Get("nextToken"); tok != "" {
-		i := slices.IndexFunc(out, func(l listedSandbox) bool { return l.SandboxID == tok })
+		i := slices.IndexFunc(out, func(l listedSandbox) bool { return l.SandboxID == e2bID(tok) })
 		if i < 0 {
 			writeError(w, http.StatusBadRequest, "nextToken %q names no sandbox of this list (it may have stopped); list again from the start", tok)
 			return
@@ -453,8 +463,12 @@ func (s *Server) connectTo(w http.ResponseWriter, r *http.Request, as who, sb ap
 		s.writeAPIError(w, r, err)
 		return
 	}
-	writeJSON(w, status, createdSandbox{TemplateID: tpl, SandboxID: sb.ID, ClientID: ClientID,
-		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token})
+	if err := s.cfg.Store.InitE2BTraffic(detach(r.Context()), sb.ID, s.cfg.PublicTraffic); err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	writeJSON(w, status, createdSandbox{TemplateID: tpl, SandboxID: e2bID(sb.ID), ClientID: ClientID,
+		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token, Domain: s.domain()})
 }
 
 func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request, as who) {

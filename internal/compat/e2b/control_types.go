@@ -200,7 +200,7 @@ func listed(sb api.Sandbox, tpl string) listedSandbox {
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	return listedSandbox{TemplateID: tpl, Alias: tpl, SandboxID: sb.ID, ClientID: ClientID,
+	return listedSandbox{TemplateID: tpl, Alias: tpl, SandboxID: e2bID(sb.ID), ClientID: ClientID,
 		StartedAt: sb.CreatedAt, EndAt: sb.LeaseEndsAt, CPUCount: int64(math.Ceil(sb.CPU)),
 		MemoryMB: sb.MemoryMiB, DiskSizeMB: sb.DiskMiB, State: state, EnvdVersion: EnvdVersion, Metadata: meta}
 }

@@ -61,6 +61,17 @@ type Config struct {
 	// used as Runtime's template name (default: "base" -> "base",
 	// "code-interpreter-v1" -> "code-interpreter").
 	Templates map[string]string
+	// Domain turns on E2B's domain mode (serve --e2b-domain, E2B_DOMAIN in
+	// the SDKs): hosts api.DOMAIN (the control plane) and
+	// PORT-SANDBOX.DOMAIN (envd, the code interpreter, and any other port
+	// of the sandbox: domain.go). Empty: off; requests are routed by
+	// header alone.
+	Domain string
+	// PublicTraffic is whether a sandbox's ports answer on their
+	// PORT-SANDBOX.DOMAIN host without its traffic access token when its
+	// create does not say (network.allowPublicTraffic); E2B's default is
+	// true.
+	PublicTraffic bool
 }
 
 // Server is the facade; an http.Handler.
@@ -98,6 +109,9 @@ func (s *Server) Close() { s.watches.closeAll() }
 // token or names a sandbox, or an envd-only path) to envd and the rest to
 // the control plane.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Domain != "" && s.serveDomain(w, r) {
+		return
+	}
 	if isEnvd(r) {
 		s.envd.ServeHTTP(w, r)
 		return

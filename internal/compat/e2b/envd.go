@@ -136,8 +136,8 @@ func (s *Server) authEnvd(next http.Handler) http.Handler {
 				s.code.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sandboxCtx{}, t)))
 				return
 			}
-			writeError(w, http.StatusBadGateway, "the sandbox %s is running but port %s is not open: Runtime's E2B-compatible API serves envd (%s)%s",
-				t.id, port, portEnvd, codePortNote(s.code != nil))
+			// Any other port: a program in the sandbox (domain.go).
+			s.servePort(w, r, t.id, port)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sandboxCtx{}, t)))
@@ -173,7 +173,7 @@ func (s *Server) resolve(r *http.Request) (target, int, error) {
 	if err != nil {
 		return target{}, http.StatusInternalServerError, err
 	}
-	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" && id != tok.SandboxID {
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" && runtimeID(id) != tok.SandboxID {
 		return target{}, http.StatusUnauthorized, fmt.Errorf("the access token is not sandbox %s's", id)
 	}
 	sb, err := s.cfg.Store.GetSandbox(r.Context(), tok.SandboxID)
