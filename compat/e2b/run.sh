@@ -12,14 +12,20 @@
 #   WITHRUNTIME_TEMPLATES_DIR  templates holding "base" and "code-interpreter" (default /var/lib/withruntime/templates)
 #   WITHRUNTIME_COMPAT_CACHE   where the installed SDKs are kept between runs
 #                              (default /var/cache/withruntime/compat-e2b)
-# Usage: compat/e2b/run.sh [python|ts]...   (default: both)
+# The domain suites (python-domain, ts-domain) run the SDKs with E2B_DOMAIN
+# alone against a second server started with --e2b-domain and TLS (a CA
+# made for the run), its names resolved to a loopback address of the run's
+# own by compat/e2b/dns.py, which the tests see through a private mount
+# of /etc/resolv.conf (unshare): nothing leaves the host. Needs openssl
+# and unshare.
+# Usage: compat/e2b/run.sh [python|ts|python-domain|ts-domain]...   (default: all four)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${WITHRUNTIME_COMPAT_CACHE:-/var/cache/withruntime/compat-e2b}
 bin=${WITHRUNTIME_BIN:-$(command -v withruntime || true)}
 templates=${WITHRUNTIME_TEMPLATES_DIR:-/var/lib/withruntime/templates}
 suites=("$@")
-[[ ${#suites[@]} -gt 0 ]] || suites=(python ts)
+[[ ${#suites[@]} -gt 0 ]] || suites=(python ts python-domain ts-domain)
 log() { echo "compat/e2b: $*" >&2; }
 [[ -x $bin ]] || { log "withruntime not found: install it (scripts/install.sh) or set WITHRUNTIME_BIN"; exit 1; }
 mkdir -p "$cache"
@@ -27,7 +33,7 @@ mkdir -p "$cache"
 # Dependencies, installed once per lock file's content.
 hash_of() { sha256sum "$@" | sha256sum | cut -c1-16; }
 venv=$cache/venv-$(hash_of "$here/python/requirements.lock")
-if [[ " ${suites[*]} " == *" python "* && ! -x $venv/.ready ]]; then
+if [[ " ${suites[*]} " == *" python"* && ! -x $venv/.ready ]]; then
 	log "installing the Python SDKs into $venv"
 	rm -rf "$venv"
 	python3 -m venv "$venv"
@@ -35,7 +41,7 @@ if [[ " ${suites[*]} " == *" python "* && ! -x $venv/.ready ]]; then
 	printf '#!/bin/sh\n' >"$venv/.ready" && chmod +x "$venv/.ready"
 fi
 stamp=$here/ts/node_modules/.installed-$(hash_of "$here/ts/package-lock.json")
-if [[ " ${suites[*]} " == *" ts "* && ! -e $stamp ]]; then
+if [[ " ${suites[*]} " == *" ts"* && ! -e $stamp ]]; then
 	log "installing the JS SDK (npm ci, cache $cache/npm)"
 	(cd "$here/ts" && npm ci --no-audit --no-fund --cache "$cache/npm" >&2)
 	touch "$stamp"
@@ -49,41 +55,100 @@ e2b=127.0.0.1:$(free_port)
 "$bin" serve --data-dir "$data" --templates-dir "$templates" --no-build --listen "$api" --e2b-listen "$e2b" \
 	--pool-size 2 >"$data/server.log" 2>&1 &
 server=$!
+# destroy_all DATA API: destroy what a server's tests left running.
+# Sandboxes outlive their server (the next one adopts them).
+destroy_all() {
+	local key
+	key=$(cat "$1/local.key" 2>/dev/null) || return 0
+	for id in $(curl -s -H "Authorization: Bearer $key" "http://$2/v1/sandboxes" |
+		python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin)["sandboxes"] if s["state"]!="stopped"))' 2>/dev/null); do
+		curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $key" "http://$2/v1/sandboxes/$id" || true
+	done
+}
+dserver= dns= ddata=
 stop() {
 	local rc=$?
 	if kill -0 "$server" 2>/dev/null; then
-		# Sandboxes outlive their server (the next one adopts them): destroy
-		# what the tests left before stopping it.
-		for id in $(curl -s -H "Authorization: Bearer $admin" "http://$api/v1/sandboxes" |
-			python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin)["sandboxes"] if s["state"]!="stopped"))' 2>/dev/null); do
-			curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $admin" "http://$api/v1/sandboxes/$id" || true
-		done
+		destroy_all "$data" "$api"
 		kill "$server" && wait "$server" || true
 	fi
-	[[ $rc -eq 0 ]] || { log "server log:"; tail -n 40 "$data/server.log" >&2; }
+	if [[ -n $dserver ]] && kill -0 "$dserver" 2>/dev/null; then
+		destroy_all "$ddata" "$dapi"
+		kill "$dserver" && wait "$dserver" || true
+	fi
+	[[ -z $dns ]] || kill "$dns" 2>/dev/null || true
+	if [[ $rc -ne 0 ]]; then
+		log "server log:"; tail -n 40 "$data/server.log" >&2
+		[[ -z $ddata ]] || { log "domain server log:"; tail -n 40 "$ddata/server.log" >&2; }
+	fi
 	rm -rf --one-file-system "$data"
+	[[ -z $ddata ]] || rm -rf --one-file-system "$ddata"
 }
-admin=
 trap stop EXIT
-for _ in $(seq 300); do
-	[[ -s $data/local.key ]] && curl -sf "http://$api/v1/health" >/dev/null && break
-	kill -0 "$server" 2>/dev/null || { log "withruntime serve exited"; exit 1; }
-	sleep 0.1
-done
-admin=$(cat "$data/local.key")
+# wait_up DATA API PID: until the server answers.
+wait_up() {
+	for _ in $(seq 300); do
+		[[ -s $1/local.key ]] && curl -sf "http://$2/v1/health" >/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || { log "withruntime serve exited"; return 1; }
+		sleep 0.1
+	done
+	log "withruntime serve did not answer on $2"; return 1
+}
+# tenant_key DATA API NAME: a new key with a daily limit.
 tenant_key() {
-	curl -sf -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
-		-d "{\"name\":\"$1\",\"dailyLimitMicros\":100000000}" "http://$api/v1/keys" |
+	curl -sf -X POST -H "Authorization: Bearer $(cat "$1/local.key")" -H 'Content-Type: application/json' \
+		-d "{\"name\":\"$3\",\"dailyLimitMicros\":100000000}" "http://$2/v1/keys" |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])'
 }
-key_a=$(tenant_key compat-e2b-a)
-key_b=$(tenant_key compat-e2b-b)
-export E2B_API_URL=http://$e2b E2B_SANDBOX_URL=http://$e2b E2B_API_KEY=$key_a COMPAT_OTHER_API_KEY=$key_b
+wait_up "$data" "$api" "$server"
+key_a=$(tenant_key "$data" "$api" compat-e2b-a)
+key_b=$(tenant_key "$data" "$api" compat-e2b-b)
 
+# The domain mode's server: TLS for api.DOMAIN and *.DOMAIN on port 443 of
+# a loopback address of its own, named by dns.py.
+start_domain() {
+	[[ -z $dserver ]] || return 0
+	ddata=$(mktemp -d /tmp/withruntime-compat-e2b-domain.XXXXXX)
+	domain=e2b-compat.test
+	daddr=127.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))
+	dapi=127.0.0.1:$(free_port)
+	local tls=$ddata/tls
+	mkdir -p "$tls"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=compat-e2b test CA" \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+		-keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=*.$domain" \
+		-keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+	printf 'subjectAltName=DNS:*.%s,DNS:api.%s\nextendedKeyUsage=serverAuth\n' "$domain" "$domain" >"$tls/ext"
+	openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+		-extfile "$tls/ext" -out "$tls/server.pem" 2>/dev/null
+	cat /etc/ssl/certs/ca-certificates.crt "$tls/ca.pem" >"$tls/bundle.pem" 2>/dev/null || cp "$tls/ca.pem" "$tls/bundle.pem"
+	printf 'nameserver %s\noptions timeout:1 attempts:2\n' "$daddr" >"$ddata/resolv.conf"
+	python3 "$here/dns.py" "$daddr" "$domain" >"$ddata/dns.log" 2>&1 &
+	dns=$!
+	"$bin" serve --data-dir "$ddata" --templates-dir "$templates" --no-build --listen "$dapi" --e2b-listen "$daddr:443" \
+		--e2b-domain "$domain" --e2b-tls-cert "$tls/server.pem" --e2b-tls-key "$tls/server.key" \
+		--pool-size 0 >"$ddata/server.log" 2>&1 &
+	dserver=$!
+	wait_up "$ddata" "$dapi" "$dserver"
+	dkey=$(tenant_key "$ddata" "$dapi" compat-e2b-domain)
+}
+# in_domain CMD...: CMD with only E2B_DOMAIN and E2B_API_KEY set, the CA
+# trusted, and /etc/resolv.conf naming dns.py (in a mount namespace of its
+# own: the host's file is untouched).
+in_domain() {
+	env -u E2B_API_URL -u E2B_SANDBOX_URL -u COMPAT_OTHER_API_KEY -u PYTHONPATH \
+		E2B_DOMAIN=$domain E2B_API_KEY=$dkey SSL_CERT_FILE=$ddata/tls/bundle.pem NODE_EXTRA_CA_CERTS=$ddata/tls/ca.pem \
+		unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$ddata/resolv.conf" "$@"
+}
+
+export E2B_API_URL=http://$e2b E2B_SANDBOX_URL=http://$e2b E2B_API_KEY=$key_a COMPAT_OTHER_API_KEY=$key_b
 for s in "${suites[@]}"; do
 	case $s in
 	python) (cd "$here/python" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider tests) ;;
 	ts) (cd "$here/ts" && npm test --silent) ;;
-	*) log "unknown suite $s (python or ts)"; exit 2 ;;
+	python-domain) start_domain; (cd "$here/python" && in_domain "$venv/bin/pytest" -q -p no:cacheprovider domain) ;;
+	ts-domain) start_domain; (cd "$here/ts" && in_domain node --test --test-concurrency=1 domain/) ;;
+	*) log "unknown suite $s (python, ts, python-domain or ts-domain)"; exit 2 ;;
 	esac
 done

@@ -1,0 +1,84 @@
+"""E2B's domain mode: the unmodified SDKs given only E2B_DOMAIN and
+E2B_API_KEY, against `withruntime serve --e2b-domain` (compat/e2b/run.sh
+serves the domain over TLS with a test CA, its names resolved to a loopback
+address by a DNS server of the run's own). The SDK reaches the API at
+https://api.DOMAIN and each sandbox at https://PORT-SANDBOX.DOMAIN;
+sandbox.get_host(port) is the host of a program listening in the sandbox."""
+
+import os
+import ssl
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from e2b import Sandbox
+from e2b_code_interpreter import Sandbox as CodeSandbox
+
+DOMAIN = os.environ.get("E2B_DOMAIN", "")
+
+
+@pytest.fixture(autouse=True)
+def domain_env():
+    for name in ("E2B_DOMAIN", "E2B_API_KEY"):
+        if not os.environ.get(name):
+            pytest.fail(f"{name} is not set: run the suite with compat/e2b/run.sh")
+    for name in ("E2B_API_URL", "E2B_SANDBOX_URL"):
+        if os.environ.get(name):
+            pytest.fail(f"{name} is set: the domain tests use E2B_DOMAIN alone")
+
+
+def fetch(url, headers=None, wait=20.0):
+    """GET url over TLS (verified against SSL_CERT_FILE): (status, body).
+    Retries while nothing listens yet (502)."""
+    ctx = ssl.create_default_context()
+    end = time.monotonic() + wait
+    while True:
+        req = urllib.request.Request(url, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            body = e.read().decode()
+            if e.code != 502 or time.monotonic() > end:
+                return e.code, body
+        time.sleep(0.2)
+
+
+def serve_dir(sbx, port, text):
+    sbx.files.write(f"/home/user/site{port}/index.html", text)
+    sbx.commands.run(f"cd /home/user/site{port} && python3 -m http.server {port}", background=True)
+
+
+def test_get_host_reaches_a_web_server_in_the_sandbox():
+    with Sandbox.create(timeout=120) as sbx:
+        # The data plane went through https://49983-SANDBOX.DOMAIN.
+        assert sbx.commands.run("echo hi").stdout == "hi\n"
+        serve_dir(sbx, 8000, "hello from the sandbox")
+        host = sbx.get_host(8000)
+        assert host == f"8000-{sbx.sandbox_id}.{DOMAIN}"
+        status, body = fetch(f"https://{host}/index.html")
+        assert (status, body) == (200, "hello from the sandbox")
+        # A port nobody listens on: 502, not another sandbox's or the host's.
+        status, _ = fetch(f"https://{sbx.get_host(8999)}/", wait=0)
+        assert status == 502
+
+
+def test_private_traffic_needs_the_traffic_access_token():
+    with Sandbox.create(timeout=120, network={"allow_public_traffic": False}) as sbx:
+        serve_dir(sbx, 8001, "private page")
+        url = f"https://{sbx.get_host(8001)}/index.html"
+        assert fetch(url, wait=0)[0] == 403
+        assert fetch(url, {"e2b-traffic-access-token": "wre2b_not-a-token"}, wait=0)[0] == 403
+        token = sbx.traffic_access_token
+        assert token
+        assert fetch(url, {"e2b-traffic-access-token": token}) == (200, "private page")
+        # Another sandbox's token opens nothing here.
+        with Sandbox.create(timeout=60) as other:
+            assert fetch(url, {"e2b-traffic-access-token": other.traffic_access_token}, wait=0)[0] == 403
+
+
+def test_code_interpreter_in_domain_mode():
+    with CodeSandbox.create(timeout=180) as sbx:
+        ex = sbx.run_code("x = 6 * 7\nx")
+        assert ex.text == "42"
