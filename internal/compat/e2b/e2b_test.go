@@ -28,6 +28,7 @@ type tokenFixture struct {
 	idA, idB, idGone    string
 	keyA                store.Key
 	apiCalls            int
+	lastPath            string
 }
 
 func newTokenFixture(t *testing.T) *tokenFixture {
@@ -61,6 +62,7 @@ func newTokenFixture(t *testing.T) *tokenFixture {
 	}
 	f.s = New(Config{Store: st, API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.apiCalls++
+		f.lastPath = r.URL.Path
 		http.Error(w, "stub", http.StatusTeapot)
 	})})
 	for _, x := range []struct {
@@ -151,9 +153,11 @@ func TestDataPlaneTokens(t *testing.T) {
 	if rec := f.envd(t, "/process.Process/Nope", "", f.idA); rec.Code != 401 {
 		t.Errorf("unknown procedure without a token: %d", rec.Code)
 	}
-	// A port other than envd's is not open.
-	if rec := f.envd(t, stat, f.tokA, f.idA, "E2b-Sandbox-Port", "8080"); rec.Code != 502 || !strings.Contains(rec.Body.String(), "port 8080 is not open") {
-		t.Errorf("other port: %d %s", rec.Code, rec.Body)
+	// Another port is the API's port relay, as the owner.
+	calls := f.apiCalls
+	if rec := f.envd(t, stat, f.tokA, f.idA, "E2b-Sandbox-Port", "8080"); rec.Code != http.StatusTeapot || f.apiCalls != calls+1 ||
+		f.lastPath != "/v1/sandboxes/"+f.idA+"/ports/8080/" {
+		t.Errorf("other port: %d %s, API saw %q", rec.Code, rec.Body, f.lastPath)
 	}
 }
 
