@@ -173,7 +173,9 @@ func serveE2B(ctx context.Context, l net.Listener, h http.Handler, tlsConf *tls.
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	protocols.SetHTTP2(true)
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, Protocols: &protocols, TLSConfig: tlsConf}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: server.IdleTimeout,
+		Protocols: &protocols, TLSConfig: tlsConf}
+	l = server.LimitE2BListener(l)
 	go func() {
 		<-ctx.Done()
 		_ = hs.Close()

@@ -38,3 +38,15 @@ func connLimit() int {
 func limitListener(l net.Listener) net.Listener {
 	return netutil.LimitListener(l, maxConns())
 }
+
+// IdleTimeout is how long an idle keep-alive connection of a listener of
+// the server is kept (see above).
+const IdleTimeout = 2 * time.Minute
+
+// LimitE2BListener caps the connections accepted at once on the E2B
+// listener (serve --e2b-listen) to half of the API's cap: with
+// --e2b-domain its public ports are open to anyone who has a sandbox's
+// host name, and each relayed request holds a second descriptor.
+func LimitE2BListener(l net.Listener) net.Listener {
+	return netutil.LimitListener(l, max(32, maxConns()/2))
+}
