@@ -202,7 +202,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, as who) {
 	if sb.State == "paused" || s.api.json(r.Context(), as, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/network", nil, &net) != nil {
 		netp = nil
 	}
-	writeJSON(w, http.StatusOK, detail(sb, s.templates(r.Context())[id], netp))
+	d := detail(sb, s.templates(r.Context())[id], netp)
+	if d.Network != nil {
+		d.Network.AllowPublicTraffic, _ = s.cfg.Store.E2BPublicTraffic(r.Context(), id)
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // list returns the key's live sandboxes in E2B's terms, filtered by the

@@ -184,6 +184,9 @@ type lifecycle struct {
 type netOut struct {
 	AllowOut []string `json:"allowOut,omitempty"`
 	DenyOut  []string `json:"denyOut,omitempty"`
+	// AllowPublicTraffic: the sandbox's ports answer on their
+	// PORT-SANDBOX.DOMAIN hosts without its traffic access token.
+	AllowPublicTraffic bool `json:"allowPublicTraffic"`
 }
 
 // listed describes a Runtime sandbox in E2B's terms; tpl is the E2B
