@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -293,5 +295,49 @@ func TestPortRelayHostile(t *testing.T) {
 	}
 	if o := e.try("GET", "/v1/sandboxes/"+b.ID+"/ports/8102/", nil, "Authorization", "Bearer wr_nosuchkey"); o.status != http.StatusUnauthorized {
 		t.Errorf("a wrong key on B's port: %d %s, want 401", o.status, o.body)
+	}
+}
+
+// TestPortRelayForgedAgent: root inside replaces the agent with a server of
+// its own that answers the port relay's handshake with an endless head:
+// the server reads at most its cap and answers 502.
+func TestPortRelayForgedAgent(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 600})
+	fake := `import os, socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        while self.rfile.readline() not in (b"\r\n", b""): pass
+        try:
+            self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: withruntime-tcp\r\n")
+            while True: self.wfile.write(b"X-Flood: " + b"a" * 1000 + b"\r\n")
+        except OSError: pass
+os.rename("/run/withruntime/agent.sock", "/run/withruntime/real.sock")
+socketserver.ThreadingUnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
+`
+	e.must(200, "PUT", "/v1/sandboxes/"+sb.ID+"/files?path=/workspace/fake.py", fake, nil)
+	e.must(201, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{Command: "python3 /workspace/fake.py", User: "root"}, nil)
+	waitFor(t, 10*time.Second, "the forged agent", func() bool {
+		st, err := os.Stat(filepath.Join(filepath.Dir(e.agentSocket(sb.ID)), "real.sock"))
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	})
+	time.Sleep(300 * time.Millisecond) // the forged agent listens
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 3 {
+		start := time.Now()
+		status, data := e.do("GET", "/v1/sandboxes/"+sb.ID+"/ports/8000/", nil)
+		if status != http.StatusBadGateway || errorCode(t, data) != "bad_gateway" || !strings.Contains(string(data), "protocol") {
+			t.Errorf("relay through a forged agent: %d %s, want 502 bad_gateway", status, data)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("the answer took %s", took)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 8<<20 {
+		t.Errorf("the server's heap grew by %d MiB", grown>>20)
 	}
 }
