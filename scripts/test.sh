@@ -45,8 +45,11 @@ suite "go test ./... (real gVisor sandboxes)" go test -count=1 -timeout 50m "$@"
 for target in FuzzDecode:30s FuzzAPI:40s FuzzAuthorization:15s; do
 	suite "fuzz ${target%%:*} ${target##*:}" go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${target##*:}" ./internal/api
 done
-# The unmodified e2b SDKs (Python and JS) against `serve --e2b-listen`.
-suite "compat/e2b (e2b SDKs, Python and JS)" compat/e2b/run.sh
+# The unmodified e2b SDKs (Python and JS) against `serve --e2b-listen`, by
+# E2B_API_URL/E2B_SANDBOX_URL and by E2B_DOMAIN (--e2b-domain over TLS with
+# a test CA: openssl makes it).
+command -v openssl >/dev/null || { apt-get update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >&2; }
+suite "compat/e2b (e2b SDKs, Python and JS; header and domain modes)" compat/e2b/run.sh
 suite "sdk/go" bash -c 'cd sdk/go && go test -count=1 ./...'
 suite "examples (vet)" bash -c 'cd examples && go vet ./...' # run against a server by TestSDKExampleDispatch
 suite "adapters/go/testserver (vet)" bash -c 'cd adapters/go/testserver && go vet ./...'
