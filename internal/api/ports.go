@@ -67,7 +67,12 @@ func (s *Server) relayPort(w http.ResponseWriter, r *http.Request) error {
 	prefix := "/v1/sandboxes/" + url.PathEscape(id) + "/ports/" + raw
 	rest := root.rawPath
 	if !atRoot {
-		rest = strings.TrimPrefix(r.URL.EscapedPath(), prefix)
+		// What follows /v1/sandboxes/{id}/ports/{port}, however the
+		// caller escaped those.
+		rest = ""
+		if segs := strings.SplitN(r.URL.EscapedPath(), "/", 7); len(segs) == 7 {
+			rest = segs[6]
+		}
 	}
 	if !strings.HasPrefix(rest, "/") {
 		rest = "/" + rest
