@@ -39,7 +39,7 @@
 //	POST   /files/rename   RenameRequest -> 200 FileInfo
 //	POST   /code, /contexts, ...        -> the code interpreter (see code.go)
 //
-// Two routes are the host's alone (the server never forwards them):
+// Three routes are the host's alone (the server never forwards them):
 //
 //	POST   /configure      ConfigureRequest -> 204; a warm-pool sandbox
 //	                                       takes the environment of the create
@@ -48,6 +48,12 @@
 //	                                       listener for a gVisor checkpoint (a
 //	                                       pause); it listens again after it;
 //	                                       409 when it cannot be checkpointed
+//	POST   /ports/{port}/connect        -> 101, then the bytes of a TCP connection
+//	                                       to that port on the sandbox's loopback
+//	                                       (PortUpgrade); 502 port_closed. The
+//	                                       server uses it for its port relay
+//	                                       (/v1/sandboxes/{id}/ports/{port}/...),
+//	                                       never forwards requests to it
 //
 // Relative paths resolve under /workspace. A path containing NUL is refused
 // with 400. Errors are always an ErrorBody with a matching HTTP status.

@@ -16,7 +16,10 @@
 //     connect) and usually E2b-Sandbox-Id and E2b-Sandbox-Port. Port 49983:
 //     Connect RPC with the JSON codec (process.Process, filesystem.Filesystem)
 //     and plain HTTP GET /health, GET and POST /files. Port 49999: the
-//     code interpreter (code.go), POST /execute and /contexts.
+//     code interpreter (code.go), POST /execute and /contexts. Any other
+//     port is a program in the sandbox, through the API's port relay.
+//   - with Config.Domain (serve --e2b-domain, E2B_DOMAIN in the SDKs), the
+//     same by host name: api.DOMAIN and PORT-SANDBOX.DOMAIN (domain.go).
 //
 // The facade holds no sandbox of its own and never talks to the manager or
 // an agent directly: each operation is a request to Runtime's API handler in
