@@ -82,3 +82,61 @@ def test_code_interpreter_in_domain_mode():
     with CodeSandbox.create(timeout=180) as sbx:
         ex = sbx.run_code("x = 6 * 7\nx")
         assert ex.text == "42"
+
+
+UPGRADE_ECHO = """
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8004)); s.listen(8)
+def run(c):
+    data = b""
+    while b"\\r\\n\\r\\n" not in data:
+        data += c.recv(4096)
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nConnection: Upgrade\\r\\nUpgrade: echo\\r\\n\\r\\n")
+    while True:
+        b = c.recv(4096)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=run, args=(c,), daemon=True).start()
+"""
+
+
+def test_an_upgraded_connection_through_get_host():
+    """What a WebSocket does: Connection: Upgrade, then bytes both ways,
+    over TLS to the sandbox's host."""
+    import socket
+
+    with Sandbox.create(timeout=120) as sbx:
+        sbx.files.write("/home/user/echo.py", UPGRADE_ECHO)
+        sbx.commands.run("python3 /home/user/echo.py", background=True)
+        host = sbx.get_host(8004)
+        ctx = ssl.create_default_context()
+        ctx.set_alpn_protocols(["http/1.1"])
+        end = time.monotonic() + 20
+        while True:
+            sock = ctx.wrap_socket(socket.create_connection((host, 443), timeout=10), server_hostname=host)
+            sock.sendall(f"GET /ws HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n".encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            if head.startswith(b"HTTP/1.1 101") or time.monotonic() > end:
+                break
+            sock.close()
+            time.sleep(0.2)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        rest = head.split(b"\r\n\r\n", 1)[1]
+        for msg in (b"ping", b"z" * 50000):
+            sock.sendall(msg)
+            got = rest
+            while len(got) < len(msg):
+                got += sock.recv(65536)
+            assert got == msg
+            rest = b""
+        sock.close()
