@@ -366,3 +366,50 @@ func heapGrowth(f func()) int64 {
 	<-sampled
 	return peak.Load()
 }
+
+// TestPortRelayPause: a pause closes a relayed connection; the next request
+// to the port of a paused sandbox with autoResume resumes it, and the
+// program answers again; without autoResume it is 409 sandbox_paused.
+func TestPortRelayPause(t *testing.T) {
+	e := newEnv(t)
+	yes := true
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 600, AutoResume: &yes})
+	no := false
+	other := e.create(api.CreateSandboxRequest{TimeoutSeconds: 600, AutoResume: &no})
+	startPortServer(e, sb.ID, "upgrade", 8200, nil)
+	startPortServer(e, sb.ID, "echo", 8201, map[string]string{"WHO": "paused"})
+	startPortServer(e, other.ID, "echo", 8202, nil)
+
+	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/sandboxes/%s/ports/8200/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", sb.ID, e.key)
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	e.must(http.StatusOK, "POST", "/v1/sandboxes/"+sb.ID+"/pause", nil, nil)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("x")); err == nil {
+		if _, err := br.ReadByte(); err == nil {
+			t.Errorf("a relayed connection still answered after the pause")
+		}
+	}
+
+	status, data := e.do("GET", "/v1/sandboxes/"+sb.ID+"/ports/8201/", nil)
+	if status != http.StatusOK || !strings.Contains(string(data), `"paused"`) {
+		t.Errorf("the port of a paused sandbox with autoResume: %d %s", status, data)
+	}
+	var got api.Sandbox
+	e.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID, nil, &got)
+	if got.State != "running" {
+		t.Errorf("after the request: state %s, want running", got.State)
+	}
+
+	e.must(http.StatusOK, "POST", "/v1/sandboxes/"+other.ID+"/pause", nil, nil)
+	if status, data := e.do("GET", "/v1/sandboxes/"+other.ID+"/ports/8202/", nil); status != http.StatusConflict || errorCode(t, data) != "sandbox_paused" {
+		t.Errorf("the port of a paused sandbox without autoResume: %d %s, want 409 sandbox_paused", status, data)
+	}
+}
