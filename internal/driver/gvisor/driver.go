@@ -145,14 +145,13 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := mountSocketDir(sockDir); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	oci := ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir)
+	hostDir, err := d.makeHostDir(dir, spec.Network)
+	if err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	oci := ociSpec(spec, hostDir, sockDir)
 	oci.Linux.Resources.CPU.Cpus = d.cpusetFor(spec.CPU)
-	if err := addNetwork(oci, spec.Network, dir); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
-	}
-	if err := addHosts(oci, dir); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
-	}
+	addNetwork(oci, spec.Network)
 	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)

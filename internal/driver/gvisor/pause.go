@@ -217,7 +217,7 @@ func (d *Driver) prepareRestore(dir string, n *driver.Network) error {
 	if n == nil {
 		return nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, resolvConfFile), []byte(n.ResolvConf), 0o644); err != nil {
+	if err := os.WriteFile(resolvConfPath(dir), []byte(n.ResolvConf), 0o644); err != nil {
 		return err
 	}
 	return setNetns(filepath.Join(dir, "bundle", "config.json"), n.NetnsPath)
