@@ -9,10 +9,11 @@ import (
 )
 
 // HostFilesDir is where the host puts the files the sandbox's /etc needs
-// from it, in the read-only directory it mounts at /opt/withruntime (the
-// gVisor driver's host directory): one mount for all of them, since every
-// mount costs the sandbox host threads for its whole life.
-const HostFilesDir = "/opt/withruntime/etc"
+// from it: etc/ of the sandbox's host directory, which the gVisor driver
+// mounts read-only inside the socket directory, beside the agent. One
+// directory for all of them, since every mount costs the sandbox host
+// threads for its whole life.
+const HostFilesDir = "/run/withruntime/host/etc"
 
 // hostFiles maps a file in HostFilesDir to where the sandbox sees it.
 var hostFiles = []struct{ name, path string }{

@@ -142,14 +142,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	if err := mountSocketDir(sockDir); err != nil {
+	if err := mountSocketDir(sockDir, socketDirMode); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	hostDir, err := d.makeHostDir(dir, spec.Network)
-	if err != nil {
+	if _, err := d.makeHostDir(dir, spec.Network); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	oci := ociSpec(spec, hostDir, sockDir)
+	if err := mountHostDir(dir, sockDir); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	oci := ociSpec(spec, sockDir)
 	oci.Linux.Resources.CPU.Cpus = d.cpusetFor(spec.CPU)
 	addNetwork(oci, spec.Network)
 	cfg, err := json.Marshal(oci)

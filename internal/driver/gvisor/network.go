@@ -7,19 +7,22 @@ import (
 	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/driver"
 )
 
 // The sandbox's host directory (hostDirName in its directory on the host)
-// is mounted read-only at /opt/withruntime. It holds the agent, a hard link
-// to the driver's copy (so one file on the host serves every sandbox), and
-// in etc/ the files that the agent links into the sandbox's /etc at boot
-// (agent.LinkHostFiles): hosts, resolv.conf and, for a sandbox with
-// secrets, the CA bundle. One mount for all of them: each bind mount costs
-// a sandbox two host threads for its whole life (see ociSpec).
+// holds the agent, a hard link to the driver's copy (so one file on the
+// host serves every sandbox), and in etc/ the files that the agent links
+// into the sandbox's /etc at boot (agent.LinkHostFiles): hosts,
+// resolv.conf and, for a sandbox with secrets, the CA bundle. The host
+// bind-mounts it read-only inside the socket directory (mountHostDir), so
+// the sandbox sees it at /run/withruntime/host through the one mount it
+// has anyway: every mount in the bundle costs a sandbox two host threads
+// for its whole life (see ociSpec), a host mount costs it none.
 const (
-	hostDirName    = "opt"
+	hostDirName    = "host"
 	hostEtcDir     = "etc"
 	hostsName      = "hosts"
 	resolvConfFile = "resolv.conf"
@@ -56,6 +59,28 @@ func (d *Driver) makeHostDir(dir string, n *driver.Network) (string, error) {
 	return host, nil
 }
 
+// mountHostDir bind-mounts the host directory of the sandbox in dir,
+// read-only, at hostDirName in its socket directory sockDir. Call it on a
+// socket directory just mounted (mountSocketDir), before the sandbox runs:
+// nothing inside can have changed it. Root inside then cannot write the
+// agent or the files (the host's read-only mount refuses), nor remove the
+// mount point; it is unmounted with the socket directory (MNT_DETACH takes
+// the mounts below).
+func mountHostDir(dir, sockDir string) error {
+	src, dst := filepath.Join(dir, hostDirName), filepath.Join(sockDir, hostDirName)
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return fmt.Errorf("host directory mount point: %w", err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mount the host directory %s: %w", src, err)
+	}
+	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		_ = unix.Unmount(dst, unix.MNT_DETACH)
+		return fmt.Errorf("make the host directory %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
 // linkOrCopy hard-links src at dst, or copies it where a link cannot be
 // made (another filesystem).
 func linkOrCopy(src, dst string) error {
@@ -80,7 +105,8 @@ func linkOrCopy(src, dst string) error {
 
 // resolvConfPath is where the host keeps the resolv.conf of the sandbox in
 // dir: in its host directory, or, for a sandbox booted before there was
-// one (its bundle bind-mounts the file itself), in dir.
+// one (its bundle bind-mounts the file itself), in dir. Both are the
+// host's: the socket directory's mount of the host directory is read-only.
 func resolvConfPath(dir string) string {
 	if _, err := os.Stat(filepath.Join(dir, hostDirName)); err == nil {
 		return filepath.Join(dir, hostDirName, hostEtcDir, resolvConfFile)
