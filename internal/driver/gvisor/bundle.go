@@ -17,7 +17,7 @@ const (
 	// agentPathInSandbox is in the host directory, which the host mounts
 	// read-only inside the socket directory (mountHostDir).
 	agentPathInSandbox = socketDirInSandbox + "/" + hostDirName + "/" + agentName
-	cpuPeriodMicros     = 100_000
+	cpuPeriodMicros    = 100_000
 	// pidsPerTask and pidsBase size the host pids cgroup: each process or
 	// thread inside has host tasks of its own under gVisor's systrap
 	// platform (measured: about 2.3 host tasks per sleeping process), plus
