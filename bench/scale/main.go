@@ -70,7 +70,7 @@ func main() {
 	var o options
 	var idleWindow time.Duration
 	flag.IntVar(&o.N, "n", 0, "idle sandboxes to hold (default: 1,000, or what free memory allows: (MemAvailable − max(2 GiB, MemTotal/10)) ÷ 20 MiB)")
-	flag.IntVar(&o.Execs, "execs", 100, "execs of `true` into random idle sandboxes (and on one sandbox, the baseline)")
+	flag.IntVar(&o.Execs, "execs", 100, "execs of true into random idle sandboxes (and into one sandbox alone, the baseline)")
 	flag.IntVar(&o.FillConc, "fill-conc", 4, "creates at once while filling to N")
 	flag.IntVar(&o.Churn, "churn", 64, "sandboxes created, used and deleted while the N idle")
 	flag.IntVar(&o.ChurnConc, "churn-conc", 16, "concurrency of the churn")
