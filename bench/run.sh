@@ -5,10 +5,13 @@
 #
 # Usage: bench/run.sh [-runs N]
 # (-runs goes to the suite and to egress; for the suite's other flags, such
-# as -idle K or -only SECTIONS, run go run ./bench/suite directly.)
+# as -idle K or -only SECTIONS, run go run ./bench/suite directly. scale
+# holds 1,000 idle sandboxes, or what free memory allows: go run
+# ./bench/scale -n N to choose.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/bin:$PATH
 go run ./bench/suite "$@"
 go run ./bench/metering
 go run ./bench/egress "$@"
+go run ./bench/scale

@@ -35,8 +35,15 @@ func main() {
 	if agent.IsPID1() {
 		agent.StartReaping()
 	}
-
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "agent")
+	if agent.IsPID1() {
+		// /etc/hosts, resolv.conf and the CA bundle come from the host's
+		// read-only directory (see agent.LinkHostFiles).
+		if err := agent.LinkHostFiles(agent.HostFilesDir); err != nil {
+			log.Error("cannot link the host's files into /etc", "err", err)
+		}
+	}
+
 	srv, err := agent.New(agent.Config{Workspace: *workspace, User: *user, Version: version, Logger: log,
 		MemoryBytes: *memoryBytes, PidsLimit: *pidsLimit})
 	if err != nil {

@@ -177,8 +177,10 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Listen creates the unix socket at path, replacing a stale one and creating
-// its directory. The socket is made world-connectable (0666): access control
-// is the directory the host bind-mounts it through.
+// its directory. The socket is root's alone (0600): the sandbox user may
+// pass through its directory (to the host's files mounted there) but must
+// never reach the agent, which runs commands as root. The host connects as
+// root through the directory it bind-mounts.
 func Listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
@@ -190,7 +192,7 @@ func Listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, 0o666); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("chmod socket: %w", err)
 	}

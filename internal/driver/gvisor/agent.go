@@ -10,10 +10,6 @@ import (
 
 const agentName = "withruntime-agent"
 
-// agentBinaryDir is the directory bind-mounted into every sandbox: it holds
-// only the agent, so no other host file is visible inside.
-func agentBinaryDir(agentBinary string) string { return filepath.Dir(agentBinary) }
-
 // installAgent copies the agent binary into dir (when it differs), writing a
 // temporary file and renaming it so that a sandbox booting meanwhile never
 // sees a half-written binary.

@@ -177,10 +177,22 @@ const (
 	socketDirInodes = 16
 )
 
-// mountSocketDir mounts a small tmpfs on dir, the host directory that
-// becomes the sandbox's socket directory.
-func mountSocketDir(dir string) error {
-	opts := "size=" + strconv.Itoa(socketDirBytes) + ",nr_inodes=" + strconv.Itoa(socketDirInodes) + ",mode=0700"
+// Modes of the socket directory. The sandbox user may pass through it
+// (socketDirMode, no listing, no writing) to the host directory mounted
+// inside (mountHostDir), whose files /etc links to; the agent's socket is
+// root's alone (mode 0600, agent.Listen), so the user cannot reach the
+// agent. A sandbox booted before the host directory existed has an agent
+// that makes its socket 0666: its directory stays closed
+// (socketDirModeOld) when a restore mounts it again.
+const (
+	socketDirMode    = "0711"
+	socketDirModeOld = "0700"
+)
+
+// mountSocketDir mounts a small tmpfs of mode on dir, the host directory
+// that becomes the sandbox's socket directory.
+func mountSocketDir(dir, mode string) error {
+	opts := "size=" + strconv.Itoa(socketDirBytes) + ",nr_inodes=" + strconv.Itoa(socketDirInodes) + ",mode=" + mode
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
 		return fmt.Errorf("mount the socket directory %s: %w", dir, err)
 	}

@@ -142,17 +142,18 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	if err := mountSocketDir(sockDir); err != nil {
+	if err := mountSocketDir(sockDir, socketDirMode); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	oci := ociSpec(spec, filepath.Join(d.agentDir, agentName), sockDir)
+	if _, err := d.makeHostDir(dir, spec.Network); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	if err := mountHostDir(dir, sockDir); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
+	oci := ociSpec(spec, sockDir)
 	oci.Linux.Resources.CPU.Cpus = d.cpusetFor(spec.CPU)
-	if err := addNetwork(oci, spec.Network, dir); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
-	}
-	if err := addHosts(oci, dir); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
-	}
+	addNetwork(oci, spec.Network)
 	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)

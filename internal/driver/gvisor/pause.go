@@ -204,8 +204,17 @@ func (d *Driver) prepareRestore(dir string, n *driver.Network) error {
 	sockDir := filepath.Join(dir, "sock")
 	if !isMountPoint(sockDir) {
 		// The host rebooted meanwhile: the tmpfs went with it.
-		if err := mountSocketDir(sockDir); err != nil {
-			return err
+		if !exists(filepath.Join(dir, hostDirName)) { // an older sandbox's
+			if err := mountSocketDir(sockDir, socketDirModeOld); err != nil {
+				return err
+			}
+		} else {
+			if err := mountSocketDir(sockDir, socketDirMode); err != nil {
+				return err
+			}
+			if err := mountHostDir(dir, sockDir); err != nil {
+				return err
+			}
 		}
 	}
 	// The socket the saved copy left (or whatever root inside put there
@@ -217,7 +226,7 @@ func (d *Driver) prepareRestore(dir string, n *driver.Network) error {
 	if n == nil {
 		return nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, resolvConfFile), []byte(n.ResolvConf), 0o644); err != nil {
+	if err := os.WriteFile(resolvConfPath(dir), []byte(n.ResolvConf), 0o644); err != nil {
 		return err
 	}
 	return setNetns(filepath.Join(dir, "bundle", "config.json"), n.NetnsPath)
