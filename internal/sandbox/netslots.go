@@ -1,0 +1,180 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"withruntime.dev/runtime/internal/egress"
+)
+
+// DefaultNetworkSlots is how many sandbox networks are kept prepared when
+// PoolConfig.NetworkSlots is 0.
+const DefaultNetworkSlots = 8
+
+// netSlots holds sandbox networks prepared ahead of the creates that take
+// them: namespace, veth, listeners and nftables rules made (egress.Attach)
+// under the id of the sandbox that will take the slot, with a policy that
+// allows nothing. A create then only sets its policy on its slot.
+//
+// A slot is made for one sandbox and never used by another: the namespace
+// a sandbox ran in is deleted with it, so nothing a sandbox did to its
+// network reaches a later tenant. A slot has no store record, so a server
+// that starts after one died removes any slot it left (cleanupNetworks
+// keeps the networks of running records only); Close removes the slots
+// still waiting.
+//
+// The networks of stopped sandboxes are removed in the background
+// (detachLater), off the delete's path; Close waits until they are gone.
+type netSlots struct {
+	size   int
+	mu     sync.Mutex
+	ready  []string // ids whose network is attached and waits, oldest first
+	closed bool
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	// detaching counts background detaches (detachLater).
+	detaching sync.WaitGroup
+}
+
+// startNetSlots starts keeping size networks prepared (size 0: the default,
+// negative: none). Networks are still detached in the background. Call it
+// after Recover, which removes the slots an earlier process left.
+func (m *Manager) startNetSlots(size int) {
+	if m.network == nil {
+		return
+	}
+	if size == 0 {
+		size = DefaultNetworkSlots
+	}
+	s := m.network.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if size < 0 || s.closed || s.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.size, s.cancel, s.done, s.wake = size, cancel, make(chan struct{}), make(chan struct{}, 1)
+	go m.keepNetSlots(ctx, s)
+}
+
+// keepNetSlots prepares slots until size wait, then waits for a take.
+func (m *Manager) keepNetSlots(ctx context.Context, s *netSlots) {
+	defer close(s.done)
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		n := len(s.ready)
+		s.mu.Unlock()
+		if n < s.size {
+			id := newID()
+			if _, err := m.network.egress.Attach(ctx, id, egress.Policy{}); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				m.log.Warn("network slots: preparing a network failed; retrying", "err", err, "in", poolRetry)
+				m.detachNetwork(context.WithoutCancel(ctx), id)
+				select {
+				case <-ctx.Done():
+				case <-time.After(poolRetry):
+				}
+				continue
+			}
+			s.mu.Lock()
+			s.ready = append(s.ready, id)
+			s.mu.Unlock()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		}
+	}
+}
+
+// takeNetSlot returns the id of a prepared network (policy: nothing
+// allowed), for the sandbox that takes it to use as its own id, or "" when
+// none waits. Each slot is handed out once.
+func (m *Manager) takeNetSlot() string {
+	if m.network == nil {
+		return ""
+	}
+	s := m.network.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ready) == 0 {
+		return ""
+	}
+	id := s.ready[0]
+	s.ready = s.ready[1:]
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return id
+}
+
+// sandboxID is the id of a new sandbox: a prepared network's when one
+// waits and the sandbox gets a network, a new one otherwise.
+func (m *Manager) sandboxID(plan *netPlan) string {
+	if plan != nil {
+		if id := m.takeNetSlot(); id != "" {
+			return id
+		}
+	}
+	return newID()
+}
+
+// detachLater removes a stopped sandbox's network in the background
+// (rules, listeners, veth, namespace: ~35 ms, mostly the kernel's). Only
+// for sandboxes whose id is never attached again (stopped for good).
+func (m *Manager) detachLater(id string) {
+	if m.network == nil {
+		return
+	}
+	s := m.network.slots
+	s.detaching.Add(1)
+	go func() {
+		defer s.detaching.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		m.detachNetwork(ctx, id)
+	}()
+}
+
+// closeNetSlots stops preparing networks, removes the prepared ones and
+// waits for the background detaches. Manager.Close calls it last.
+func (m *Manager) closeNetSlots() {
+	if m.network == nil {
+		return
+	}
+	s := m.network.slots
+	s.mu.Lock()
+	s.closed = true
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.mu.Lock()
+	ids := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	for _, id := range ids {
+		m.detachLater(id)
+	}
+	s.detaching.Wait()
+}
+
+// NetworkSlots reports how many prepared networks wait (0 without
+// sandbox networks).
+func (m *Manager) NetworkSlots() int {
+	if m.network == nil {
+		return 0
+	}
+	s := m.network.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ready)
+}
