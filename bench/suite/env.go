@@ -22,6 +22,7 @@ import (
 	"withruntime.dev/runtime/internal/driver/gvisor"
 	"withruntime.dev/runtime/internal/egress"
 	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/internal/egress/netns"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 	"withruntime.dev/runtime/internal/template"
@@ -43,7 +44,7 @@ var (
 	coldKind = serverKind{"cold", "wrbsc", "wbsc"} // no pool: startup cold, exec, concurrency
 	poolKind = serverKind{"pool", "wrbsp", "wbsp"} // a warm pool: startup pooled
 	memKind  = serverKind{"mem", "wrbsm", "wbsm"}  // raised MaxSandboxes: memory
-	allKinds = []serverKind{coldKind, poolKind, memKind, codeKind}
+	allKinds = []serverKind{coldKind, poolKind, memKind, codeKind, burstKind}
 )
 
 // bareCgroupParent is the cgroup parent of the bare runsc baselines.
@@ -220,7 +221,20 @@ func (e *env) leakCheck(s *benchServer, when string) check {
 			chk.Left = append(chk.Left, "cgroup "+d)
 		}
 	}
-	chk.Left = append(chk.Left, netLeftovers(s.kind, false)...)
+	// A running server removes stopped sandboxes' networks in the
+	// background: wait for that; its prepared networks are its own.
+	var prepared []string
+	if !s.closed {
+		s.srv.Manager.WaitNetworkTeardown()
+		prepared = s.srv.Manager.PreparedNetworks()
+	}
+	for _, l := range netLeftovers(s.kind, false) {
+		if !slices.ContainsFunc(prepared, func(id string) bool {
+			return l == "network namespace "+s.kind.egressName+"-"+id || l == "link "+(netns.Config{LinkPrefix: s.kind.linkPrefix}).HostIfName(id)
+		}) {
+			chk.Left = append(chk.Left, l)
+		}
+	}
 	slices.Sort(chk.Left)
 	return chk
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,8 +35,25 @@ type netSlots struct {
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
-	// detaching counts background detaches (detachLater).
-	detaching sync.WaitGroup
+	// detaching counts background detaches (detachLater); idle is
+	// signalled (with mu) when it drops to zero.
+	detaching int
+	idle      *sync.Cond
+}
+
+func newNetSlots() *netSlots {
+	s := &netSlots{}
+	s.idle = sync.NewCond(&s.mu)
+	return s
+}
+
+// waitDetached waits until no background detach is under way.
+func (s *netSlots) waitDetached() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.detaching > 0 {
+		s.idle.Wait()
+	}
 }
 
 // startNetSlots starts keeping size networks prepared (size 0: the default,
@@ -133,9 +151,17 @@ func (m *Manager) detachLater(id string) {
 		return
 	}
 	s := m.network.slots
-	s.detaching.Add(1)
+	s.mu.Lock()
+	s.detaching++
+	s.mu.Unlock()
 	go func() {
-		defer s.detaching.Done()
+		defer func() {
+			s.mu.Lock()
+			if s.detaching--; s.detaching == 0 {
+				s.idle.Broadcast()
+			}
+			s.mu.Unlock()
+		}()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		m.detachNetwork(ctx, id)
@@ -164,17 +190,27 @@ func (m *Manager) closeNetSlots() {
 	for _, id := range ids {
 		m.detachLater(id)
 	}
-	s.detaching.Wait()
+	s.waitDetached()
 }
 
-// NetworkSlots reports how many prepared networks wait (0 without
-// sandbox networks).
-func (m *Manager) NetworkSlots() int {
+// WaitNetworkTeardown waits until the networks of the sandboxes stopped so
+// far are removed from the host (they are removed in the background after
+// a stop; see PoolConfig.NetworkSlots).
+func (m *Manager) WaitNetworkTeardown() {
+	if m.network != nil {
+		m.network.slots.waitDetached()
+	}
+}
+
+// PreparedNetworks returns the sandbox ids whose networks are prepared and
+// wait for a create (see PoolConfig.NetworkSlots): they are the server's,
+// not leftovers.
+func (m *Manager) PreparedNetworks() []string {
 	if m.network == nil {
-		return 0
+		return nil
 	}
 	s := m.network.slots
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.ready)
+	return slices.Clone(s.ready)
 }

@@ -76,7 +76,7 @@ func (m *Manager) trustBundle(rootfs string, withSecrets bool) ([]byte, []string
 // Runtime CA for secrets (nil: secrets are refused). Call it before Recover,
 // which re-attaches the networks of running sandboxes and removes leftovers.
 func (m *Manager) EnableNetwork(e *egress.Manager, ca *secrets.CA) {
-	m.network = &network{egress: e, ca: ca, slots: &netSlots{}}
+	m.network = &network{egress: e, ca: ca, slots: newNetSlots()}
 }
 
 // netPlan is a create's checked network: its normalized policy and the
@@ -259,7 +259,7 @@ func (m *Manager) cleanupNetworks(ctx context.Context) {
 		return
 	}
 	// Networks of the sandboxes Recover stopped go first (not twice).
-	m.network.slots.detaching.Wait()
+	m.network.slots.waitDetached()
 	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{})
 	if err != nil {
 		m.log.Error("clean up sandbox networks", "err", err)
