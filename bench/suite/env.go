@@ -133,8 +133,9 @@ func (e *env) openServer(ctx context.Context, kind serverKind, poolSize int, lim
 	cfg := server.Config{
 		DataDir: filepath.Join(workDir, kind.name), TemplatesDir: e.o.Templates,
 		Runsc: e.runsc, Agent: e.agent, Limits: limits,
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Pool: sandbox.PoolConfig{Size: poolSize},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// As `withruntime serve` runs it by default.
+		Pool: sandbox.PoolConfig{Size: poolSize, Max: max(poolSize, sandbox.DefaultPoolMax), NetworkSlots: sandbox.DefaultNetworkSlots},
 	}
 	if kind == codeKind {
 		cfg.Pool.Templates = []string{template.CodeInterpreter}

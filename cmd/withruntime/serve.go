@@ -50,9 +50,6 @@ func newServeCmd() *cobra.Command {
 			if pool.NetworkSlots < 0 {
 				return fmt.Errorf("--network-slots must be 0 (none) or more; got %d", pool.NetworkSlots)
 			}
-			if pool.NetworkSlots == 0 {
-				pool.NetworkSlots = -1 // PoolConfig: none
-			}
 			if pool.Max < pool.Size {
 				return fmt.Errorf("--pool-max (%d) must be at least --pool-size (%d): the pool grows from --pool-size up to --pool-max under bursts", pool.Max, pool.Size)
 			}

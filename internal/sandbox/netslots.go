@@ -9,8 +9,8 @@ import (
 	"withruntime.dev/runtime/internal/egress"
 )
 
-// DefaultNetworkSlots is how many sandbox networks are kept prepared when
-// PoolConfig.NetworkSlots is 0.
+// DefaultNetworkSlots is `withruntime serve`'s default
+// PoolConfig.NetworkSlots.
 const DefaultNetworkSlots = 8
 
 // netSlots holds sandbox networks prepared ahead of the creates that take
@@ -56,20 +56,17 @@ func (s *netSlots) waitDetached() {
 	}
 }
 
-// startNetSlots starts keeping size networks prepared (size 0: the default,
-// negative: none). Networks are still detached in the background. Call it
-// after Recover, which removes the slots an earlier process left.
+// startNetSlots starts keeping size networks prepared (0 or less: none;
+// networks are still detached in the background). Call it after Recover,
+// which removes the slots an earlier process left.
 func (m *Manager) startNetSlots(size int) {
 	if m.network == nil {
 		return
 	}
-	if size == 0 {
-		size = DefaultNetworkSlots
-	}
 	s := m.network.slots
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if size < 0 || s.closed || s.cancel != nil {
+	if size <= 0 || s.closed || s.cancel != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())

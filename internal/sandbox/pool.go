@@ -37,8 +37,9 @@ type PoolConfig struct {
 	// Size is how many booted sandboxes each pooled template keeps ready at
 	// least (0: no pool).
 	Size int
-	// Max is how many it may keep ready after a burst (default
-	// DefaultPoolMax; raised to Size when lower).
+	// Max is how many it may keep ready after a burst (0 or less than
+	// Size: Size, a pool of fixed size; `withruntime serve` defaults to
+	// DefaultPoolMax).
 	Max int
 	// RateWindow is how far back the pool looks at creates to size itself
 	// (default 30 s).
@@ -51,12 +52,12 @@ type PoolConfig struct {
 	Templates []string
 	// NetworkSlots is how many sandbox networks (namespace, veth, rules)
 	// are kept prepared for creates, pooled or not, when sandboxes have
-	// networks (0: DefaultNetworkSlots; negative: none). They are kept
-	// even when Size is 0.
+	// networks (0: none; `withruntime serve` defaults to
+	// DefaultNetworkSlots). They are kept even when Size is 0.
 	NetworkSlots int
 }
 
-// DefaultPoolMax is PoolConfig.Max's default.
+// DefaultPoolMax is `withruntime serve`'s default PoolConfig.Max.
 const DefaultPoolMax = 8
 
 // PoolStatus is one template's pool as GET /v1/health reports it.
@@ -108,9 +109,6 @@ func (m *Manager) StartPool(cfg PoolConfig) {
 	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 10 * time.Minute
-	}
-	if cfg.Max <= 0 {
-		cfg.Max = DefaultPoolMax
 	}
 	cfg.Max = max(cfg.Max, cfg.Size)
 	if cfg.RateWindow <= 0 {
