@@ -132,7 +132,7 @@ EOF`
 func TestPoolFollowsBurst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *server.Config) {
-		c.Pool = sandbox.PoolConfig{Size: 1, Max: 3, RateWindow: 4 * time.Second}
+		c.Pool = sandbox.PoolConfig{Size: 1, Max: 3, RateWindow: 20 * time.Second}
 	})
 	e.waitPoolReady(1)
 	health := func() api.PoolStatus {
@@ -168,7 +168,7 @@ func TestPoolFollowsBurst(t *testing.T) {
 	if peak != 3 {
 		t.Errorf("the pool never held 3 ready (peak %d)", peak)
 	}
-	waitFor(t, 30*time.Second, "the pool to shrink back to 1", func() bool {
+	waitFor(t, time.Minute, "the pool to shrink back to 1", func() bool {
 		p := health()
 		return p.Size == 1 && p.Ready == 1
 	})
@@ -237,8 +237,10 @@ func TestCrashLeavesNoPreparedNetworks(t *testing.T) {
 		t.Fatalf("%d prepared networks after the kill, want the 3 left behind", n)
 	}
 	s = startServe(t, dir, "--pool-size", "0", "--network-slots", "0")
-	if left := networkLeftovers(names); len(left) > 0 {
-		t.Errorf("prepared networks of the killed server left after the restart: %v", left)
+	for _, l := range networkLeftovers(names) {
+		if !strings.HasPrefix(l, "nftables table") { // the running server's own
+			t.Errorf("a prepared network of the killed server is left after the restart: %s", l)
+		}
 	}
 	s.stop()
 	s.assertNoLeaks()
