@@ -92,7 +92,13 @@ EOF`
 	aAddr := strings.TrimSpace(e.sh(a.ID, `python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("192.0.2.1", 9)); print(s.getsockname()[0])'`).Stdout)
 	e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+a.ID, nil, nil)
 
+	asked := time.Now()
 	b := e.create(api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{inetAPI}}})
+	// Its record, lease and billing start at the create, not when its
+	// network was prepared.
+	if b.CreatedAt.Before(asked.Add(-time.Second)) {
+		t.Errorf("sandbox %s created at %s, before its create was asked for (%s)", b.ID, b.CreatedAt, asked)
+	}
 	bIno, ok := during[nc.NamePrefix+b.ID]
 	if !ok {
 		t.Errorf("sandbox %s's namespace did not exist while %s ran: not a prepared one", b.ID, a.ID)
