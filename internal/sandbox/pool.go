@@ -32,7 +32,8 @@ import (
 // creates of its pooled shape that arrived within one second during the
 // last RateWindow, at least Size and at most Max. Sandboxes past that
 // (after a burst, once the window has passed) are destroyed, oldest first.
-// Refills boot up to one sandbox per host core at once.
+// Refills boot up to one sandbox per host core at once, less one per
+// create in flight (at least one boot).
 type PoolConfig struct {
 	// Size is how many booted sandboxes each pooled template keeps ready at
 	// least (0: no pool).
@@ -77,7 +78,8 @@ const poolRetry = 2 * time.Second
 // destroys any it finds as orphans.
 type pool struct {
 	cfg PoolConfig
-	// par bounds the boots under way at once (the host's cores).
+	// par bounds the boots under way at once (the host's cores; less the
+	// creates in flight, see fillPool).
 	par     int
 	mu      sync.Mutex
 	ready   map[string][]*pooled   // by template, oldest first
@@ -200,7 +202,8 @@ func (m *Manager) keepPool(ctx context.Context, p *pool) {
 }
 
 // fillPool starts boots until every pooled template has its current size
-// ready or booting, at most par at once. It leaves room under the server's
+// ready or booting, at most par at once less the creates in flight (at
+// least one). It leaves room under the server's
 // maximum for creates that are not pooled. It reports whether some
 // template's size is above Size (so that it is looked at again to shrink).
 func (m *Manager) fillPool(ctx context.Context, p *pool) (grown bool) {
@@ -212,10 +215,15 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) (grown bool) {
 		inFlight += p.booting[t]
 		total += len(p.ready[t]) + p.booting[t]
 	}
+	// Creates in flight (cold boots, mostly) come first: each one takes a
+	// core's worth of the refill's parallelism, down to one boot at a time.
+	m.mu.Lock()
+	par := max(1, p.par-m.pending)
+	m.mu.Unlock()
 	for _, t := range p.cfg.Templates {
 		target := p.targetLocked(t, now)
 		grown = grown || target > p.cfg.Size
-		for len(p.ready[t])+p.booting[t] < target && inFlight < p.par && ctx.Err() == nil && !now.Before(p.retryAt) {
+		for len(p.ready[t])+p.booting[t] < target && inFlight < par && ctx.Err() == nil && !now.Before(p.retryAt) {
 			m.mu.Lock()
 			full := m.closed || (m.limits.MaxSandboxes > 0 && len(m.live)+m.pending+total >= m.limits.MaxSandboxes)
 			m.mu.Unlock()
