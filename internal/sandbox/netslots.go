@@ -39,6 +39,9 @@ type netSlots struct {
 	// signalled (with mu) when it drops to zero.
 	detaching int
 	idle      *sync.Cond
+	// serial runs the background detaches one at a time: concurrent ones
+	// only contend for the kernel's network configuration lock.
+	serial sync.Mutex
 }
 
 func newNetSlots() *netSlots {
@@ -141,7 +144,8 @@ func (m *Manager) sandboxID(plan *netPlan) string {
 }
 
 // detachLater removes a stopped sandbox's network in the background
-// (rules, listeners, veth, namespace: ~35 ms, mostly the kernel's). Only
+// (rules, listeners, veth, namespace: ~35 ms, mostly the kernel's), one
+// at a time. Only
 // for sandboxes whose id is never attached again (stopped for good).
 func (m *Manager) detachLater(id string) {
 	if m.network == nil {
@@ -159,6 +163,8 @@ func (m *Manager) detachLater(id string) {
 			}
 			s.mu.Unlock()
 		}()
+		s.serial.Lock()
+		defer s.serial.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		m.detachNetwork(ctx, id)
