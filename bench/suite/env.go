@@ -22,6 +22,7 @@ import (
 	"withruntime.dev/runtime/internal/driver/gvisor"
 	"withruntime.dev/runtime/internal/egress"
 	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/internal/egress/netns"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 	"withruntime.dev/runtime/internal/template"
@@ -43,7 +44,7 @@ var (
 	coldKind = serverKind{"cold", "wrbsc", "wbsc"} // no pool: startup cold, exec, concurrency
 	poolKind = serverKind{"pool", "wrbsp", "wbsp"} // a warm pool: startup pooled
 	memKind  = serverKind{"mem", "wrbsm", "wbsm"}  // raised MaxSandboxes: memory
-	allKinds = []serverKind{coldKind, poolKind, memKind, codeKind}
+	allKinds = []serverKind{coldKind, poolKind, memKind, codeKind, burstKind}
 )
 
 // bareCgroupParent is the cgroup parent of the bare runsc baselines.
@@ -132,8 +133,9 @@ func (e *env) openServer(ctx context.Context, kind serverKind, poolSize int, lim
 	cfg := server.Config{
 		DataDir: filepath.Join(workDir, kind.name), TemplatesDir: e.o.Templates,
 		Runsc: e.runsc, Agent: e.agent, Limits: limits,
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Pool: sandbox.PoolConfig{Size: poolSize},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// As `withruntime serve` runs it by default.
+		Pool: sandbox.PoolConfig{Size: poolSize, Max: max(poolSize, sandbox.DefaultPoolMax), NetworkSlots: sandbox.DefaultNetworkSlots},
 	}
 	if kind == codeKind {
 		cfg.Pool.Templates = []string{template.CodeInterpreter}
@@ -220,7 +222,20 @@ func (e *env) leakCheck(s *benchServer, when string) check {
 			chk.Left = append(chk.Left, "cgroup "+d)
 		}
 	}
-	chk.Left = append(chk.Left, netLeftovers(s.kind, false)...)
+	// A running server removes stopped sandboxes' networks in the
+	// background: wait for that; its prepared networks are its own.
+	var prepared []string
+	if !s.closed {
+		s.srv.Manager.WaitNetworkTeardown()
+		prepared = s.srv.Manager.PreparedNetworks()
+	}
+	for _, l := range netLeftovers(s.kind, false) {
+		if !slices.ContainsFunc(prepared, func(id string) bool {
+			return l == "network namespace "+s.kind.egressName+"-"+id || l == "link "+(netns.Config{LinkPrefix: s.kind.linkPrefix}).HostIfName(id)
+		}) {
+			chk.Left = append(chk.Left, l)
+		}
+	}
 	slices.Sort(chk.Left)
 	return chk
 }

@@ -56,13 +56,15 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "memory", "image", "pause", "code"}
+var allSections = []string{"startup", "exec", "concurrency", "burst", "memory", "image", "pause", "code"}
 
 type options struct {
 	Runs        int     `json:"runs"`
 	Idle        int     `json:"idle"`
 	BareIdle    int     `json:"bareIdle"`
 	PoolSize    int     `json:"poolSize"`
+	Burst       int     `json:"burst"`
+	BurstPool   int     `json:"burstPool"`
 	ConcTotal   int     `json:"concurrencyTotal"`
 	Conc        []int   `json:"concurrency"`
 	IdleWindowS float64 `json:"idleWindowSec"`
@@ -80,6 +82,8 @@ func main() {
 	flag.IntVar(&o.Idle, "idle", 200, "idle sandboxes held at once (memory)")
 	flag.IntVar(&o.BareIdle, "bare-idle", 20, "idle bare runsc sandboxes held alongside them (memory baseline; capped at -idle)")
 	flag.IntVar(&o.PoolSize, "pool-size", 2, "warm pool size of the pooled server (startup)")
+	flag.IntVar(&o.Burst, "burst", 64, "creates sent at once (burst)")
+	flag.IntVar(&o.BurstPool, "burst-pool", 4, "warm pool size (its floor) of the server that takes the burst")
 	flag.IntVar(&o.ConcTotal, "conc-total", 32, "sandboxes per concurrency level")
 	flag.StringVar(&conc, "conc", "1,4,16", "concurrency levels")
 	flag.DurationVar(&idleWindow, "idle-window", 10*time.Second, "window over which idle CPU is measured (memory)")
@@ -110,8 +114,8 @@ func main() {
 		}
 		o.Conc = append(o.Conc, n)
 	}
-	if o.Runs < 1 || o.Idle < 1 || o.PoolSize < 1 || o.ConcTotal < 1 {
-		fatal(errors.New("-runs, -idle, -pool-size and -conc-total must be at least 1"))
+	if o.Runs < 1 || o.Idle < 1 || o.PoolSize < 1 || o.ConcTotal < 1 || o.Burst < 1 || o.BurstPool < 1 {
+		fatal(errors.New("-runs, -idle, -pool-size, -conc-total, -burst and -burst-pool must be at least 1"))
 	}
 	o.BareIdle = min(o.BareIdle, o.Idle)
 
@@ -208,6 +212,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.exec(ctx)
 		case "concurrency":
 			runErr = env.concurrency(ctx)
+		case "burst":
+			runErr = env.burst(ctx)
 		case "memory":
 			runErr = env.memory(ctx, idleWindow)
 		case "image":

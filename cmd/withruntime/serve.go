@@ -47,6 +47,15 @@ func newServeCmd() *cobra.Command {
 			if maxSandboxes < 0 || pool.Size < 0 {
 				return fmt.Errorf("--max-sandboxes and --pool-size must be 0 or more (0: no limit, no pool)")
 			}
+			if !cmd.Flags().Changed("pool-max") {
+				pool.Max = max(pool.Max, pool.Size)
+			}
+			if pool.NetworkSlots < 0 {
+				return fmt.Errorf("--network-slots must be 0 (none) or more; got %d", pool.NetworkSlots)
+			}
+			if pool.Max < pool.Size {
+				return fmt.Errorf("--pool-max (%d) must be at least --pool-size (%d): the pool grows from --pool-size up to --pool-max under bursts", pool.Max, pool.Size)
+			}
 			if pausedRetention <= 0 {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
@@ -123,6 +132,8 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes running at once; creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
 	cmd.Flags().DurationVar(&pausedRetention, "paused-retention", sandbox.DefaultPausedRetention, "how long a paused sandbox is kept; then it is destroyed (end reason retention)")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
+	cmd.Flags().IntVar(&pool.Max, "pool-max", sandbox.DefaultPoolMax, "most booted sandboxes a pooled template keeps ready after a burst: the pool follows the recent create rate (the most creates within one second over the last 30 s) between --pool-size and this")
+	cmd.Flags().IntVar(&pool.NetworkSlots, "network-slots", sandbox.DefaultNetworkSlots, "sandbox networks (namespace, veth, nftables rules) kept prepared, so a create only sets its policy (0: none)")
 	cmd.Flags().DurationVar(&pool.MaxAge, "pool-max-age", 10*time.Minute, "replace a pooled sandbox that waited this long")
 	cmd.Flags().StringSliceVar(&pool.Templates, "pool-templates", []string{"base"}, "templates that get a warm pool")
 	cmd.Flags().StringVar(&secretsKey, "secrets-key-file", os.Getenv(server.SecretsKeyEnv), "file of the key that seals secret values in the database (64 hex characters, mode 0600; created if missing) (default DATA_DIR/secrets.key)")

@@ -201,7 +201,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		if h.Pool == nil {
 			h.Pool = map[string]PoolStatus{}
 		}
-		h.Pool[t] = PoolStatus{Size: st.Size, Ready: st.Ready}
+		h.Pool[t] = PoolStatus{Size: st.Size, Ready: st.Ready, Min: st.Min, Max: st.Max}
 	}
 	writeJSON(w, http.StatusOK, h)
 }

@@ -170,8 +170,13 @@ type Health struct {
 
 // PoolStatus is one template's warm pool.
 type PoolStatus struct {
-	// Size is how many booted sandboxes the pool keeps ready.
+	// Size is how many booted sandboxes the pool keeps ready now: it
+	// follows the recent create rate, between min and max.
 	Size int `json:"size"`
 	// Ready is how many are booted and waiting now.
 	Ready int `json:"ready"`
+	// Min is the least it keeps (serve --pool-size).
+	Min int `json:"min"`
+	// Max is the most it keeps after a burst (serve --pool-max).
+	Max int `json:"max"`
 }

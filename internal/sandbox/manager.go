@@ -213,12 +213,15 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	defer m.unreserve()
 	now := m.now().UTC().Truncate(time.Millisecond) // the store keeps milliseconds
 	sb := store.Sandbox{
-		ID: newID(), KeyID: p.KeyID, Template: p.Template, State: store.StateStarting,
+		ID: m.sandboxID(plan), KeyID: p.KeyID, Template: p.Template, State: store.StateStarting,
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
 		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
 		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
+		if plan != nil {
+			m.detachLater(sb.ID) // a prepared network it took
+		}
 		return store.Sandbox{}, err
 	}
 	netSpec, netEnv, err := m.attachNetwork(ctx, sb.ID, rootfs, plan)
@@ -561,8 +564,8 @@ func (m *Manager) stopLocked(ctx context.Context, id, reason string, endedAt tim
 		m.retryStop(id, reason)
 		return err
 	}
-	m.detachNetwork(ctx, id)
-	m.wakePool() // a pool held back by the server's maximum may refill
+	m.detachLater(id) // Close waits for it
+	m.wakePool()      // a pool held back by the server's maximum may refill
 	return nil
 }
 
@@ -697,8 +700,9 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 }
 
 // Close destroys the warm pool's unclaimed sandboxes, stops the lease
-// timers and watchers, waits for lease ends being handled, and drops
-// connections. Claimed sandboxes keep running: a restarted server adopts
+// timers and watchers, waits for lease ends being handled, removes the
+// prepared networks and waits for the networks of stopped sandboxes to be
+// removed, and drops connections. Claimed sandboxes keep running: a restarted server adopts
 // them (Recover).
 func (m *Manager) Close() {
 	m.closePool()
@@ -718,6 +722,7 @@ func (m *Manager) Close() {
 	}
 	m.mu.Unlock()
 	m.bg.Wait()
+	m.closeNetSlots()
 	if c, ok := m.driver.(driver.Closer); ok {
 		if err := c.Close(); err != nil {
 			m.log.Warn("close driver", "err", err)

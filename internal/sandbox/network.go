@@ -29,6 +29,8 @@ type network struct {
 	ca     *secrets.CA
 	// extraCAs (PEM) are trusted by every sandbox (TrustCAs).
 	extraCAs []byte
+	// slots are the networks prepared ahead (netslots.go).
+	slots *netSlots
 }
 
 // TrustCAs makes every sandbox created from now on trust the CA
@@ -74,7 +76,7 @@ func (m *Manager) trustBundle(rootfs string, withSecrets bool) ([]byte, []string
 // Runtime CA for secrets (nil: secrets are refused). Call it before Recover,
 // which re-attaches the networks of running sandboxes and removes leftovers.
 func (m *Manager) EnableNetwork(e *egress.Manager, ca *secrets.CA) {
-	m.network = &network{egress: e, ca: ca}
+	m.network = &network{egress: e, ca: ca, slots: newNetSlots()}
 }
 
 // netPlan is a create's checked network: its normalized policy and the
@@ -249,12 +251,15 @@ func (m *Manager) SecretChanged(ctx context.Context, owner, name string) {
 }
 
 // cleanupNetworks removes the networks of sandboxes that no longer run
-// (leftovers of an earlier process), of this server's egress names only.
+// (leftovers of an earlier process, and the prepared networks it left:
+// they have no record), of this server's egress names only.
 // Recover calls it last, when no record is left starting.
 func (m *Manager) cleanupNetworks(ctx context.Context) {
 	if m.network == nil {
 		return
 	}
+	// Networks of the sandboxes Recover stopped go first (not twice).
+	m.network.slots.waitDetached()
 	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{})
 	if err != nil {
 		m.log.Error("clean up sandbox networks", "err", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -26,22 +27,46 @@ import (
 // (whose CA bundle is written into the sandbox at boot), starts cold, as does
 // any create while the pool is empty: a burst larger than the pool is slower,
 // never refused for it.
+//
+// The pool follows demand: each pooled template keeps ready the most
+// creates of its pooled shape that arrived within one second during the
+// last RateWindow, at least Size and at most Max. Sandboxes past that
+// (after a burst, once the window has passed) are destroyed, oldest first.
+// Refills boot up to one sandbox per host core at once, less one per
+// create in flight (at least one boot).
 type PoolConfig struct {
-	// Size is how many booted sandboxes each pooled template keeps ready
-	// (0: no pool).
+	// Size is how many booted sandboxes each pooled template keeps ready at
+	// least (0: no pool).
 	Size int
+	// Max is how many it may keep ready after a burst (0 or less than
+	// Size: Size, a pool of fixed size; `withruntime serve` defaults to
+	// DefaultPoolMax).
+	Max int
+	// RateWindow is how far back the pool looks at creates to size itself
+	// (default 30 s).
+	RateWindow time.Duration
 	// MaxAge is how long a sandbox may wait in the pool before it is
 	// destroyed and replaced, so that a pool never hands out a sandbox booted
 	// long ago (default 10 minutes).
 	MaxAge time.Duration
 	// Templates are the templates that get a pool (default: base).
 	Templates []string
+	// NetworkSlots is how many sandbox networks (namespace, veth, rules)
+	// are kept prepared for creates, pooled or not, when sandboxes have
+	// networks (0: none; `withruntime serve` defaults to
+	// DefaultNetworkSlots). They are kept even when Size is 0.
+	NetworkSlots int
 }
+
+// DefaultPoolMax is `withruntime serve`'s default PoolConfig.Max.
+const DefaultPoolMax = 8
 
 // PoolStatus is one template's pool as GET /v1/health reports it.
 type PoolStatus struct {
-	Size  int `json:"size"`  // sandboxes the pool keeps ready
+	Size  int `json:"size"`  // sandboxes the pool keeps ready now (follows demand between Min and Max)
 	Ready int `json:"ready"` // booted and waiting now
+	Min   int `json:"min"`   // PoolConfig.Size
+	Max   int `json:"max"`   // PoolConfig.Max
 }
 
 // poolRetry is how long the pool waits after a failed boot (a template not
@@ -52,12 +77,19 @@ const poolRetry = 2 * time.Second
 // to no key and are billed to nobody until claimed), so a restarted server
 // destroys any it finds as orphans.
 type pool struct {
-	cfg    PoolConfig
-	mu     sync.Mutex
-	ready  map[string][]*pooled // by template, oldest first
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg PoolConfig
+	// par bounds the boots under way at once (the host's cores; less the
+	// creates in flight, see fillPool).
+	par     int
+	mu      sync.Mutex
+	ready   map[string][]*pooled   // by template, oldest first
+	booting map[string]int         // boots under way, by template
+	demand  map[string][]time.Time // creates of the pooled shape within RateWindow, by template
+	retryAt time.Time              // no boot before this (after a failed one)
+	boots   sync.WaitGroup         // boots under way
+	wake    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // pooled is one booted, unclaimed sandbox.
@@ -69,20 +101,27 @@ type pooled struct {
 	born     time.Time
 }
 
-// StartPool boots and keeps the warm pool in the background until Close.
-// Call it once, after Recover.
+// StartPool boots and keeps the warm pool in the background until Close,
+// and keeps sandbox networks prepared (PoolConfig.NetworkSlots, with or
+// without a pool). Call it once, after Recover.
 func (m *Manager) StartPool(cfg PoolConfig) {
+	m.startNetSlots(cfg.NetworkSlots)
 	if cfg.Size <= 0 {
 		return
 	}
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 10 * time.Minute
 	}
+	cfg.Max = max(cfg.Max, cfg.Size)
+	if cfg.RateWindow <= 0 {
+		cfg.RateWindow = 30 * time.Second
+	}
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = []string{"base"}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pool{cfg: cfg, ready: map[string][]*pooled{}, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	p := &pool{cfg: cfg, par: max(1, runtime.NumCPU()), ready: map[string][]*pooled{}, booting: map[string]int{},
+		demand: map[string][]time.Time{}, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	m.pool = p
 	m.mu.Unlock()
@@ -99,8 +138,9 @@ func (m *Manager) PoolStatus() map[string]PoolStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]PoolStatus{}
+	now := m.now()
 	for _, t := range p.cfg.Templates {
-		out[t] = PoolStatus{Size: p.cfg.Size, Ready: len(p.ready[t])}
+		out[t] = PoolStatus{Size: p.targetLocked(t, now), Ready: len(p.ready[t]), Min: p.cfg.Size, Max: p.cfg.Max}
 	}
 	return out
 }
@@ -111,19 +151,44 @@ func (m *Manager) currentPool() *pool {
 	return m.pool
 }
 
-// keepPool fills the pool, retires sandboxes past MaxAge, and refills after
-// every claim, one boot at a time so that refilling never competes with
-// the creates it serves for more than one core.
+// targetLocked is how many sandboxes template t keeps ready now: the most
+// creates that arrived within one second in the last RateWindow, between
+// Size and Max. It drops the demand older than the window.
+func (p *pool) targetLocked(t string, now time.Time) int {
+	d := p.demand[t]
+	from := now.Add(-p.cfg.RateWindow)
+	for len(d) > 0 && d[0].Before(from) {
+		d = d[1:]
+	}
+	p.demand[t] = d
+	peak, j := 0, 0
+	for i := range d {
+		for d[i].Sub(d[j]) >= time.Second {
+			j++
+		}
+		peak = max(peak, i-j+1)
+	}
+	return min(max(peak, p.cfg.Size), p.cfg.Max)
+}
+
+// keepPool fills the pool, retires sandboxes past MaxAge or past the
+// current size, and refills after every claim, up to par boots at once.
 func (m *Manager) keepPool(ctx context.Context, p *pool) {
 	defer close(p.done)
+	defer p.boots.Wait()
 	check := min(p.cfg.MaxAge/4, 30*time.Second)
 	for {
 		m.retireOld(ctx, p)
 		wait := check
-		if err := m.fillPool(ctx, p); err != nil {
-			m.log.Warn("warm pool: boot failed; retrying", "err", err, "in", poolRetry)
-			wait = poolRetry
+		if grown := m.fillPool(ctx, p); grown {
+			// Look again when the window may have passed, to shrink.
+			wait = min(wait, p.cfg.RateWindow/4+time.Millisecond)
 		}
+		p.mu.Lock()
+		if d := time.Until(p.retryAt); d > 0 {
+			wait = min(wait, d)
+		}
+		p.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -136,41 +201,60 @@ func (m *Manager) keepPool(ctx context.Context, p *pool) {
 	}
 }
 
-// fillPool boots sandboxes until every pooled template has Size ready. It
-// leaves room under the server's maximum for creates that are not pooled.
-func (m *Manager) fillPool(ctx context.Context, p *pool) error {
-	for ctx.Err() == nil {
-		tpl := ""
-		p.mu.Lock()
-		total := 0
-		for _, t := range p.cfg.Templates {
-			total += len(p.ready[t])
-			if tpl == "" && len(p.ready[t]) < p.cfg.Size {
-				tpl = t
-			}
-		}
-		p.mu.Unlock()
-		if tpl == "" {
-			return nil
-		}
-		m.mu.Lock()
-		full := m.closed || (m.limits.MaxSandboxes > 0 && len(m.live)+m.pending+total >= m.limits.MaxSandboxes)
-		m.mu.Unlock()
-		if full {
-			return nil // a claim or a destroy wakes the pool again
-		}
-		ps, err := m.bootPooled(ctx, p, tpl)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		p.mu.Lock()
-		p.ready[tpl] = append(p.ready[tpl], ps)
-		p.mu.Unlock()
+// fillPool starts boots until every pooled template has its current size
+// ready or booting, at most par at once less the creates in flight (at
+// least one). It leaves room under the server's
+// maximum for creates that are not pooled. It reports whether some
+// template's size is above Size (so that it is looked at again to shrink).
+func (m *Manager) fillPool(ctx context.Context, p *pool) (grown bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := m.now()
+	inFlight, total := 0, 0
+	for _, t := range p.cfg.Templates {
+		inFlight += p.booting[t]
+		total += len(p.ready[t]) + p.booting[t]
 	}
-	return nil
+	// Creates in flight (cold boots, mostly) come first: each one takes a
+	// core's worth of the refill's parallelism, down to one boot at a time.
+	m.mu.Lock()
+	par := max(1, p.par-m.pending)
+	m.mu.Unlock()
+	for _, t := range p.cfg.Templates {
+		target := p.targetLocked(t, now)
+		grown = grown || target > p.cfg.Size
+		for len(p.ready[t])+p.booting[t] < target && inFlight < par && ctx.Err() == nil && !now.Before(p.retryAt) {
+			m.mu.Lock()
+			full := m.closed || (m.limits.MaxSandboxes > 0 && len(m.live)+m.pending+total >= m.limits.MaxSandboxes)
+			m.mu.Unlock()
+			if full {
+				return grown // a claim or a destroy wakes the pool again
+			}
+			p.booting[t]++
+			inFlight++
+			total++
+			p.boots.Add(1)
+			go m.bootOne(ctx, p, t)
+		}
+	}
+	return grown
+}
+
+// bootOne boots one sandbox of template t into the pool and wakes the
+// pool, which starts the next boot.
+func (m *Manager) bootOne(ctx context.Context, p *pool, t string) {
+	defer p.boots.Done()
+	ps, err := m.bootPooled(ctx, p, t)
+	p.mu.Lock()
+	p.booting[t]--
+	if err == nil {
+		p.ready[t] = append(p.ready[t], ps)
+	} else if ctx.Err() == nil {
+		m.log.Warn("warm pool: boot failed; retrying", "err", err, "in", poolRetry)
+		p.retryAt = m.now().Add(poolRetry)
+	}
+	p.mu.Unlock()
+	m.wakePool()
 }
 
 // bootPooled boots one sandbox of the default shape for template, with a
@@ -182,6 +266,11 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		return nil, err
 	}
 	id := newID()
+	if m.network != nil {
+		if slot := m.takeNetSlot(); slot != "" {
+			id = slot
+		}
+	}
 	spec := driver.Spec{ID: id, RootFS: rootfs, CPU: m.limits.DefaultCPU,
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
 		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
@@ -209,15 +298,19 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 	return &pooled{id: id, template: template, rootfs: rootfs, handle: h, born: m.now()}, nil
 }
 
-// retireOld destroys pooled sandboxes older than MaxAge.
+// retireOld destroys pooled sandboxes older than MaxAge, and the oldest
+// of those past their template's current size (demand has fallen).
 func (m *Manager) retireOld(ctx context.Context, p *pool) {
 	p.mu.Lock()
 	var old []*pooled
+	now := m.now()
 	for t, list := range p.ready {
 		keep := list[:0]
+		surplus := len(list) - p.targetLocked(t, now)
 		for _, ps := range list {
-			if m.now().Sub(ps.born) >= p.cfg.MaxAge {
+			if surplus > 0 || now.Sub(ps.born) >= p.cfg.MaxAge {
 				old = append(old, ps)
+				surplus--
 			} else {
 				keep = append(keep, ps)
 			}
@@ -235,7 +328,7 @@ func (m *Manager) destroyPooled(ctx context.Context, ps *pooled) {
 	if err := m.driver.Destroy(context.WithoutCancel(ctx), ps.id); err != nil {
 		m.log.Error("warm pool: destroy", "sandbox", ps.id, "err", err)
 	}
-	m.detachNetwork(context.WithoutCancel(ctx), ps.id)
+	m.detachLater(ps.id) // its id is never used again; Close waits
 }
 
 // takePooled hands out a pooled sandbox for a create with parameters p
@@ -255,6 +348,7 @@ func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 	defer m.wakePool()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	pl.demand[p.Template] = append(pl.demand[p.Template], m.now())
 	list := pl.ready[p.Template]
 	if len(list) == 0 {
 		return nil

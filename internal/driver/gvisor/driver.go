@@ -358,11 +358,17 @@ func (d *Driver) Stats(ctx context.Context, id string) (driver.Stats, error) {
 }
 
 // waitReady polls the agent's socket until /health answers. The agent is up
-// within a few hundred milliseconds of runsc returning; polling every
-// millisecond keeps that delay off the create path.
+// within a few hundred milliseconds of runsc returning. Until its socket
+// exists the wait sleeps on an inotify watch of the socket directory (woken
+// when the socket appears, and every socketRecheck anyway): polling a
+// missing socket every millisecond cost each create tens of milliseconds of
+// CPU when many boot at once. Once the socket exists it is polled every
+// millisecond until the agent answers.
 func waitReady(ctx context.Context, agent *agentDialer, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	w := watchDir(agent.sockDir)
+	defer w.close()
 	var last error
 	for {
 		if last = ping(ctx, agent); last == nil {
@@ -372,6 +378,12 @@ func waitReady(ctx context.Context, agent *agentDialer, timeout time.Duration) e
 			// Nothing inside runs user code yet, but never wait on a
 			// channel that is not the sandbox's own.
 			return last
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w (last error: %v)", err, last)
+		}
+		if errors.Is(last, os.ErrNotExist) && w.wait(ctx, socketRecheck) {
+			continue
 		}
 		select {
 		case <-ctx.Done():

@@ -225,7 +225,7 @@ func (c Config) Lookup(id string) (*Link, error) {
 	if host.Attrs().Alias != c.AliasPrefix+id {
 		return nil, fmt.Errorf("netns: %s belongs to %q, not %q", hostIf, host.Attrs().Alias, c.AliasPrefix+id)
 	}
-	addrs, err := netlink.AddrList(host, netlink.FAMILY_V4)
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(host, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("netns: %w", err)
 	}
@@ -284,7 +284,7 @@ func (c Config) List() ([]string, error) {
 			seen[id] = true
 		}
 	}
-	links, err := netlink.LinkList()
+	links, err := retryDump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("netns: %w", err)
 	}
@@ -313,7 +313,7 @@ func (c Config) Foreign() ([]string, error) {
 	if err := c.defaults(); err != nil {
 		return nil, err
 	}
-	links, err := netlink.LinkList()
+	links, err := retryDump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("netns: %w", err)
 	}
@@ -331,7 +331,7 @@ func (c Config) Foreign() ([]string, error) {
 // that depends on the id, skipping every /30 that overlaps an address on
 // any host interface (other sandboxes, other Runtime instances, anything).
 func (c Config) allocate(id string) (gw netip.Addr, sandbox netip.Prefix, err error) {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return netip.Addr{}, netip.Prefix{}, fmt.Errorf("netns: %w", err)
 	}
@@ -392,6 +392,25 @@ func newNamed(dir, path string) error {
 		return err
 	}
 	return nil
+}
+
+// dumpRetries bounds how often a netlink dump is sent again when links or
+// addresses changing meanwhile interrupted it (netlink.ErrDumpInterrupted:
+// the answer may be incomplete). Other servers' sandboxes come and go on
+// the same host all the time.
+const dumpRetries = 20
+
+// retryDump runs a netlink dump until it is not interrupted (at most
+// dumpRetries times; the last error is returned).
+func retryDump[T any](dump func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range dumpRetries {
+		if v, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+	}
+	return v, err
 }
 
 // isNsMount reports whether path is a mounted network namespace.
