@@ -29,6 +29,7 @@ func main() {
 	workspace := flag.String("workspace", agentapi.Workspace, "directory that relative paths and commands start in")
 	memoryBytes := flag.Int64("memory-bytes", 0, "the sandbox's memory size; commands that would take it past this are killed as out of memory (0: not watched)")
 	leaseEndsAt := flag.Int64("lease-ends-at", 0, "Unix time (seconds) of the lease end; the sandbox ends itself agent.LeaseGrace after it unless a server stopped it first (0: no end)")
+	firstExec := flag.String("first-exec", "", "a command to start at boot, before listening: agentapi.FirstExec as JSON in standard base64; the host takes its answer with POST /first")
 	pidsLimit := flag.Int("pids-limit", 0, "processes and threads per user; a command that keeps the sandbox at this is killed (0: RLIMIT_NPROC)")
 	flag.Parse()
 
@@ -48,6 +49,9 @@ func main() {
 	}
 	if err := srv.EnsureWorkspace(); err != nil {
 		log.Warn("cannot create the workspace", "workspace", *workspace, "err", err)
+	}
+	if *firstExec != "" {
+		srv.StartFirstEncoded(*firstExec)
 	}
 	ln, err := agent.Listen(*socket)
 	if err != nil {
