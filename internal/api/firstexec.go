@@ -258,17 +258,14 @@ func (s *Server) relayFirstStream(w http.ResponseWriter, r *http.Request, sb San
 			}
 		}
 		if err != nil {
-			if r.Context().Err() != nil {
-				return nil
+			// A stream that breaks or ends early (the sandbox stopped: its
+			// lease, a delete, out of memory) ends here too, without an exit
+			// event, as a streamed exec's does; the client asks for the
+			// sandbox to learn why. A line that is not the protocol's is
+			// told as an error event.
+			if errors.Is(err, errBadAgentAnswer) {
+				fail(err)
 			}
-			if err == io.EOF {
-				err = fmt.Errorf("%w: the stream ended without an exit event", errBadAgentAnswer)
-				// A sandbox that died says so rather than the bare end.
-				if _, rerr := s.cfg.Manager.Running(context.WithoutCancel(r.Context()), sb.ID); rerr != nil {
-					err = rerr
-				}
-			}
-			fail(err)
 			return nil
 		}
 	}
