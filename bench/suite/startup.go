@@ -88,86 +88,77 @@ func (e *env) startup(ctx context.Context) (err error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Pooled: the pool is full (waited for below, after the previous
-		// claim); the sandbox handed out must be one that was booted before.
-		before, _ := os.ReadDir(pooledDir)
-		ps, err := pool.c.createToFirstOutput(ctx, pythonArgv, pythonOut)
-		if err != nil {
-			if ps.id != "" {
-				_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
+		// Each path with and without the command on the create, in turn
+		// first and second, so that neither always follows the other.
+		order := []bool{false, true}
+		if i%2 != 0 {
+			order = []bool{true, false}
+		}
+		for _, withExec := range order {
+			// Pooled: the pool is full (waited for below, after the
+			// previous claim); the sandbox handed out must be one that
+			// was booted before.
+			before, _ := os.ReadDir(pooledDir)
+			first := pool.c.createToFirstOutput
+			if withExec {
+				first = pool.c.createWithExecFirstOutput
 			}
-			return fmt.Errorf("pooled: %w", err)
-		}
-		// The refill runs from the claim (the create's answer) until
-		// health reports the pool full again; the claimed sandbox is
-		// deleted after that, so its teardown is not in the refill.
-		full, err := pool.c.waitPoolFull(ctx, 2*time.Minute)
-		if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
-			err = derr
-		}
-		if err != nil {
-			return err
-		}
-		claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id })
-		if i >= 0 {
-			pooledD = append(pooledD, ps.total)
-			pooledCreate = append(pooledCreate, ps.create)
-			refill = append(refill, full.Sub(ps.created))
-			if !claimed {
-				notClaimed++
+			ps, err := first(ctx, pythonArgv, pythonOut)
+			if err != nil {
+				if ps.id != "" {
+					_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
+				}
+				return fmt.Errorf("pooled (command on the create: %v): %w", withExec, err)
 			}
-		}
-
-		// Pooled, the command on the create (the pool is full again).
-		before, _ = os.ReadDir(pooledDir)
-		ps, err = pool.c.createWithExecFirstOutput(ctx, pythonArgv, pythonOut)
-		if err != nil {
-			if ps.id != "" {
-				_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
-			}
-			return fmt.Errorf("pooled with exec: %w", err)
-		}
-		_, err = pool.c.waitPoolFull(ctx, 2*time.Minute)
-		if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
-			err = derr
-		}
-		if err != nil {
-			return err
-		}
-		if i >= 0 {
-			pooledExecD = append(pooledExecD, ps.total)
-			if !slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id }) {
-				notClaimedExec++
-			}
-		}
-
-		// Cold, the command on the create.
-		cs, err := cold.c.createWithExecFirstOutput(ctx, pythonArgv, pythonOut)
-		if cs.id != "" {
-			if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+			// The refill runs from the claim (the create's answer) until
+			// health reports the pool full again; the claimed sandbox is
+			// deleted after that, so its teardown is not in the refill.
+			full, err := pool.c.waitPoolFull(ctx, 2*time.Minute)
+			if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
 				err = derr
 			}
-		}
-		if err != nil {
-			return fmt.Errorf("cold with exec: %w", err)
-		}
-		if i >= 0 {
-			coldExecD = append(coldExecD, cs.total)
-		}
-
-		// Cold.
-		cs, err = cold.c.createToFirstOutput(ctx, pythonArgv, pythonOut)
-		if cs.id != "" {
-			if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
-				err = derr
+			if err != nil {
+				return err
+			}
+			claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id })
+			switch {
+			case i < 0:
+			case withExec:
+				pooledExecD = append(pooledExecD, ps.total)
+				if !claimed {
+					notClaimedExec++
+				}
+			default:
+				pooledD = append(pooledD, ps.total)
+				pooledCreate = append(pooledCreate, ps.create)
+				refill = append(refill, full.Sub(ps.created))
+				if !claimed {
+					notClaimed++
+				}
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("cold: %w", err)
-		}
-		if i >= 0 {
-			coldD = append(coldD, cs.total)
-			coldCreate = append(coldCreate, cs.create)
+		for _, withExec := range order {
+			first := cold.c.createToFirstOutput
+			if withExec {
+				first = cold.c.createWithExecFirstOutput
+			}
+			cs, err := first(ctx, pythonArgv, pythonOut)
+			if cs.id != "" {
+				if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+					err = derr
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("cold (command on the create: %v): %w", withExec, err)
+			}
+			switch {
+			case i < 0:
+			case withExec:
+				coldExecD = append(coldExecD, cs.total)
+			default:
+				coldD = append(coldD, cs.total)
+				coldCreate = append(coldCreate, cs.create)
+			}
 		}
 
 		// Baselines.
