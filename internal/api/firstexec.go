@@ -272,7 +272,7 @@ func (s *Server) relayFirstStream(w http.ResponseWriter, r *http.Request, sb San
 }
 
 // readLine reads one line (without its newline) of at most max bytes; a
-// longer line is an error.
+// longer line is an error, and so is the end of the stream (with no line).
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
@@ -284,7 +284,12 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		return bytes.TrimSuffix(line, []byte("\n")), err
+		if err != nil {
+			// A line cut by the stream's end is dropped with it: the
+			// stream was cut short, the line is not a forged one.
+			return nil, err
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), nil
 	}
 }
 
@@ -296,6 +301,9 @@ func checkEvent(line []byte) (agentapi.Event, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ev); err != nil {
 		return ev, fmt.Errorf("%w: %v", errBadAgentAnswer, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ev, fmt.Errorf("%w: more than one JSON value on a line", errBadAgentAnswer)
 	}
 	ok := false
 	switch ev.Type {
