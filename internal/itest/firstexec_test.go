@@ -210,3 +210,24 @@ func TestCreateWithExecCannotStart(t *testing.T) {
 		t.Errorf("the sandbox after its first command failed: %+v", res)
 	}
 }
+
+// TestCLIRunFirstCommand: `sandbox run` sends its command with the create:
+// the output and exit code as before, a program that cannot run is told
+// (125) and its sandbox destroyed all the same.
+func TestCLIRunFirstCommand(t *testing.T) {
+	e := newEnv(t)
+	if r := e.cli(strings.NewReader("in"), "sandbox", "run", "--", "cat; echo; echo err >&2; exit 7"); r.code != 7 || r.stdout != "in\n" || r.stderr != "err\n" {
+		t.Errorf("run: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "run", "--", "no-such-program", "arg"); r.code != 125 || !strings.Contains(r.stderr, "no-such-program") {
+		t.Errorf("run of a program that does not exist: %+v", r)
+	}
+	for _, sb := range e.allSandboxes() {
+		if sb.State != "stopped" || sb.EndReason != "deleted" {
+			t.Errorf("run left a sandbox: %+v", sb)
+		}
+	}
+	if n := len(e.allSandboxes()); n != 2 {
+		t.Errorf("%d sandboxes created, want 2", n)
+	}
+}
