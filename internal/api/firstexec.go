@@ -86,10 +86,18 @@ func (s *Server) createWithExec(w http.ResponseWriter, r *http.Request, p sandbo
 		return err
 	}
 	out := toSandbox(sb)
-	resp, err := s.firstRoundTrip(r, sb.ID, first, atBoot, stream)
 	if stream {
-		return s.relayFirstStream(w, r, out, resp, err)
+		// The sandbox event goes out first, before the agent is asked:
+		// the caller has the sandbox's id while its command runs.
+		emit, ok := startCreateStream(w, out)
+		if !ok {
+			return nil
+		}
+		resp, err := s.firstRoundTrip(r, sb.ID, first, atBoot, stream)
+		s.relayFirstStream(r, sb.ID, emit, resp, err)
+		return nil
 	}
+	resp, err := s.firstRoundTrip(r, sb.ID, first, atBoot, stream)
 	answer := SandboxWithResult{Sandbox: out}
 	if err == nil {
 		answer.Result, err = readFirstResult(resp, first.MaxOutputBytes)
@@ -211,35 +219,39 @@ func readFirstResult(resp *http.Response, maxOut int) (*agentapi.ExecResult, err
 	return &res, nil
 }
 
-// relayFirstStream writes the sandbox event, then the agent's events
-// (resp) checked and re-encoded one by one, ending with exit or error. rtErr
-// is the round trip's failure, told as an error event.
-func (s *Server) relayFirstStream(w http.ResponseWriter, r *http.Request, sb Sandbox, resp *http.Response, rtErr error) error {
-	if resp != nil {
-		defer resp.Body.Close()
-	}
+// startCreateStream starts the NDJSON answer (201) with the sandbox event
+// and returns the function that writes (and flushes) each next line; ok is
+// false when the client is already gone.
+func startCreateStream(w http.ResponseWriter, sb Sandbox) (emit func(any) bool, ok bool) {
 	w.Header().Set("Content-Type", agentapi.ContentTypeNDJSON)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusCreated)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	emit := func(v any) bool {
+	emit = func(v any) bool {
 		return enc.Encode(v) == nil && rc.Flush() == nil
 	}
-	if !emit(SandboxEvent{Type: "sandbox", Sandbox: sb}) {
-		return nil
+	return emit, emit(SandboxEvent{Type: "sandbox", Sandbox: sb})
+}
+
+// relayFirstStream writes the agent's events (resp) with emit, checked and
+// re-encoded one by one, ending with exit or error. rtErr is the round
+// trip's failure, told as an error event.
+func (s *Server) relayFirstStream(r *http.Request, id string, emit func(any) bool, resp *http.Response, rtErr error) {
+	if resp != nil {
+		defer resp.Body.Close()
 	}
 	fail := func(err error) {
-		emit(agentapi.Event{Type: "error", Error: s.firstError(r.Context(), sb.ID, err)})
+		emit(agentapi.Event{Type: "error", Error: s.firstError(r.Context(), id, err)})
 	}
 	if rtErr != nil {
 		fail(rtErr)
-		return nil
+		return
 	}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != agentapi.ContentTypeNDJSON {
 		fail(fmt.Errorf("%w: content type %q", errBadAgentAnswer, ct))
-		return nil
+		return
 	}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
@@ -248,13 +260,13 @@ func (s *Server) relayFirstStream(w http.ResponseWriter, r *http.Request, sb San
 			ev, verr := checkEvent(line)
 			if verr != nil {
 				fail(verr)
-				return nil
+				return
 			}
 			if !emit(ev) {
-				return nil // the client is gone; the round trip's end kills the command
+				return // the client is gone; the round trip's end kills the command
 			}
 			if ev.Type == "exit" || ev.Type == "error" {
-				return nil
+				return
 			}
 		}
 		if err != nil {
@@ -266,7 +278,7 @@ func (s *Server) relayFirstStream(w http.ResponseWriter, r *http.Request, sb San
 			if errors.Is(err, errBadAgentAnswer) {
 				fail(err)
 			}
-			return nil
+			return
 		}
 	}
 }

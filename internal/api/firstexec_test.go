@@ -29,9 +29,11 @@ func relay(t *testing.T, ct, body string) []map[string]any {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(strings.NewReader(body))}
 	rec := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "/v1/sandboxes", nil)
-	if err := s.relayFirstStream(rec, r, Sandbox{ID: "sbx_mine", State: "running"}, resp, nil); err != nil {
-		t.Fatal(err)
+	emit, ok := startCreateStream(rec, Sandbox{ID: "sbx_mine", State: "running"})
+	if !ok {
+		t.Fatal("the sandbox event was not written")
 	}
+	s.relayFirstStream(r, "sbx_mine", emit, resp, nil)
 	if rec.Code != http.StatusCreated || rec.Header().Get("Content-Type") != agentapi.ContentTypeNDJSON {
 		t.Fatalf("answer %d %s", rec.Code, rec.Header().Get("Content-Type"))
 	}
