@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
@@ -229,5 +230,41 @@ func TestCLIRunFirstCommand(t *testing.T) {
 	}
 	if n := len(e.allSandboxes()); n != 2 {
 		t.Errorf("%d sandboxes created, want 2", n)
+	}
+}
+
+// TestCreateWithExecClientGone: a client that leaves the stream kills the
+// first command (as for an exec), not the sandbox.
+func TestCreateWithExecClientGone(t *testing.T) {
+	e := newEnv(t)
+	data, _ := json.Marshal(api.CreateSandboxRequest{Exec: &agentapi.ExecRequest{Command: "echo started; exec sleep 300"}})
+	hr, _ := http.NewRequest("POST", e.http.URL+"/v1/sandboxes", bytes.NewReader(data))
+	hr.Header.Set("Authorization", "Bearer "+e.key)
+	hr.Header.Set("Accept", agentapi.ContentTypeNDJSON)
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var sb api.SandboxEvent
+	for sc.Scan() {
+		var ev map[string]any
+		_ = json.Unmarshal(sc.Bytes(), &ev)
+		if ev["type"] == "sandbox" {
+			_ = json.Unmarshal(sc.Bytes(), &sb)
+		}
+		if ev["type"] == "stdout" {
+			break
+		}
+	}
+	resp.Body.Close()
+	if sb.Sandbox.ID == "" {
+		t.Fatal("no sandbox event")
+	}
+	waitFor(t, 10*time.Second, "the first command to be killed", func() bool {
+		return e.sh(sb.Sandbox.ID, "pgrep -x sleep || echo none").Stdout == "none\n"
+	})
+	if got := e.get(sb.Sandbox.ID); got.State != "running" {
+		t.Errorf("the sandbox after its caller left: %+v", got)
 	}
 }
