@@ -225,12 +225,26 @@ func (e *env) startup(ctx context.Context) (err error) {
 	rHost := e.add(sampleRow(sec, "host python3 (floor)", "ms", msSamples(hostD)))
 	rHost.Baseline = true
 	againstRuntime(rHost, rts, "cold", "pooled", "cold+exec", "pooled+exec")
+	// Paired: each iteration's sample ÷ that iteration's bare runsc run,
+	// steadier than the ratio of medians when the host's load drifts.
+	paired := func(ds []time.Duration) string {
+		if len(ds) != len(bareD) || len(ds) == 0 {
+			return ""
+		}
+		rs := make([]float64, len(ds))
+		for i := range ds {
+			rs[i] = float64(ds[i]) / float64(bareD[i])
+		}
+		return fmt.Sprintf("median of per-iteration ratios to bare runsc run: %.2f", *sampleRow("", "", "", rs).Median)
+	}
+	rCold.Note, rColdExec.Note = paired(coldD), paired(coldExecD)
+	rPooled.Note, rPooledExec.Note = paired(pooledD), paired(pooledExecD)
 	if notClaimed > 0 {
-		rPooled.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before", notClaimed, len(pooledD))
+		rPooled.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before; %s", notClaimed, len(pooledD), rPooled.Note)
 		e.note("startup: %s", rPooled.Note)
 	}
 	if notClaimedExec > 0 {
-		rPooledExec.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before", notClaimedExec, len(pooledExecD))
+		rPooledExec.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before; %s", notClaimedExec, len(pooledExecD), rPooledExec.Note)
 		e.note("startup: %s", rPooledExec.Note)
 	}
 	return nil
