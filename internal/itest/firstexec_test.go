@@ -172,6 +172,7 @@ func TestCreateWithExecBadInput(t *testing.T) {
 		{`{"exec": "true"}`, `"exec"`},
 		{`{"template": "nope", "exec": {"command": "true"}}`, `nope`},
 		{`{"cpu": 99, "exec": {"command": "true"}}`, `cpu`},
+		{`{"timeoutSeconds": 3600, "cpu": 2, "maxCostMicros": 1, "exec": {"command": "true"}}`, `maxCostMicros`},
 	} {
 		status, data := e.do("POST", "/v1/sandboxes", tc.body, "Accept", agentapi.ContentTypeNDJSON)
 		var body agentapi.ErrorBody
