@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
@@ -52,6 +53,10 @@ func main() {
 	}
 	if *firstExec != "" {
 		srv.StartFirstEncoded(*firstExec)
+		// The command line stays readable inside the sandbox for its whole
+		// life (/proc/1/cmdline), and this one holds the command's stdin
+		// and env: blank it where the kernel reads it from.
+		scrub(*firstExec)
 	}
 	ln, err := agent.Listen(*socket)
 	if err != nil {
@@ -91,4 +96,17 @@ func detachConsole() error {
 		}
 	}
 	return nil
+}
+
+// scrub overwrites the bytes of s, a string that points into the process's
+// argument area (os.Args and the flag values made from it are not copies),
+// so that /proc/self/cmdline no longer shows it. s must not be used after.
+func scrub(s string) {
+	if s == "" {
+		return
+	}
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	for i := range b {
+		b[i] = '-'
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,21 @@ func checkFirstCommand(t *testing.T, e *env) {
 	}
 	if out.Sandbox.Metadata["k"] != "v" {
 		t.Errorf("collected: the sandbox %+v", out.Sandbox)
+	}
+
+	// Handed over on the agent's command line, the request is blanked
+	// there once read: the sandbox's code cannot read the first command's
+	// stdin or env from /proc/1/cmdline later.
+	out = e.createCollected(api.CreateSandboxRequest{Exec: &agentapi.ExecRequest{Command: "cat >/dev/null",
+		Stdin: "stdin-secret-1", Env: map[string]string{"K": "env-secret-2"}}})
+	if out.Result == nil || out.Result.ExitCode != 0 {
+		t.Fatalf("first command with stdin: %+v %+v", out.Result, out.Error)
+	}
+	res := e.sh(out.Sandbox.ID, `tr '\0' '\n' </proc/1/cmdline`)
+	args := strings.Split(res.Stdout, "\n")
+	i := slices.Index(args, "--first-exec")
+	if i < 0 || i+1 >= len(args) || strings.Trim(args[i+1], "-") != "" || len(args[i+1]) < 20 {
+		t.Errorf("the first command's request is readable in the sandbox's /proc/1/cmdline: %q", res.Stdout)
 	}
 
 	// A long stdin does not fit on the agent's command line: sent as an exec.
