@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
@@ -30,7 +29,6 @@ func main() {
 	workspace := flag.String("workspace", agentapi.Workspace, "directory that relative paths and commands start in")
 	memoryBytes := flag.Int64("memory-bytes", 0, "the sandbox's memory size; commands that would take it past this are killed as out of memory (0: not watched)")
 	leaseEndsAt := flag.Int64("lease-ends-at", 0, "Unix time (seconds) of the lease end; the sandbox ends itself agent.LeaseGrace after it unless a server stopped it first (0: no end)")
-	firstExec := flag.String("first-exec", "", "a command to start at boot, before listening: agentapi.FirstExec as JSON in standard base64; the host takes its answer with POST /first")
 	pidsLimit := flag.Int("pids-limit", 0, "processes and threads per user; a command that keeps the sandbox at this is killed (0: RLIMIT_NPROC)")
 	flag.Parse()
 
@@ -50,13 +48,6 @@ func main() {
 	}
 	if err := srv.EnsureWorkspace(); err != nil {
 		log.Warn("cannot create the workspace", "workspace", *workspace, "err", err)
-	}
-	if *firstExec != "" {
-		srv.StartFirstEncoded(*firstExec)
-		// The command line stays readable inside the sandbox for its whole
-		// life (/proc/1/cmdline), and this one holds the command's stdin
-		// and env: blank it where the kernel reads it from.
-		scrub(*firstExec)
 	}
 	ln, err := agent.Listen(*socket)
 	if err != nil {
@@ -96,17 +87,4 @@ func detachConsole() error {
 		}
 	}
 	return nil
-}
-
-// scrub overwrites the bytes of s, a string that points into the process's
-// argument area (os.Args and the flag values made from it are not copies),
-// so that /proc/self/cmdline no longer shows it. s must not be used after.
-func scrub(s string) {
-	if s == "" {
-		return
-	}
-	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	for i := range b {
-		b[i] = '-'
-	}
 }

@@ -173,7 +173,7 @@ program and its arguments. ` + stdinHelp,
 }
 
 // createAndRun creates run's sandbox with its command as the first
-// (one request; the command starts as the sandbox boots) and streams the
+// (one request: the server runs it as soon as the sandbox is ready) and streams the
 // command's output. As with createForRun, a signal does not cancel the
 // create: the CLI waits (up to 30 s) for the sandbox to exist, so that it
 // can destroy it, then ends the command. id is "" when no sandbox was made.

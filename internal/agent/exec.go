@@ -204,12 +204,6 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, spec procSpe
 	if err != nil {
 		return err
 	}
-	return s.streamProc(w, r, p, sk)
-}
-
-// streamProc streams a started command's events to w: start, its output as
-// the sink hands it over, exit. The caller closes sk.quit after.
-func (s *Server) streamProc(w http.ResponseWriter, r *http.Request, p *proc, sk *eventSink) error {
 	out := startNDJSON(w)
 	if err := out.emit(agentapi.Event{Type: "start", Pid: p.pid}); err != nil {
 		p.signal(syscall.SIGKILL)

@@ -66,7 +66,6 @@ type Server struct {
 	ckpt       checkpointer // the listener, and a checkpoint pending (checkpoint.go)
 	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
 	ctxs       *contexts
-	first      *firstExec // the command started at boot (first.go); nil: none
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -139,7 +138,6 @@ func (s *Server) Handler() http.Handler {
 	route("GET", "/health", s.handleHealth)
 	route("POST", "/configure", s.handleConfigure)
 	route("POST", "/checkpoint", s.handleCheckpoint)
-	route("POST", "/first", s.handleFirst)
 	route("POST", "/exec", s.handleExec)
 	route("POST", "/processes", s.handleStartProcess)
 	route("GET", "/processes", s.handleListProcesses)
@@ -162,7 +160,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/contexts/{contextId}/restart", s.handleRestartContext)
 	route("POST", "/code", s.handleRunCode)
 	// Method-less patterns catch a known path with a wrong method.
-	for _, p := range []string{"/health", "/configure", "/checkpoint", "/first", "/exec", "/processes", "/processes/{pid}",
+	for _, p := range []string{"/health", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename", "/contexts", "/contexts/{contextId}",
 		"/contexts/{contextId}/restart", "/code"} {

@@ -44,10 +44,6 @@
 //	POST   /configure      ConfigureRequest -> 204; a warm-pool sandbox
 //	                                       takes the environment of the create
 //	                                       that claimed it; the lease end moves
-//	POST   /first                       -> the answer of the command the agent
-//	                                       started at boot (see FirstExec), as POST
-//	                                       /exec gives it; once (409 after), 404
-//	                                       when it booted without one
 //	POST   /checkpoint                  -> 204 once the agent has closed its
 //	                                       listener for a gVisor checkpoint (a
 //	                                       pause); it listens again after it;
@@ -115,21 +111,6 @@ type ExecRequest struct {
 	// and not together with Stdin.
 	StdinOpen bool `json:"stdinOpen,omitempty"`
 }
-
-// FirstExec is a create's first command, handed to the agent at boot on its
-// command line (--first-exec, the JSON in standard base64) so that it
-// starts while the host waits for the agent to answer. The agent keeps its
-// output until the host attaches with POST /first, which answers as POST
-// /exec would have: NDJSON events when Stream, else a collected ExecResult.
-type FirstExec struct {
-	Exec   ExecRequest `json:"exec"`
-	Stream bool        `json:"stream,omitempty"`
-}
-
-// MaxFirstExecArgBytes caps the encoded --first-exec argument (a command
-// line argument is at most 128 KiB); a larger first command (long stdin)
-// is sent with POST /exec once the agent answers.
-const MaxFirstExecArgBytes = 96 << 10
 
 // MaxStdinWriteBytes caps one POST /processes/{pid}/stdin body (1 MiB).
 const MaxStdinWriteBytes = 1 << 20

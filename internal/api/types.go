@@ -48,8 +48,7 @@ type CreateSandboxRequest struct {
 	// body of POST /v1/sandboxes/{id}/exec, checked as that is (bad input
 	// is a 400 before anything boots). The answer is then the sandbox and
 	// the command's answer (SandboxEvent then exec events with Accept:
-	// application/x-ndjson, else SandboxWithResult). On a cold create the
-	// command starts as the sandbox boots.
+	// application/x-ndjson, else SandboxWithResult), in one request.
 	Exec *agentapi.ExecRequest `json:"exec,omitempty"`
 }
 

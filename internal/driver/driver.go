@@ -47,10 +47,6 @@ type Spec struct {
 	// LeaseEndsAt, when set, is when the sandbox should end: the agent
 	// ends it itself shortly after (a backstop for when no server runs).
 	LeaseEndsAt time.Time
-	// FirstExec, when set, is a command for the agent to start as it boots
-	// (agentapi.FirstExec, JSON in standard base64, at most
-	// agentapi.MaxFirstExecArgBytes); the driver hands it over unread.
-	FirstExec string
 	// Network, when set, boots the sandbox in an existing network namespace
 	// (made by the egress manager); without it the sandbox has no network.
 	Network *Network

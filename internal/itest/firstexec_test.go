@@ -2,8 +2,7 @@ package itest
 
 // A create with a first command (POST /v1/sandboxes with "exec"): the
 // sandbox and then the command's answer, streamed (NDJSON) or collected
-// (JSON), on a cold create (the agent starts the command as it boots) and
-// on a claim from the warm pool; bad input refused before anything boots;
+// (JSON), on a cold create and on a claim from the warm pool; bad input refused before anything boots;
 // a command that cannot start leaves the sandbox running and says so.
 
 import (
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,25 +102,10 @@ func checkFirstCommand(t *testing.T, e *env) {
 		t.Errorf("collected: the sandbox %+v", out.Sandbox)
 	}
 
-	// Handed over on the agent's command line, the request is blanked
-	// there once read: the sandbox's code cannot read the first command's
-	// stdin or env from /proc/1/cmdline later.
-	out = e.createCollected(api.CreateSandboxRequest{Exec: &agentapi.ExecRequest{Command: "cat >/dev/null",
-		Stdin: "stdin-secret-1", Env: map[string]string{"K": "env-secret-2"}}})
-	if out.Result == nil || out.Result.ExitCode != 0 {
-		t.Fatalf("first command with stdin: %+v %+v", out.Result, out.Error)
-	}
-	res := e.sh(out.Sandbox.ID, `tr '\0' '\n' </proc/1/cmdline`)
-	args := strings.Split(res.Stdout, "\n")
-	i := slices.Index(args, "--first-exec")
-	if i < 0 || i+1 >= len(args) || strings.Trim(args[i+1], "-") != "" || len(args[i+1]) < 20 {
-		t.Errorf("the first command's request is readable in the sandbox's /proc/1/cmdline: %q", res.Stdout)
-	}
-
-	// A long stdin does not fit on the agent's command line: sent as an exec.
-	big := strings.Repeat("x", agentapi.MaxFirstExecArgBytes+1)
+	// A long stdin (over the 1 MiB of a plain create's body) rides along too.
+	big := strings.Repeat("x", 1<<20+1)
 	out = e.createCollected(api.CreateSandboxRequest{Exec: &agentapi.ExecRequest{Command: "wc -c", Stdin: big}})
-	if out.Result == nil || strings.TrimSpace(out.Result.Stdout) != "98305" {
+	if out.Result == nil || strings.TrimSpace(out.Result.Stdout) != "1048577" {
 		t.Errorf("long stdin: %+v %+v", out.Result, out.Error)
 	}
 }
@@ -209,8 +192,8 @@ func TestCreateWithExecBadInput(t *testing.T) {
 }
 
 // TestCreateWithExecCannotStart: a first command that cannot run leaves a
-// running sandbox, and the answer says why, streamed and collected, cold
-// and after the boot-time start (an unknown program, a missing cwd).
+// running sandbox, and the answer says why, streamed and collected (an
+// unknown program, a missing cwd).
 func TestCreateWithExecCannotStart(t *testing.T) {
 	e := newEnv(t)
 	sb, evs := e.createStream(api.CreateSandboxRequest{Exec: &agentapi.ExecRequest{Argv: []string{"no-such-program"}}})

@@ -187,47 +187,28 @@ type CreateParams struct {
 // Errors: errs.Invalid for bad parameters or an unknown template,
 // errs.Capacity when the host is full, otherwise a driver failure.
 func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, error) {
-	sb, _, err := m.create(ctx, p, "")
-	return sb, err
-}
-
-// CreateStarting is Create with a first command for the new sandbox
-// (agentapi.FirstExec, JSON in standard base64): when the sandbox boots
-// for this create and the command fits on the agent's command line
-// (agentapi.MaxFirstExecArgBytes), the agent starts it as it boots and
-// atBoot is true: its answer is then taken with POST /first. Otherwise
-// (a sandbox from the warm pool, a long stdin) nothing was started and the
-// caller sends the command with POST /exec. Errors are Create's.
-func (m *Manager) CreateStarting(ctx context.Context, p CreateParams, firstExec string) (sb store.Sandbox, atBoot bool, err error) {
-	if len(firstExec) > agentapi.MaxFirstExecArgBytes {
-		firstExec = ""
-	}
-	return m.create(ctx, p, firstExec)
-}
-
-func (m *Manager) create(ctx context.Context, p CreateParams, firstExec string) (store.Sandbox, bool, error) {
 	if err := m.applyDefaults(&p); err != nil {
-		return store.Sandbox{}, false, err
+		return store.Sandbox{}, err
 	}
 	if err := m.checkCaps(ctx, p); err != nil {
-		return store.Sandbox{}, false, err
+		return store.Sandbox{}, err
 	}
 	m.addTemplateEnv(&p)
 	rootfs, err := m.templates.RootFS(p.Template)
 	if err != nil {
-		return store.Sandbox{}, false, errs.New(errs.Invalid, "template %q: %v", p.Template, err)
+		return store.Sandbox{}, errs.New(errs.Invalid, "template %q: %v", p.Template, err)
 	}
 	plan, err := m.planNetwork(ctx, p)
 	if err != nil {
-		return store.Sandbox{}, false, err
+		return store.Sandbox{}, err
 	}
 	if ps := m.takePooled(p, rootfs); ps != nil {
 		if sb, err := m.claim(ctx, p, ps, plan); !errors.Is(err, errPooledGone) {
-			return sb, false, err
+			return sb, err
 		}
 	}
 	if err := m.reserve(); err != nil {
-		return store.Sandbox{}, false, err
+		return store.Sandbox{}, err
 	}
 	defer m.unreserve()
 	now := m.now().UTC().Truncate(time.Millisecond) // the store keeps milliseconds
@@ -238,33 +219,33 @@ func (m *Manager) create(ctx context.Context, p CreateParams, firstExec string) 
 		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
-		return store.Sandbox{}, false, err
+		return store.Sandbox{}, err
 	}
 	netSpec, netEnv, err := m.attachNetwork(ctx, sb.ID, rootfs, plan)
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
-		return store.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	h, err := m.driver.Create(ctx, driver.Spec{
 		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
-		Network: netSpec, LeaseEndsAt: sb.LeaseEndsAt, FirstExec: firstExec,
+		Network: netSpec, LeaseEndsAt: sb.LeaseEndsAt,
 	})
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		m.detachNetwork(context.WithoutCancel(ctx), sb.ID)
-		return store.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	if err := m.store.MarkRunning(ctx, sb.ID, h.State); err != nil {
 		_ = m.driver.Destroy(context.WithoutCancel(ctx), sb.ID)
 		m.detachNetwork(context.WithoutCancel(ctx), sb.ID)
-		return store.Sandbox{}, false, err
+		return store.Sandbox{}, err
 	}
 	m.meterStart(ctx, sb)
 	m.adopt(sb.ID, h, sb.LeaseEndsAt)
 	sb.State, sb.DriverState = store.StateRunning, h.State
-	return sb, firstExec != "", nil
+	return sb, nil
 }
 
 // mibPerProcess is the memory a sandbox needs per process it may run:

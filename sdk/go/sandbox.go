@@ -132,9 +132,9 @@ func (opts Options) request() CreateSandboxRequest {
 	}
 }
 
-// CreateAndExec creates a sandbox and runs req in it, in one request: on a
-// cold create the command starts as the sandbox boots, with no round trip
-// between the two. It returns the sandbox (close it when done) and the
+// CreateAndExec creates a sandbox and runs req in it, in one request: the
+// server runs the command as soon as the sandbox is ready, with no round
+// trip between the two. It returns the sandbox (close it when done) and the
 // command's collected result (capped as Exec's is). Errors: those of Create,
 // with a nil Sandbox (nothing was made, bad input in req included:
 // ErrBadRequest); when the sandbox was made but the command could not run

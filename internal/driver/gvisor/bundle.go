@@ -157,8 +157,5 @@ func agentArgs(spec driver.Spec) []string {
 		// Rounded up: the backstop must never come before the lease end.
 		args = append(args, "--lease-ends-at", itoa(spec.LeaseEndsAt.Add(time.Second-1).Unix()))
 	}
-	if spec.FirstExec != "" {
-		args = append(args, "--first-exec", spec.FirstExec)
-	}
 	return args
 }

@@ -200,8 +200,8 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
-   * Creates a sandbox and runs cmd in it, in one request: on a cold create
-   * the command starts as the sandbox boots. Resolves to the sandbox (kill
+   * Creates a sandbox and runs cmd in it, in one request: the server runs
+   * it as soon as the sandbox is ready. Resolves to the sandbox (kill
    * it when done) and the command's collected result. Throws create's
    * errors when no sandbox was made (BadRequestError for a bad command
    * too); when the sandbox was made but the command could not run (a cwd

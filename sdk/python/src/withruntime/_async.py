@@ -124,8 +124,8 @@ class AsyncClient(AsyncTemplatesMixin):
         user: str | None = None,
         **sandbox_options: Any,
     ) -> tuple[AsyncSandbox, ExecResult]:
-        """Creates a sandbox and runs a command in it, in one request: on a
-        cold create the command starts as the sandbox boots. Returns the
+        """Creates a sandbox and runs a command in it, in one request: the
+        server runs it as soon as the sandbox is ready. Returns the
         sandbox (kill it when done) and the command's collected result.
 
         The command takes :meth:`withruntime.Sandbox.exec`'s arguments (its ``env`` and
