@@ -217,6 +217,53 @@ func (c *apiClient) createToFirstOutput(ctx context.Context, argv []string, want
 	return c.createToFirstOutputFrom(ctx, "", argv, want)
 }
 
+// createWithExecFirstOutput times POST /v1/sandboxes {"exec": {"argv":
+// argv}} with Accept: application/x-ndjson, the create with its first
+// command, up to the first stdout event after the sandbox event; the
+// output must start with want. create is when the sandbox event arrived.
+func (c *apiClient) createWithExecFirstOutput(ctx context.Context, argv []string, want string) (s firstOutputSample, err error) {
+	start := time.Now()
+	resp, err := c.do(ctx, "POST", "/v1/sandboxes", api.CreateSandboxRequest{Exec: &agentapi.ExecRequest{Argv: argv}}, agentapi.ContentTypeNDJSON)
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		return s, fmt.Errorf("create with exec: empty stream: %v", sc.Err())
+	}
+	var sev api.SandboxEvent
+	if err := json.Unmarshal(sc.Bytes(), &sev); err != nil || sev.Type != "sandbox" || sev.Sandbox.ID == "" {
+		return s, fmt.Errorf("create with exec: first line %q is not the sandbox event (%v)", sc.Text(), err)
+	}
+	s.id = sev.Sandbox.ID
+	c.remember(s.id)
+	s.created = time.Now()
+	s.create = s.created.Sub(start)
+	if sev.Sandbox.State != "running" {
+		return s, fmt.Errorf("created sandbox %s is %q", s.id, sev.Sandbox.State)
+	}
+	for sc.Scan() {
+		var ev agentapi.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return s, err
+		}
+		switch ev.Type {
+		case "stdout":
+			s.total = time.Since(start)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if !strings.HasPrefix(want, ev.Data) {
+				return s, fmt.Errorf("first output %q, want %q", ev.Data, want)
+			}
+			return s, nil
+		case "stderr", "exit", "error":
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return s, fmt.Errorf("create with exec %q: %s event before any output: %s", argv, ev.Type, sc.Text())
+		}
+	}
+	return s, fmt.Errorf("create with exec: stream ended early: %v", sc.Err())
+}
+
 // createToFirstOutputFrom is createToFirstOutput with a sandbox of the
 // template tpl ("": the default).
 func (c *apiClient) createToFirstOutputFrom(ctx context.Context, tpl string, argv []string, want string) (s firstOutputSample, err error) {

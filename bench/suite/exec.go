@@ -113,6 +113,16 @@ func (e *env) exec(ctx context.Context) (err error) {
 				t.Vs = "target ≤ 1.5: NOT met"
 			}
 		}
+		if r.Section == "startup" && r.Name == "API create+exec→first output, pooled" && r.Median != nil && rPy.Median != nil {
+			v := *r.Median / *rPy.Median
+			t := e.add(&row{Section: sec, Name: "pooled create+exec→first output ÷ API exec python3", Unit: "",
+				Value: f64(v), ValueUnit: "×"})
+			if v <= 1.15 {
+				t.Vs = "target ≤ 1.15: met"
+			} else {
+				t.Vs = "target ≤ 1.15: NOT met"
+			}
+		}
 	}
 	return nil
 }

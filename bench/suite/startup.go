@@ -82,54 +82,83 @@ func (e *env) startup(ctx context.Context) (err error) {
 	pooledDir := filepath.Join(pool.dataDir(), "gvisor", "sandboxes")
 
 	var coldD, coldCreate, pooledD, pooledCreate, refill, bareD, bwrapD, hostD []time.Duration
-	notClaimed := 0
+	var coldExecD, pooledExecD []time.Duration
+	notClaimed, notClaimedExec := 0, 0
 	for i := -1; i < e.o.Runs; i++ { // i == -1 warms every path up, unrecorded
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Pooled: the pool is full (waited for below, after the previous
-		// claim); the sandbox handed out must be one that was booted before.
-		before, _ := os.ReadDir(pooledDir)
-		ps, err := pool.c.createToFirstOutput(ctx, pythonArgv, pythonOut)
-		if err != nil {
-			if ps.id != "" {
-				_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
+		// Each path with and without the command on the create, in turn
+		// first and second, so that neither always follows the other.
+		order := []bool{false, true}
+		if i%2 != 0 {
+			order = []bool{true, false}
+		}
+		for _, withExec := range order {
+			// Pooled: the pool is full (waited for below, after the
+			// previous claim); the sandbox handed out must be one that
+			// was booted before.
+			before, _ := os.ReadDir(pooledDir)
+			first := pool.c.createToFirstOutput
+			if withExec {
+				first = pool.c.createWithExecFirstOutput
 			}
-			return fmt.Errorf("pooled: %w", err)
-		}
-		// The refill runs from the claim (the create's answer) until
-		// health reports the pool full again; the claimed sandbox is
-		// deleted after that, so its teardown is not in the refill.
-		full, err := pool.c.waitPoolFull(ctx, 2*time.Minute)
-		if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
-			err = derr
-		}
-		if err != nil {
-			return err
-		}
-		claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id })
-		if i >= 0 {
-			pooledD = append(pooledD, ps.total)
-			pooledCreate = append(pooledCreate, ps.create)
-			refill = append(refill, full.Sub(ps.created))
-			if !claimed {
-				notClaimed++
+			ps, err := first(ctx, pythonArgv, pythonOut)
+			if err != nil {
+				if ps.id != "" {
+					_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
+				}
+				return fmt.Errorf("pooled (command on the create: %v): %w", withExec, err)
 			}
-		}
-
-		// Cold.
-		cs, err := cold.c.createToFirstOutput(ctx, pythonArgv, pythonOut)
-		if cs.id != "" {
-			if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+			// The refill runs from the claim (the create's answer) until
+			// health reports the pool full again; the claimed sandbox is
+			// deleted after that, so its teardown is not in the refill.
+			full, err := pool.c.waitPoolFull(ctx, 2*time.Minute)
+			if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
 				err = derr
 			}
+			if err != nil {
+				return err
+			}
+			claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id })
+			switch {
+			case i < 0:
+			case withExec:
+				pooledExecD = append(pooledExecD, ps.total)
+				if !claimed {
+					notClaimedExec++
+				}
+			default:
+				pooledD = append(pooledD, ps.total)
+				pooledCreate = append(pooledCreate, ps.create)
+				refill = append(refill, full.Sub(ps.created))
+				if !claimed {
+					notClaimed++
+				}
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("cold: %w", err)
-		}
-		if i >= 0 {
-			coldD = append(coldD, cs.total)
-			coldCreate = append(coldCreate, cs.create)
+		for _, withExec := range order {
+			first := cold.c.createToFirstOutput
+			if withExec {
+				first = cold.c.createWithExecFirstOutput
+			}
+			cs, err := first(ctx, pythonArgv, pythonOut)
+			if cs.id != "" {
+				if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+					err = derr
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("cold (command on the create: %v): %w", withExec, err)
+			}
+			switch {
+			case i < 0:
+			case withExec:
+				coldExecD = append(coldExecD, cs.total)
+			default:
+				coldD = append(coldD, cs.total)
+				coldCreate = append(coldCreate, cs.create)
+			}
 		}
 
 		// Baselines.
@@ -163,6 +192,8 @@ func (e *env) startup(ctx context.Context) (err error) {
 	const sec = "startup"
 	rCold := e.add(sampleRow(sec, "API create→first output, cold", "ms", msSamples(coldD)))
 	rPooled := e.add(sampleRow(sec, "API create→first output, pooled", "ms", msSamples(pooledD)))
+	rColdExec := e.add(sampleRow(sec, "API create+exec→first output, cold", "ms", msSamples(coldExecD)))
+	rPooledExec := e.add(sampleRow(sec, "API create+exec→first output, pooled", "ms", msSamples(pooledExecD)))
 	rColdCreate := e.add(sampleRow(sec, "API create (POST answered), cold", "ms", msSamples(coldCreate)))
 	rPooledCreate := e.add(sampleRow(sec, "API create (POST answered), pooled", "ms", msSamples(pooledCreate)))
 	rRefill := e.add(sampleRow(sec, "pool refill after a claim", "ms", msSamples(refill)))
@@ -170,23 +201,51 @@ func (e *env) startup(ctx context.Context) (err error) {
 	rBare.Baseline, rBare.Short = true, "bare runsc run"
 	compare(rCold, rBare)
 	compare(rPooled, rBare)
+	compare(rColdExec, rBare)
+	compare(rPooledExec, rBare)
+	if rColdExec.Ratio != nil {
+		// The target: at most 1.1 times bare runsc run.
+		met := "met"
+		if *rColdExec.Ratio > 1.1 {
+			met = "NOT met"
+		}
+		rColdExec.Vs += " (target ≤ 1.1: " + met + ")"
+	}
 	compare(rColdCreate, rBare)
 	compare(rPooledCreate, rBare)
 	rColdCreate.Short = "cold create"
 	compare(rRefill, rColdCreate)
-	rts := map[string]*row{"cold": rCold, "pooled": rPooled}
-	againstRuntime(rBare, rts, "cold", "pooled")
+	rts := map[string]*row{"cold": rCold, "pooled": rPooled, "cold+exec": rColdExec, "pooled+exec": rPooledExec}
+	againstRuntime(rBare, rts, "cold", "pooled", "cold+exec", "pooled+exec")
 	if bwrap != "" {
 		rb := e.add(sampleRow(sec, "bubblewrap, same root", "ms", msSamples(bwrapD)))
 		rb.Baseline = true
-		againstRuntime(rb, rts, "cold", "pooled")
+		againstRuntime(rb, rts, "cold", "pooled", "cold+exec", "pooled+exec")
 	}
 	rHost := e.add(sampleRow(sec, "host python3 (floor)", "ms", msSamples(hostD)))
 	rHost.Baseline = true
-	againstRuntime(rHost, rts, "cold", "pooled")
+	againstRuntime(rHost, rts, "cold", "pooled", "cold+exec", "pooled+exec")
+	// Paired: each iteration's sample ÷ that iteration's bare runsc run,
+	// steadier than the ratio of medians when the host's load drifts.
+	paired := func(ds []time.Duration) string {
+		if len(ds) != len(bareD) || len(ds) == 0 {
+			return ""
+		}
+		rs := make([]float64, len(ds))
+		for i := range ds {
+			rs[i] = float64(ds[i]) / float64(bareD[i])
+		}
+		return fmt.Sprintf("median of per-iteration ratios to bare runsc run: %.2f", *sampleRow("", "", "", rs).Median)
+	}
+	rCold.Note, rColdExec.Note = paired(coldD), paired(coldExecD)
+	rPooled.Note, rPooledExec.Note = paired(pooledD), paired(pooledExecD)
 	if notClaimed > 0 {
-		rPooled.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before", notClaimed, len(pooledD))
+		rPooled.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before; %s", notClaimed, len(pooledD), rPooled.Note)
 		e.note("startup: %s", rPooled.Note)
+	}
+	if notClaimedExec > 0 {
+		rPooledExec.Note = fmt.Sprintf("%d of %d samples got a sandbox that was not in the pool before; %s", notClaimedExec, len(pooledExecD), rPooledExec.Note)
+		e.note("startup: %s", rPooledExec.Note)
 	}
 	return nil
 }

@@ -151,20 +151,17 @@ program and its arguments. ` + stdinHelp,
 				return err
 			}
 			defer s.Close()
-			sb, err := createForRun(ctx, s, req)
-			if err != nil {
+			req.Exec = &ereq
+			id, res, err := createAndRun(ctx, s, req)
+			if id == "" {
 				return err
 			}
-			defer destroy(ctx, s, sb.ID)
-			if ctx.Err() != nil { // interrupted while the sandbox was being created
-				return interrupted(ctx, "; sandbox destroyed")
-			}
-			res, err := s.ExecStream(ctx, sb.ID, ereq, streamOutput)
+			defer destroy(ctx, s, id)
 			if ctx.Err() != nil {
 				return interrupted(ctx, "; sandbox destroyed")
 			}
 			if err != nil {
-				return whyStreamEnded(ctx, s, sb.ID, err, "the sandbox", "after "+shortDuration(time.Duration(req.TimeoutSeconds)*time.Second)+" (--timeout); give a longer --timeout")
+				return whyStreamEnded(ctx, s, id, err, "the sandbox", "after "+shortDuration(time.Duration(req.TimeoutSeconds)*time.Second)+" (--timeout); give a longer --timeout")
 			}
 			return resultExit(res)
 		},
@@ -173,6 +170,55 @@ program and its arguments. ` + stdinHelp,
 	cmd.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "do not read stdin (the command reads end-of-file), as ssh -n")
 	cmd.Flags().BoolVar(&trial, "trial", false, "with no server and key configured, first log in (withruntime login --trial) to WITHRUNTIME_URL or this host's server and ask for a trial key")
 	return cmd
+}
+
+// createAndRun creates run's sandbox with its command as the first
+// (one request: the server runs it as soon as the sandbox is ready) and streams the
+// command's output. As with createForRun, a signal does not cancel the
+// create: the CLI waits (up to 30 s) for the sandbox to exist, so that it
+// can destroy it, then ends the command. id is "" when no sandbox was made.
+func createAndRun(ctx context.Context, s *session, req api.CreateSandboxRequest) (id string, res agentapi.ExecResult, err error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	created := make(chan string, 1)
+	type outcome struct {
+		res agentapi.ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		_, res, err := s.CreateAndExecStream(cctx, req, func(sb api.Sandbox) { created <- sb.ID }, streamOutput)
+		done <- outcome{res, err}
+	}()
+	interrupt := ctx.Done()
+	var grace <-chan time.Time
+	for {
+		select {
+		case id = <-created:
+			if interrupt == nil { // interrupted while the sandbox was being created
+				cancel()
+			}
+		case o := <-done:
+			select {
+			case id = <-created:
+			default:
+			}
+			if o.err != nil && id == "" && ctx.Err() != nil {
+				return "", o.res, interrupted(ctx, "")
+			}
+			return id, o.res, o.err
+		case <-interrupt:
+			interrupt = nil
+			if id != "" {
+				cancel() // the command is killed; the caller destroys the sandbox
+			} else {
+				grace = time.After(30 * time.Second)
+			}
+		case <-grace:
+			cancel()
+			return "", res, interrupted(ctx, "; the sandbox being created may run until its lease ends")
+		}
+	}
 }
 
 // createForRun creates run's (or create's) sandbox. The create is not cancelled by a

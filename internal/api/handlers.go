@@ -16,15 +16,33 @@ import (
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	var req CreateSandboxRequest
-	if err := decode(r, &req, req.bounds(s.cfg.Limits)...); err != nil {
+	// The body may carry a first command with its stdin: exec's cap.
+	data, release, err := readBody(r, maxExecBytes)
+	defer release()
+	if err != nil {
 		return err
 	}
-	sb, err := s.cfg.Manager.Create(r.Context(), sandbox.CreateParams{
+	if err := decodeJSON(data, &req, req.bounds(s.cfg.Limits)...); err != nil {
+		return err
+	}
+	if req.Exec == nil && len(data) > maxJSONBytes {
+		return errs.New(errs.TooLarge, "request body is over %d bytes; a create without exec is small", maxJSONBytes)
+	}
+	if req.Exec != nil {
+		if err := checkFirstExec(req.Exec); err != nil {
+			return err
+		}
+	}
+	p := sandbox.CreateParams{
 		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
 		Network: req.Network.policy(), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
 		MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd, AutoResume: req.AutoResume,
-	})
+	}
+	if req.Exec != nil {
+		return s.createWithExec(w, r, p, req.Exec)
+	}
+	sb, err := s.cfg.Manager.Create(r.Context(), p)
 	if err != nil {
 		return err
 	}

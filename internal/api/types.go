@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -43,6 +44,12 @@ type CreateSandboxRequest struct {
 	// processes, files, network, timeout) resume it first (default: true
 	// when onLeaseEnd is "pause", else false).
 	AutoResume *bool `json:"autoResume,omitempty"`
+	// Exec, when set, is a first command to run in the new sandbox: the
+	// body of POST /v1/sandboxes/{id}/exec, checked as that is (bad input
+	// is a 400 before anything boots). The answer is then the sandbox and
+	// the command's answer (SandboxEvent then exec events with Accept:
+	// application/x-ndjson, else SandboxWithResult), in one request.
+	Exec *agentapi.ExecRequest `json:"exec,omitempty"`
 }
 
 // Sandbox is a sandbox as the API returns it.

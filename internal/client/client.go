@@ -153,6 +153,42 @@ func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sandboxes/"+url.PathEscape(id), nil, nil)
 }
 
+// CreateAndExecStream creates a sandbox with req.Exec as its first
+// command (one request: POST /v1/sandboxes with Accept:
+// application/x-ndjson), calls onCreated with the sandbox as soon as it
+// exists, then onOutput with each chunk as ExecStream does, and returns the
+// sandbox and the command's result. An error before onCreated means no
+// sandbox was made; after it, the sandbox exists and is the caller's to
+// delete (a command that could not start is an *APIError from its error
+// event; a stream cut short a *StreamError).
+func (c *Client) CreateAndExecStream(ctx context.Context, req api.CreateSandboxRequest, onCreated func(api.Sandbox), onOutput func(stream string, data []byte)) (api.Sandbox, agentapi.ExecResult, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // stdin travels in the body (see ExecBody)
+	if err := enc.Encode(req); err != nil {
+		return api.Sandbox{}, agentapi.ExecResult{}, err
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/v1/sandboxes", &buf, agentapi.ContentTypeNDJSON)
+	if err != nil {
+		return api.Sandbox{}, agentapi.ExecResult{}, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	if !sc.Scan() {
+		return api.Sandbox{}, agentapi.ExecResult{}, fmt.Errorf("create stream ended before the sandbox event: %v", sc.Err())
+	}
+	var first api.SandboxEvent
+	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Type != "sandbox" || first.Sandbox.ID == "" {
+		return api.Sandbox{}, agentapi.ExecResult{}, fmt.Errorf("bad first event from server (want the sandbox): %q", sc.Text())
+	}
+	if onCreated != nil {
+		onCreated(first.Sandbox)
+	}
+	res, err := execEvents(sc, onOutput)
+	return first.Sandbox, res, err
+}
+
 // ExecStream runs a command and calls onOutput with each chunk's exact
 // bytes (stream is "stdout" or "stderr") as it arrives, then returns the result.
 // A stream that ends before the command's exit event is a *StreamError.
@@ -168,6 +204,11 @@ func (c *Client) ExecStream(ctx context.Context, id string, req agentapi.ExecReq
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	return execEvents(sc, onOutput)
+}
+
+// execEvents reads an exec's NDJSON events up to its exit (see ExecStream).
+func execEvents(sc *bufio.Scanner, onOutput func(stream string, data []byte)) (agentapi.ExecResult, error) {
 	for sc.Scan() {
 		var ev agentapi.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {

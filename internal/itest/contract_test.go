@@ -307,6 +307,14 @@ func TestContract(t *testing.T) {
 	var capped api.Key
 	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "capped", "dailyLimitMicros": 1_000_000}, want: 201}), &capped)
 	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 3600, "cpu": 2, "maxCostMicros": 1}, want: 400})
+	// A create with its first command: collected, streamed, refused.
+	var swr api.SandboxWithResult
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 60, "exec": map[string]any{"command": "echo hi"}}, want: 201}), &swr)
+	if swr.Result == nil || swr.Result.Stdout != "hi\n" {
+		t.Errorf("create with exec: %+v", swr)
+	}
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 60, "exec": map[string]any{"argv": []string{"nope-not-here"}}}, accept: agentapi.ContentTypeNDJSON, want: 201})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"exec": map[string]any{"command": "true", "bogus": 1}}, invalid: true, want: 400})
 	own := ""
 	for _, k := range keys.Keys {
 		if strings.HasPrefix(e.key, k.Prefix) && k.Name == "local" {
@@ -618,6 +626,8 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"ErrorDetail", agentapi.Error{}, true},
 		{"CreateSandboxRequest", api.CreateSandboxRequest{}, false},
 		{"Sandbox", api.Sandbox{}, true},
+		{"SandboxEvent", api.SandboxEvent{}, true},
+		{"SandboxWithResult", api.SandboxWithResult{}, true},
 		{"SandboxList", api.SandboxList{}, true},
 		{"SetTimeoutRequest", api.SetTimeoutRequest{}, false},
 		{"ResumeRequest", api.ResumeRequest{}, false},

@@ -278,3 +278,60 @@ func TestAgentAnswersAreBounded(t *testing.T) {
 	_, err = sbx.Exec(ctx, ExecRequest{Command: "true"})
 	check("Exec", err, &exec, maxAgentAnswerBytes)
 }
+
+// TestCreateAndExec: the one-shot sends the first command in the create
+// (one request, a JSON answer), returns its result, and destroys the
+// sandbox; a command that could not run is an error with the sandbox.
+func TestCreateAndExec(t *testing.T) {
+	var got CreateSandboxRequest
+	deleted := []string{}
+	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
+		"POST /v1/sandboxes": func(w http.ResponseWriter, r *http.Request) {
+			got = CreateSandboxRequest{}
+			if err := json.NewDecoder(r.Body).Decode(&got); err != nil || r.Header.Get("Accept") != "application/json" {
+				t.Errorf("create: %v, Accept %q", err, r.Header.Get("Accept"))
+			}
+			w.WriteHeader(201)
+			if got.Exec != nil && got.Exec.Cwd == "/nowhere" {
+				io.WriteString(w, `{"sandbox":{"id":"sb2","state":"running"},"error":{"code":"bad_request","message":"cwd /nowhere does not exist"}}`)
+				return
+			}
+			io.WriteString(w, `{"sandbox":{"id":"sb1","state":"running","template":"base"},"result":{"exitCode":3,"stdout":"42\n","stderr":"","stdoutTruncated":false,"stderrTruncated":false,"stdoutBytes":3,"stderrBytes":0,"timedOut":false,"durationMs":5}}`)
+		},
+		"DELETE /v1/sandboxes/sb1": func(w http.ResponseWriter, r *http.Request) { deleted = append(deleted, "sb1"); w.WriteHeader(204) },
+		"DELETE /v1/sandboxes/sb2": func(w http.ResponseWriter, r *http.Request) { deleted = append(deleted, "sb2"); w.WriteHeader(204) },
+	})
+	ctx := context.Background()
+	res, err := c.RunOnce(ctx, Options{Template: "base", Env: map[string]string{"A": "1"}}, ExecRequest{Argv: []string{"python3", "-c", "print(42)"}})
+	if err != nil || res.ExitCode != 3 || res.Stdout != "42\n" {
+		t.Fatalf("RunOnce: %+v %v", res, err)
+	}
+	if got.Exec == nil || got.Exec.Argv[0] != "python3" || got.Template != "base" || got.Env["A"] != "1" {
+		t.Errorf("the create sent: %+v", got)
+	}
+	if len(deleted) != 1 || deleted[0] != "sb1" {
+		t.Errorf("RunOnce did not destroy its sandbox: %v", deleted)
+	}
+
+	sbx, _, err := c.CreateAndExec(ctx, Options{}, ExecRequest{Command: "true", Cwd: "/nowhere"})
+	if sbx == nil || sbx.ID() != "sb2" || !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "/nowhere") {
+		t.Fatalf("a command that could not run: %v %v", sbx, err)
+	}
+	if len(deleted) != 1 {
+		t.Errorf("CreateAndExec destroyed the sandbox: %v", deleted)
+	}
+	if _, err := c.RunOnce(ctx, Options{}, ExecRequest{Command: "true", Cwd: "/nowhere"}); !errors.Is(err, ErrBadRequest) || len(deleted) != 2 {
+		t.Errorf("RunOnce of a command that could not run: %v, deleted %v", err, deleted)
+	}
+}
+
+// TestCreateAndExecRefused: a create refused (bad input) returns no sandbox.
+func TestCreateAndExecRefused(t *testing.T) {
+	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
+		"POST /v1/sandboxes": answer(400, `{"error":{"code":"bad_request","message":"exec: set exactly one of \"command\" or \"argv\""}}`),
+	})
+	sbx, _, err := c.CreateAndExec(context.Background(), Options{}, ExecRequest{})
+	if sbx != nil || !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("refused create: %v %v", sbx, err)
+	}
+}

@@ -1,7 +1,9 @@
 package withruntime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -112,17 +114,81 @@ func List(ctx context.Context, f ListFilter) ([]SandboxInfo, error) {
 // Options.MaxCostMicros), ErrSpendingLimit (the key's daily limit is
 // reached), ErrUnavailable (no capacity), ErrUnauthorized.
 func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
-	req := CreateSandboxRequest{
-		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
-		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
-		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
-		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume,
-	}
+	req := opts.request()
 	var info SandboxInfo
 	if err := c.doJSON(ctx, "POST", "/v1/sandboxes", req, &info); err != nil {
 		return nil, err
 	}
 	return &Sandbox{c: c, id: info.ID, info: info}, nil
+}
+
+// request is the create request of opts.
+func (opts Options) request() CreateSandboxRequest {
+	return CreateSandboxRequest{
+		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
+		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
+		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
+		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume,
+	}
+}
+
+// CreateAndExec creates a sandbox and runs req in it, in one request: the
+// server runs the command as soon as the sandbox is ready, with no round
+// trip between the two. It returns the sandbox (close it when done) and the
+// command's collected result (capped as Exec's is). Errors: those of Create,
+// with a nil Sandbox (nothing was made, bad input in req included:
+// ErrBadRequest); when the sandbox was made but the command could not run
+// (a cwd that does not exist, an unknown program), the Sandbox with an
+// *APIError.
+func (c *Client) CreateAndExec(ctx context.Context, opts Options, req ExecRequest) (*Sandbox, ExecResult, error) {
+	creq := opts.request()
+	creq.Exec = &req
+	b, err := json.Marshal(creq)
+	if err != nil {
+		return nil, ExecResult{}, fmt.Errorf("withruntime: encoding request: %w", err)
+	}
+	resp, err := c.request(ctx, "POST", "/v1/sandboxes", bytes.NewReader(b), "application/json", "application/json")
+	if err != nil {
+		return nil, ExecResult{}, err
+	}
+	defer resp.Body.Close()
+	var out SandboxWithResult
+	if err := json.NewDecoder(newCapReader(resp.Body, maxAgentAnswerBytes)).Decode(&out); err != nil || out.Sandbox.ID == "" {
+		return nil, ExecResult{}, fmt.Errorf("withruntime: decoding the create's answer: %v", err)
+	}
+	sbx := &Sandbox{c: c, id: out.Sandbox.ID, info: out.Sandbox}
+	switch {
+	case out.Error != nil:
+		return sbx, ExecResult{}, &APIError{Status: statusOfCode(out.Error.Code), Code: out.Error.Code, Message: out.Error.Message}
+	case out.Result == nil:
+		return sbx, ExecResult{}, errors.New("withruntime: the create's answer has neither a result nor an error")
+	}
+	return sbx, *out.Result, nil
+}
+
+// RunOnce is the one-shot: it creates a sandbox with req as its first
+// command (CreateAndExec), destroys the sandbox, and returns the command's
+// result. Errors are CreateAndExec's, or the destroy's.
+func (c *Client) RunOnce(ctx context.Context, opts Options, req ExecRequest) (ExecResult, error) {
+	sbx, res, err := c.CreateAndExec(ctx, opts, req)
+	if sbx != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := sbx.Destroy(dctx); derr != nil && err == nil {
+			err = derr
+		}
+	}
+	return res, err
+}
+
+// RunOnce runs req in a new sandbox on the server configured by NewClient()
+// and destroys the sandbox (Client.RunOnce).
+func RunOnce(ctx context.Context, opts Options, req ExecRequest) (ExecResult, error) {
+	c, err := NewClient()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	return c.RunOnce(ctx, opts, req)
 }
 
 // Connect returns a handle on the sandbox id, resuming it first when it is

@@ -39,6 +39,18 @@ type CreateSandboxRequest struct {
 	MaxCostMicros  int64             `json:"maxCostMicros,omitempty"`
 	OnLeaseEnd     string            `json:"onLeaseEnd,omitempty"`
 	AutoResume     *bool             `json:"autoResume,omitempty"`
+	// Exec is a first command, run in the new sandbox as part of the create
+	// (Client.CreateAndExec, Client.RunOnce); nil for a plain create.
+	Exec *ExecRequest `json:"exec,omitempty"`
+}
+
+// SandboxWithResult is the answer to a create with a first command: the
+// sandbox and how the command ended. Exactly one of Result and Error is
+// set (Error: the command could not run; the sandbox exists either way).
+type SandboxWithResult struct {
+	Sandbox SandboxInfo `json:"sandbox"`
+	Result  *ExecResult `json:"result,omitempty"`
+	Error   *ErrorInfo  `json:"error,omitempty"`
 }
 
 // SandboxInfo is a sandbox's record as the server returns it.

@@ -150,3 +150,23 @@ def test_async_tools_and_lease_end(server: Server) -> None:
             await sbx.exec("true")
 
     run(main())
+
+
+def test_async_run_once_and_create_and_exec(server: Server) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url, server.key) as c:
+            res = await c.run_once(argv=["sh", "-c", "echo $0 $A", "once"], env={"A": "async"})
+            assert (res.exit_code, res.stdout) == (0, "once async\n")
+            sbx, res = await c.create_and_exec("echo first; exit 4")
+            try:
+                assert (res.exit_code, res.stdout) == (4, "first\n")
+                assert (await sbx.exec("echo second")).stdout == "second\n"
+            finally:
+                await sbx.kill()
+            with pytest.raises(BadRequestError) as ei:
+                await c.run_once("true", cwd="/nowhere", metadata={"t": "async-nowhere"})
+            assert "/nowhere" in ei.value.message
+            [info] = await c.list(metadata={"t": "async-nowhere"})
+            assert info.state == "stopped"  # run_once destroyed the sandbox it made
+
+    run(main())

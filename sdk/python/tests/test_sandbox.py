@@ -464,3 +464,34 @@ def test_100_mib_file_is_streamed(sbx: Sandbox, tmp_path: Path) -> None:
     assert (tmp_path / "big.down").stat().st_size == size
     with open(tmp_path / "big.down", "rb") as f:
         assert hashlib.file_digest(f, "sha256").hexdigest() == digest
+
+
+# -- the one-shot: a create with its first command -------------------------
+
+
+def test_run_once_and_create_and_exec(server: Server) -> None:
+    with server.client() as c:
+        res = c.run_once("echo $A $B; exit 3", env={"A": "create"}, command_env={"B": "command"}, metadata={"t": "once"})
+        assert (res.exit_code, res.stdout) == (3, "create command\n")
+        [info] = c.list(metadata={"t": "once"})
+        assert (info.state, info.end_reason) == ("stopped", "deleted")  # the one-shot destroyed it
+
+        sbx, res = c.create_and_exec(argv=["python3", "-c", "import sys; print(sys.stdin.read()*2)"], stdin="ab")
+        try:
+            assert (res.exit_code, res.stdout) == (0, "abab\n")
+            assert sbx.info is not None and sbx.info.state == "running"
+            assert sbx.exec("echo again").stdout == "again\n"
+        finally:
+            sbx.kill()
+
+        # A command that cannot run: the sandbox exists, the error says why.
+        with pytest.raises(BadRequestError) as ei:
+            c.create_and_exec("true", cwd="/nowhere", metadata={"t": "nowhere"})
+        made = ei.value.sandbox  # type: ignore[attr-defined]
+        assert "/nowhere" in ei.value.message and made.refresh().state == "running"
+        made.kill()
+
+        # Bad input in the command: refused before anything boots.
+        with pytest.raises(BadRequestError):
+            c.run_once("true", user="bob", metadata={"t": "refused"})
+        assert c.list(metadata={"t": "refused"}) == []

@@ -6,7 +6,7 @@ import {
   type Execution,
   type RunCodeOptions,
 } from "./code.js";
-import { apiError, ConflictError, statusOfCode, WithRuntimeError } from "./errors.js";
+import { apiError, type APIError, ConflictError, statusOfCode, WithRuntimeError } from "./errors.js";
 import { Files } from "./files.js";
 import type {
   CreateSandboxRequest,
@@ -15,6 +15,7 @@ import type {
   ExecResult,
   NetworkPolicy,
   SandboxInfo,
+  SandboxWithResult,
 } from "./types.js";
 
 // Node 20 has Symbol.asyncDispose; older runtimes get a stand-in so that
@@ -108,6 +109,24 @@ function isDefaultNetwork(n: NetworkPolicy | undefined): boolean {
   return true;
 }
 
+/** The create request of opts. */
+function createRequest(opts: SandboxOptions): CreateSandboxRequest {
+  const req: CreateSandboxRequest = {};
+  if (opts.template !== undefined) req.template = opts.template;
+  if (opts.timeoutSeconds !== undefined) req.timeoutSeconds = opts.timeoutSeconds;
+  if (opts.cpu !== undefined) req.cpu = opts.cpu;
+  if (opts.memoryMiB !== undefined) req.memoryMiB = opts.memoryMiB;
+  if (opts.diskMiB !== undefined) req.diskMiB = opts.diskMiB;
+  if (opts.env !== undefined) req.env = opts.env;
+  if (opts.metadata !== undefined) req.metadata = opts.metadata;
+  if (!isDefaultNetwork(opts.network)) req.network = opts.network;
+  if (opts.secrets !== undefined && opts.secrets.length > 0) req.secrets = opts.secrets;
+  if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
+  if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
+  if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
+  return req;
+}
+
 /** A command to run: a shell command line, an argv, or a whole request. */
 export type Command = string | string[] | ExecRequest;
 
@@ -176,21 +195,50 @@ export class Sandbox implements AsyncDisposable {
    */
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
     const c = clientOf(opts);
-    const req: CreateSandboxRequest = {};
-    if (opts.template !== undefined) req.template = opts.template;
-    if (opts.timeoutSeconds !== undefined) req.timeoutSeconds = opts.timeoutSeconds;
-    if (opts.cpu !== undefined) req.cpu = opts.cpu;
-    if (opts.memoryMiB !== undefined) req.memoryMiB = opts.memoryMiB;
-    if (opts.diskMiB !== undefined) req.diskMiB = opts.diskMiB;
-    if (opts.env !== undefined) req.env = opts.env;
-    if (opts.metadata !== undefined) req.metadata = opts.metadata;
-    if (!isDefaultNetwork(opts.network)) req.network = opts.network;
-    if (opts.secrets !== undefined && opts.secrets.length > 0) req.secrets = opts.secrets;
-    if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
-    if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
-    if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
-    const info = await c.json<SandboxInfo>("POST", "/v1/sandboxes", req, opts.signal);
+    const info = await c.json<SandboxInfo>("POST", "/v1/sandboxes", createRequest(opts), opts.signal);
     return new Sandbox(c, info);
+  }
+
+  /**
+   * Creates a sandbox and runs cmd in it, in one request: the server runs
+   * it as soon as the sandbox is ready. Resolves to the sandbox (kill
+   * it when done) and the command's collected result. Throws create's
+   * errors when no sandbox was made (BadRequestError for a bad command
+   * too); when the sandbox was made but the command could not run (a cwd
+   * that does not exist, an unknown program), the APIError of its code,
+   * with the sandbox as its `sandbox` property.
+   */
+  static async createAndExec(cmd: Command, opts: SandboxOptions = {}): Promise<{ sandbox: Sandbox; result: ExecResult }> {
+    const c = clientOf(opts);
+    const req = createRequest(opts);
+    req.exec = toRequest(cmd);
+    const out = await c.json<SandboxWithResult>("POST", "/v1/sandboxes", req, opts.signal);
+    if (!out?.sandbox?.id) throw new WithRuntimeError("withruntime: the create's answer has no sandbox");
+    const sandbox = new Sandbox(c, out.sandbox);
+    if (out.error) {
+      const err = apiError(statusOfCode(out.error.code), out.error.code, out.error.message) as APIError & { sandbox?: Sandbox };
+      err.sandbox = sandbox;
+      throw err;
+    }
+    if (!out.result) throw new WithRuntimeError("withruntime: the create's answer has neither a result nor an error");
+    return { sandbox, result: out.result };
+  }
+
+  /**
+   * The one-shot: creates a sandbox with cmd as its first command
+   * (createAndExec), destroys the sandbox, and resolves to the command's
+   * result. Throws createAndExec's errors (the sandbox destroyed first).
+   */
+  static async runOnce(cmd: Command, opts: SandboxOptions = {}): Promise<ExecResult> {
+    let made: { sandbox: Sandbox; result: ExecResult };
+    try {
+      made = await Sandbox.createAndExec(cmd, opts);
+    } catch (e) {
+      await (e as { sandbox?: Sandbox }).sandbox?.kill();
+      throw e;
+    }
+    await made.sandbox.kill();
+    return made.result;
   }
 
   /**

@@ -53,6 +53,19 @@ export interface CreateSandboxRequest {
   onLeaseEnd?: "stop" | "pause";
   /** Whether a request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
   autoResume?: boolean;
+  /** A first command, run in the new sandbox as part of the create (Sandbox.createAndExec, Sandbox.runOnce). */
+  exec?: ExecRequest;
+}
+
+/**
+ * The answer to a create with a first command: the sandbox and how the
+ * command ended. Exactly one of result and error is set (error: the
+ * command could not run; the sandbox exists either way).
+ */
+export interface SandboxWithResult {
+  sandbox: SandboxInfo;
+  result?: ExecResult;
+  error?: ErrorInfo;
 }
 
 /** A sandbox's record as the server returns it. */

@@ -19,6 +19,7 @@ from ._code_async import AsyncCodeInterpreterMixin
 from ._config import resolve_config
 from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
 from .errors import (
+    APIError,
     ConflictError,
     NotFoundError,
     SandboxGoneError,
@@ -109,6 +110,88 @@ class AsyncClient(AsyncTemplatesMixin):
         )
         info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body))
         return AsyncSandbox(self, info.id, info)
+
+    async def create_and_exec(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        command_env: Mapping[str, str] | None = None,
+        command_timeout_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+        **sandbox_options: Any,
+    ) -> tuple[AsyncSandbox, ExecResult]:
+        """Creates a sandbox and runs a command in it, in one request: the
+        server runs it as soon as the sandbox is ready. Returns the
+        sandbox (kill it when done) and the command's collected result.
+
+        The command takes :meth:`withruntime.Sandbox.exec`'s arguments (its ``env`` and
+        ``timeout_seconds`` are ``command_env`` and
+        ``command_timeout_seconds`` here); ``sandbox_options`` are
+        :meth:`create`'s. Raises :meth:`create`'s errors when no sandbox was
+        made (BadRequestError for a bad command too); when the sandbox was
+        made but the command could not run (a cwd that does not exist, an
+        unknown program), the APIError of its code, with the sandbox as its
+        ``sandbox`` attribute.
+        """
+        body = _http.create_exec_body(
+            command,
+            argv=argv,
+            cwd=cwd,
+            command_env=command_env,
+            command_timeout_seconds=command_timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            stdin=stdin,
+            user=user,
+            sandbox_options=sandbox_options,
+        )
+        info, res, err = _http.first_answer(await self._json("POST", "/v1/sandboxes", body))
+        sbx = AsyncSandbox(self, str(info["id"]), SandboxInfo.from_dict(info))
+        if err is not None:
+            err.sandbox = sbx  # type: ignore[attr-defined]
+            raise err
+        assert res is not None
+        return sbx, ExecResult.from_dict(res)
+
+    async def run_once(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        command_env: Mapping[str, str] | None = None,
+        command_timeout_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+        **sandbox_options: Any,
+    ) -> ExecResult:
+        """The one-shot: creates a sandbox with the command as its first
+        (:meth:`create_and_exec`), destroys the sandbox, and returns the
+        command's result. Raises :meth:`create_and_exec`'s errors (the
+        sandbox destroyed first)."""
+        try:
+            sbx, res = await self.create_and_exec(
+                command,
+                argv=argv,
+                cwd=cwd,
+                command_env=command_env,
+                command_timeout_seconds=command_timeout_seconds,
+                max_output_bytes=max_output_bytes,
+                stdin=stdin,
+                user=user,
+                **sandbox_options,
+            )
+        except APIError as e:
+            made = getattr(e, "sandbox", None)
+            if made is not None:
+                await made.kill()
+            raise
+        await sbx.kill()
+        return res
 
     async def connect(self, sandbox_id: str) -> AsyncSandbox:
         """A handle on the sandbox ``sandbox_id``, resumed first if it is

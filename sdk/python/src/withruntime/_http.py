@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from .errors import APIError, WithRuntimeError, api_error
+from .errors import APIError, WithRuntimeError, api_error, status_of_code
 from .types import NetworkPolicy
 
 NDJSON = "application/x-ndjson"
@@ -220,6 +220,68 @@ def exec_body(
             "user": user or None,
         }
     )
+
+
+def create_exec_body(
+    command: str | Sequence[str] | None,
+    *,
+    argv: Sequence[str] | None,
+    cwd: str | None,
+    command_env: Mapping[str, str] | None,
+    command_timeout_seconds: float | None,
+    max_output_bytes: int | None,
+    stdin: str | None,
+    user: str | None,
+    sandbox_options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The body of POST /v1/sandboxes with a first command ("exec"):
+    ``sandbox_options`` are :func:`create_body`'s, the rest the command's."""
+    body = create_body(**{k: sandbox_options.get(k) for k in _CREATE_OPTIONS})
+    unknown = set(sandbox_options) - set(_CREATE_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown sandbox option(s): {', '.join(sorted(unknown))}")
+    body["exec"] = exec_body(
+        command,
+        argv=argv,
+        cwd=cwd,
+        env=command_env,
+        timeout_seconds=command_timeout_seconds,
+        max_output_bytes=max_output_bytes,
+        stdin=stdin,
+        user=user,
+    )
+    return body
+
+
+_CREATE_OPTIONS = (
+    "template",
+    "timeout_seconds",
+    "cpu",
+    "memory_mib",
+    "disk_mib",
+    "env",
+    "metadata",
+    "network",
+    "secrets",
+    "max_cost_micros",
+    "on_lease_end",
+    "auto_resume",
+)
+
+
+def first_answer(data: Any) -> tuple[dict[str, Any], dict[str, Any] | None, APIError | None]:
+    """Splits the answer to a create with a first command into the sandbox,
+    the command's result, and the error when it could not run."""
+    if not isinstance(data, dict) or not isinstance(data.get("sandbox"), dict) or not data["sandbox"].get("id"):
+        raise WithRuntimeError(f"withruntime: the create's answer has no sandbox: {str(data)[:200]}")
+    err = data.get("error")
+    if isinstance(err, dict):
+        code = str(err.get("code") or "internal")
+        return data["sandbox"], None, api_error(status_of_code(code), code, str(err.get("message", "")))
+    res = data.get("result")
+    if not isinstance(res, dict):
+        raise WithRuntimeError("withruntime: the create's answer has neither a result nor an error")
+    return data["sandbox"], res, None
 
 
 def _remaining_length(f: Any) -> int | None:

@@ -16,6 +16,7 @@ from . import _http
 from ._code_sync import CodeInterpreterMixin
 from ._config import resolve_config
 from .errors import (
+    APIError,
     ConflictError,
     NotFoundError,
     SandboxGoneError,
@@ -119,6 +120,88 @@ class Client(TemplatesMixin):
         )
         info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body))
         return Sandbox(self, info.id, info)
+
+    def create_and_exec(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        command_env: Mapping[str, str] | None = None,
+        command_timeout_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+        **sandbox_options: Any,
+    ) -> tuple[Sandbox, ExecResult]:
+        """Creates a sandbox and runs a command in it, in one request: the
+        server runs it as soon as the sandbox is ready. Returns the
+        sandbox (kill it when done) and the command's collected result.
+
+        The command takes :meth:`Sandbox.exec`'s arguments (its ``env`` and
+        ``timeout_seconds`` are ``command_env`` and
+        ``command_timeout_seconds`` here); ``sandbox_options`` are
+        :meth:`create`'s. Raises :meth:`create`'s errors when no sandbox was
+        made (BadRequestError for a bad command too); when the sandbox was
+        made but the command could not run (a cwd that does not exist, an
+        unknown program), the APIError of its code, with the sandbox as its
+        ``sandbox`` attribute.
+        """
+        body = _http.create_exec_body(
+            command,
+            argv=argv,
+            cwd=cwd,
+            command_env=command_env,
+            command_timeout_seconds=command_timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            stdin=stdin,
+            user=user,
+            sandbox_options=sandbox_options,
+        )
+        info, res, err = _http.first_answer(self._json("POST", "/v1/sandboxes", body))
+        sbx = Sandbox(self, str(info["id"]), SandboxInfo.from_dict(info))
+        if err is not None:
+            err.sandbox = sbx  # type: ignore[attr-defined]
+            raise err
+        assert res is not None
+        return sbx, ExecResult.from_dict(res)
+
+    def run_once(
+        self,
+        command: str | Sequence[str] | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        cwd: str | None = None,
+        command_env: Mapping[str, str] | None = None,
+        command_timeout_seconds: float | None = None,
+        max_output_bytes: int | None = None,
+        stdin: str | None = None,
+        user: str | None = None,
+        **sandbox_options: Any,
+    ) -> ExecResult:
+        """The one-shot: creates a sandbox with the command as its first
+        (:meth:`create_and_exec`), destroys the sandbox, and returns the
+        command's result. Raises :meth:`create_and_exec`'s errors (the
+        sandbox destroyed first)."""
+        try:
+            sbx, res = self.create_and_exec(
+                command,
+                argv=argv,
+                cwd=cwd,
+                command_env=command_env,
+                command_timeout_seconds=command_timeout_seconds,
+                max_output_bytes=max_output_bytes,
+                stdin=stdin,
+                user=user,
+                **sandbox_options,
+            )
+        except APIError as e:
+            made = getattr(e, "sandbox", None)
+            if made is not None:
+                made.kill()
+            raise
+        sbx.kill()
+        return res
 
     def connect(self, sandbox_id: str) -> Sandbox:
         """A handle on the sandbox ``sandbox_id``, resumed first if it is
