@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes test control plane from the Go module proxy and caches
+# the binaries: etcd (go.etcd.io/etcd/server/v3 through the tiny module
+# test/kubernetes/bins/etcd), kube-apiserver, kube-scheduler and kubelet
+# (k8s.io/kubernetes through test/kubernetes/bins/kube, whose go.mod requires
+# and replaces the staging modules at their published v0.37.2). Test-only: the
+# binaries serve the Kubernetes driver's tests (scripts/test-kubernetes.sh).
+#
+# The binaries land in $WITHRUNTIME_K8S_CACHE (default
+# /var/cache/withruntime/k8s)/<key>/bin, where <key> names the versions and a
+# hash of the two go.mod/go.sum pairs: a second run finds them and builds
+# nothing. It prints that bin directory on stdout (the last line), so
+#   export WITHRUNTIME_K8S_BIN=$(scripts/k8s-bins.sh)
+# is what the tests want. Builds run under `nice -n 19` (a cold build of all
+# of them takes minutes of both cores).
+#
+# Usage: scripts/k8s-bins.sh [--no-kubelet]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+KUBE_VERSION=v1.37.2
+ETCD_VERSION=v3.7.3
+cmds=(kube-apiserver kube-scheduler kubelet)
+if [[ ${1:-} == --no-kubelet ]]; then
+	cmds=(kube-apiserver kube-scheduler)
+fi
+
+bins=$root/test/kubernetes/bins
+hash=$(cat "$bins"/etcd/go.mod "$bins"/etcd/go.sum "$bins"/etcd/main.go "$bins"/kube/go.mod "$bins"/kube/go.sum |
+	sha256sum | cut -c1-12)
+cache=${WITHRUNTIME_K8S_CACHE:-/var/cache/withruntime/k8s}/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-$hash
+out=$cache/bin
+mkdir -p "$out"
+
+export CGO_ENABLED=0 GOFLAGS=-trimpath
+
+# build NAME DIR PKG LDFLAGS: builds one binary into $out unless it is there.
+# It builds into a temporary name and renames, so an interrupted build never
+# leaves a binary that looks complete.
+build() {
+	local name=$1 dir=$2 pkg=$3 ldflags=$4 start=$SECONDS
+	if [[ -x $out/$name ]]; then
+		echo "k8s-bins: $name cached at $out/$name" >&2
+		return
+	fi
+	echo "k8s-bins: building $name ($pkg)..." >&2
+	(cd "$dir" && nice -n 19 go build -ldflags "$ldflags" -o "$out/.$name.tmp" "$pkg")
+	mv "$out/.$name.tmp" "$out/$name"
+	echo "k8s-bins: built $name in $((SECONDS - start)) s ($(du -h "$out/$name" | cut -f1))" >&2
+}
+
+build etcd "$bins/etcd" . "-s -w"
+
+# The version ldflags of kubernetes' hack/lib/version.sh: without them the
+# binaries say v0.0.0 and clients that check the server version complain.
+major=${KUBE_VERSION#v}
+major=${major%%.*}
+minor=${KUBE_VERSION#v*.}
+minor=${minor%%.*}
+kv="-s -w"
+for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+	kv+=" -X '$pkg.gitVersion=$KUBE_VERSION' -X '$pkg.gitMajor=$major' -X '$pkg.gitMinor=$minor'"
+	kv+=" -X '$pkg.gitTreeState=clean' -X '$pkg.buildDate=1970-01-01T00:00:00Z'"
+done
+for c in "${cmds[@]}"; do
+	build "$c" "$bins/kube" "k8s.io/kubernetes/cmd/$c" "$kv"
+done
+echo "$out"
