@@ -31,11 +31,8 @@ import (
 )
 
 // BinEnv names the directory of the binaries (what scripts/k8s-bins.sh
-// prints). Without it, the newest build under DefaultCache is used.
+// prints). Without it, tests that need the control plane skip.
 const BinEnv = "WITHRUNTIME_K8S_BIN"
-
-// DefaultCache is where scripts/k8s-bins.sh caches its builds.
-const DefaultCache = "/var/cache/withruntime/k8s"
 
 // Options says what to start.
 type Options struct {
@@ -66,36 +63,21 @@ type proc struct {
 	done chan struct{}
 }
 
-// FindBins returns the directory of the binaries, or an error saying how to
-// build them.
+// FindBins returns the directory of the binaries named by BinEnv, or an
+// error saying how to build them. The tests run only when BinEnv is set
+// (scripts/test-kubernetes.sh sets it), so that a host which happens to
+// have a build cached does not run them in its ordinary suite.
 func FindBins() (string, error) {
-	need := []string{"etcd", "kube-apiserver", "kube-scheduler"}
-	has := func(dir string) bool {
-		for _, n := range need {
-			if st, err := os.Stat(filepath.Join(dir, n)); err != nil || st.Mode()&0o111 == 0 {
-				return false
-			}
-		}
-		return true
+	dir := os.Getenv(BinEnv)
+	if dir == "" {
+		return "", fmt.Errorf("%s is not set: run scripts/test-kubernetes.sh, or export %s=$(scripts/k8s-bins.sh) (a cached build; the first takes minutes)", BinEnv, BinEnv)
 	}
-	if dir := os.Getenv(BinEnv); dir != "" {
-		if !has(dir) {
-			return "", fmt.Errorf("%s=%s has not all of %v: run scripts/k8s-bins.sh", BinEnv, dir, need)
-		}
-		return dir, nil
-	}
-	matches, _ := filepath.Glob(filepath.Join(DefaultCache, "*", "bin"))
-	var best string
-	var bestTime time.Time
-	for _, m := range matches {
-		if st, err := os.Stat(filepath.Join(m, "kube-apiserver")); err == nil && has(m) && st.ModTime().After(bestTime) {
-			best, bestTime = m, st.ModTime()
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-scheduler"} {
+		if st, err := os.Stat(filepath.Join(dir, n)); err != nil || st.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%s=%s has no executable %s: run scripts/k8s-bins.sh", BinEnv, dir, n)
 		}
 	}
-	if best == "" {
-		return "", fmt.Errorf("no Kubernetes test binaries under %s: build them with scripts/k8s-bins.sh (minutes, cached) or set %s", DefaultCache, BinEnv)
-	}
-	return best, nil
+	return dir, nil
 }
 
 // Start starts the control plane, waits until the API server is ready and
