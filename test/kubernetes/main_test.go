@@ -73,7 +73,9 @@ func TestMainJobPrints42(t *testing.T) {
 	wr := build(t, bin, "withruntime.dev/runtime/cmd/withruntime")
 	node, err := fakenode.Start(ctx, fakenode.Config{Client: c.Client, Dir: t.TempDir(),
 		Binaries: map[string]string{"/withruntime-agent": agent},
-		MainArgs: func(dir string) []string { return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")} }})
+		MainArgs: func(dir string) []string {
+			return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
