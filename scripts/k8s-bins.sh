@@ -14,7 +14,11 @@
 # is what the tests want. Builds run under `nice -n 19` (a cold build of all
 # of them takes minutes of both cores).
 #
-# Usage: scripts/k8s-bins.sh [--no-kubelet]
+# With --node it also builds gVisor's containerd shim (containerd-shim-runsc-v1,
+# at the gVisor version of third_party/runsc, through test/kubernetes/bins/node)
+# for a real node; --no-kubelet leaves kubelet out (the fake node needs none).
+#
+# Usage: scripts/k8s-bins.sh [--no-kubelet] [--node]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -22,9 +26,17 @@ root=$PWD
 KUBE_VERSION=v1.37.2
 ETCD_VERSION=v3.7.3
 cmds=(kube-apiserver kube-scheduler kubelet)
-if [[ ${1:-} == --no-kubelet ]]; then
-	cmds=(kube-apiserver kube-scheduler)
-fi
+node=false
+for arg in "$@"; do
+	case $arg in
+	--no-kubelet) cmds=(kube-apiserver kube-scheduler) ;;
+	--node) node=true ;;
+	*)
+		echo "k8s-bins: unknown argument $arg (want --no-kubelet or --node)" >&2
+		exit 2
+		;;
+	esac
+done
 
 bins=$root/test/kubernetes/bins
 hash=$(cat "$bins"/etcd/go.mod "$bins"/etcd/go.sum "$bins"/etcd/main.go "$bins"/kube/go.mod "$bins"/kube/go.sum |
@@ -66,4 +78,8 @@ done
 for c in "${cmds[@]}"; do
 	build "$c" "$bins/kube" "k8s.io/kubernetes/cmd/$c" "$kv"
 done
+if $node; then
+	pin=$(awk '$1 == "require" && $2 == "gvisor.dev/gvisor" { print $3 }' "$bins/node/go.mod")
+	build containerd-shim-runsc-v1 "$bins/node" gvisor.dev/gvisor/shim "-s -w -X gvisor.dev/gvisor/runsc/version.version=$pin"
+fi
 echo "$out"

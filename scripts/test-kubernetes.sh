@@ -2,20 +2,50 @@
 # Runs the Kubernetes suite: the Kubernetes driver and the README's main job
 # through `withruntime serve --driver kubernetes`, against a real control
 # plane (etcd, kube-apiserver, kube-scheduler started on loopback by the
-# tests) with a test double of a node (internal/kube/kubetest/fakenode).
-# It builds the control plane first when it is not cached
+# tests). It builds the control plane first when it is not cached
 # (scripts/k8s-bins.sh: minutes the first time, nothing after). Not part of
 # scripts/test.sh or CI: the first build is too slow for CI's limit.
 #
-# Needs root (the server and the node double) and the base template
-# (scripts/install.sh --template). Usage: scripts/test-kubernetes.sh [go test flags...]
+# The node is a test double (internal/kube/kubetest/fakenode) unless
+# --real-node is given: then the main job runs on a real node (kubelet,
+# Debian's containerd, gVisor's containerd-shim-runsc-v1, CNI bridge), and
+# the test binary runs in a network namespace of its own (unshare --net),
+# so nothing of the node touches the host's network.
+#
+# Needs root and the base template (scripts/install.sh --template).
+# Usage: scripts/test-kubernetes.sh [--real-node] [go test flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+real=false
+if [[ ${1:-} == --real-node ]]; then
+	real=true
+	shift
+fi
 start=$SECONDS
-WITHRUNTIME_K8S_BIN=$(scripts/k8s-bins.sh --no-kubelet | tail -1)
+if $real; then
+	WITHRUNTIME_K8S_BIN=$(scripts/k8s-bins.sh --node | tail -1)
+	if ! command -v containerd >/dev/null || [[ ! -x /usr/lib/cni/bridge ]]; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd containernetworking-plugins >&2
+	fi
+else
+	WITHRUNTIME_K8S_BIN=$(scripts/k8s-bins.sh --no-kubelet | tail -1)
+fi
 export WITHRUNTIME_K8S_BIN
 echo "test-kubernetes: binaries in $WITHRUNTIME_K8S_BIN ($((SECONDS - start)) s)" >&2
 export WITHRUNTIME_TEMPLATES_DIR=${WITHRUNTIME_TEMPLATES_DIR:-/var/lib/withruntime/templates}
-go test -count=1 -timeout 20m -v "$@" \
-	./internal/agentauth/ ./internal/kube/... ./internal/driver/kubernetes/ ./test/kubernetes/
+
+if ! $real; then
+	go test -count=1 -timeout 20m -v "$@" \
+		./internal/agentauth/ ./internal/kube/... ./internal/driver/kubernetes/ ./test/kubernetes/
+	exit
+fi
+# The real node: the test binary (built here, where modules are reachable)
+# runs in a new network namespace whose loopback is up; the go tool builds
+# what the test itself builds beforehand into its cache.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o /dev/null ./cmd/withruntime ./cmd/withruntime-agent ./internal/kube/kubetest/realnode/pause
+go test -c -o "$tmp/kubernetes.test" ./test/kubernetes/
+WITHRUNTIME_K8S_NODE=real unshare --net -- sh -c 'ip link set lo up && cd test/kubernetes && exec "$0" -test.count=1 -test.timeout=20m -test.v "$@"' \
+	"$tmp/kubernetes.test" "$@"

@@ -1,8 +1,11 @@
 // Package kubernetes_test runs Runtime's main job through a server whose
 // driver is Kubernetes, against a real control plane (etcd, kube-apiserver,
-// kube-scheduler from scripts/k8s-bins.sh) with a TEST DOUBLE of a node
-// (internal/kube/kubetest/fakenode: pods run as host processes, no
-// isolation). Run it with scripts/test-kubernetes.sh.
+// kube-scheduler from scripts/k8s-bins.sh) and a node: with
+// WITHRUNTIME_K8S_NODE=real a real one (internal/kube/kubetest/realnode:
+// kubelet, containerd, gVisor's shim, CNI bridge, in the test's own network
+// namespace), otherwise a TEST DOUBLE (internal/kube/kubetest/fakenode: pods
+// run as host processes, no isolation). Run it with
+// scripts/test-kubernetes.sh [--real-node].
 package kubernetes_test
 
 import (
@@ -24,6 +27,7 @@ import (
 
 	"withruntime.dev/runtime/internal/kube/kubetest"
 	"withruntime.dev/runtime/internal/kube/kubetest/fakenode"
+	"withruntime.dev/runtime/internal/kube/kubetest/realnode"
 )
 
 const ns = "withruntime"
@@ -71,15 +75,7 @@ func TestMainJobPrints42(t *testing.T) {
 	bin := t.TempDir()
 	agent := build(t, bin, "withruntime.dev/runtime/cmd/withruntime-agent")
 	wr := build(t, bin, "withruntime.dev/runtime/cmd/withruntime")
-	node, err := fakenode.Start(ctx, fakenode.Config{Client: c.Client, Dir: t.TempDir(),
-		Binaries: map[string]string{"/withruntime-agent": agent},
-		MainArgs: func(dir string) []string {
-			return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(node.Stop)
+	running := startNode(t, c, templates, agent, bin)
 
 	data := t.TempDir()
 	addr := freeAddr(t)
@@ -132,11 +128,11 @@ func TestMainJobPrints42(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods.Items) == 0 && len(secs.Items) == 0 && node.Running() == 0 {
+		if len(pods.Items) == 0 && len(secs.Items) == 0 && running() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("left after the run: %d pods, %d secrets, %d processes on the node", len(pods.Items), len(secs.Items), node.Running())
+			t.Fatalf("left after the run: %d pods, %d secrets, %d containers or processes on the node", len(pods.Items), len(secs.Items), running())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -164,4 +160,44 @@ func waitServer(t *testing.T, addr, data string, served <-chan struct{}) string 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startNode starts the node the environment asks for and returns what
+// counts the sandboxes' containers (or processes) still on it.
+func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) func() int {
+	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
+		pause := build(t, bin, "withruntime.dev/runtime/internal/kube/kubetest/realnode/pause")
+		agentRoot, pauseRoot := filepath.Join(bin, "agent-image"), filepath.Join(bin, "pause-image")
+		for dir, src := range map[string]string{agentRoot: agent, pauseRoot: pause} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(src, filepath.Join(dir, filepath.Base(src))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		node := realnode.Start(t, c, []realnode.Image{
+			{Ref: "withruntime/pause:test", Root: pauseRoot, Entrypoint: []string{"/pause"}},
+			{Ref: "withruntime/agent:test", Root: agentRoot},
+			{Ref: "withruntime/template-base:latest", Root: filepath.Join(templates, "base", "rootfs")},
+		})
+		return func() int {
+			n, err := node.Containers()
+			if err != nil {
+				t.Logf("containers: %v", err)
+				return -1
+			}
+			return n
+		}
+	}
+	node, err := fakenode.Start(context.Background(), fakenode.Config{Client: c.Client, Dir: t.TempDir(),
+		Binaries: map[string]string{"/withruntime-agent": agent},
+		MainArgs: func(dir string) []string {
+			return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	return node.Running
 }

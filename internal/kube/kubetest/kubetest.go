@@ -118,11 +118,19 @@ func freePort() (int, error) {
 }
 
 func (c *Cluster) run(name string, args ...string) error {
+	return c.Run(name, nil, filepath.Join(c.BinDir, name), args...)
+}
+
+// Run starts one more process of the cluster (a node's kubelet, its
+// container runtime), logging to Dir/name.log, with env added to the
+// test's environment. Stop stops it before what was started earlier.
+func (c *Cluster) Run(name string, env []string, path string, args ...string) error {
 	logf, err := os.Create(filepath.Join(c.Dir, name+".log"))
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(c.BinDir, name), args...)
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and killed with the test process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -1,0 +1,63 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"withruntime.dev/runtime/internal/kube/kubetest"
+)
+
+// Containers is the number of containers containerd has (pause containers
+// included): 0 once every pod is gone.
+func (n *Node) Containers() (int, error) {
+	out, err := exec.Command("/usr/bin/ctr", "--address", n.sock, "-n", "k8s.io", "containers", "ls", "-q").Output()
+	if err != nil {
+		return 0, err
+	}
+	return len(strings.Fields(string(out))), nil
+}
+
+// cleanup deletes every pod on the node and waits for the kubelet to end
+// them, then kills any shim of this node's containerd still running (found
+// by its -address argument, one by one by pid).
+func (n *Node) cleanup(t testing.TB, c *kubetest.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := fields.OneTermEqualSelector("spec.nodeName", n.Name).String()
+	pods, err := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err == nil {
+		grace := int64(1)
+		for _, p := range pods.Items {
+			_ = c.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		}
+		for ctx.Err() == nil {
+			if k, err := n.Containers(); err == nil && k == 0 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte("containerd-shim-runsc-v1")) || !bytes.Contains(b, []byte(n.sock)) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil {
+			t.Logf("realnode: killing shim %d left running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
