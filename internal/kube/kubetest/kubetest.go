@@ -183,7 +183,7 @@ func (c *Cluster) start(opts Options) error {
 		// reconciler and the not-ready taint would wait for them forever.
 		"--endpoint-reconciler-type", "none",
 		"--disable-admission-plugins", "TaintNodesByCondition",
-		"--allow-privileged", "true",
+		"--allow-privileged=true",
 	); err != nil {
 		return err
 	}
