@@ -10,7 +10,8 @@
 //   - each pod gets its own loopback address 127.0.10.N as its pod IP;
 //   - emptyDir volumes are directories under the node's directory, secret
 //     volumes directories holding the secret's keys (mode 0400);
-//   - init containers, then containers, run as processes: the command's
+//   - init containers, then the first container, run as processes (the
+//     first container in a PID namespace of its own): the command's
 //     first word is looked up in Config.Binaries (a path in the image) or
 //     under a volume mount; every argument that starts with a mount path
 //     is rewritten to the host directory, and an argument ":PORT" becomes
@@ -241,7 +242,10 @@ func (p *provider) run(ctx context.Context, fp *fakePod) {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own PID namespace, as in a real pod: the Runtime agent is PID 1
+	// there, and what it kills at its lease end (kill(-1)) is only the
+	// pod's processes, never the test host's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
 	p.mu.Lock()
 	select {
 	case <-fp.stop:
