@@ -247,6 +247,11 @@ func describe(pod *corev1.Pod) string {
 	if pod.Status.Reason != "" {
 		s += " " + pod.Status.Reason
 	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue && c.Message != "" {
+			s += "; not scheduled: " + c.Message
+		}
+	}
 	for _, cs := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
 		if t := cs.State.Terminated; t != nil {
 			s += fmt.Sprintf("; %s exited %d (%s)", cs.Name, t.ExitCode, t.Reason)

@@ -6,7 +6,7 @@
 // It only runs inside a network namespace of the test's own (the script
 // runs the test binary under `unshare --net`), where it adds a dummy
 // interface with a default route (kubelet wants a non-loopback node IP)
-// and the CNI bridge; the host's network is never touched. Images are made
+// (a veth pair) and the CNI bridge; the host's network is never touched. Images are made
 // on the host and imported (the host reaches no registry).
 package realnode
 
@@ -117,14 +117,17 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 	return n
 }
 
-// network gives this (the test's own) namespace a dummy interface with the
+// network gives this (the test's own) namespace an interface with the
 // node IP and a default route.
 func (n *Node) network() error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
-		{"link", "add", "kt0", "type", "dummy"},
+		// A veth pair (the host's kernel may have no dummy driver);
+		// its other end stays in this namespace too.
+		{"link", "add", "kt0", "type", "veth", "peer", "name", "kt1"},
 		{"addr", "add", NodeIP + "/24", "dev", "kt0"},
 		{"link", "set", "kt0", "up"},
+		{"link", "set", "kt1", "up"},
 		{"route", "add", "default", "via", "10.99.0.2", "dev", "kt0"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("File exists")) {
@@ -184,7 +187,6 @@ enforceNodeAllocatable: []
 containerRuntimeEndpoint: unix://%s
 failSwapOn: false
 failCgroupV1: false
-localStorageCapacityIsolation: false
 evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
