@@ -48,6 +48,22 @@ func (n *Node) cleanup(t testing.TB, c *kubetest.Cluster) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// Stop the kubelet and containerd (the whole cluster: this is the
+	// test's end), then undo the kubelet's mounts under the node directory
+	// (its root directory is a bind mount of itself), deepest first.
+	c.Stop()
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		var mounts []string
+		for _, line := range strings.Split(string(mi), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 4 && strings.HasPrefix(f[4], n.dir+"/") {
+				mounts = append(mounts, f[4])
+			}
+		}
+		for i := len(mounts) - 1; i >= 0; i-- {
+			_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+		}
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
