@@ -68,9 +68,18 @@ func TestMainJobPrints42(t *testing.T) {
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for name, handler := range map[string]string{"gvisor": "runsc", "runc": "runc"} {
+		if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// WITHRUNTIME_K8S_RUNTIME_CLASS=runc runs the pods under runc instead of
+	// gVisor: only for a real node on a host where gVisor's shim cannot run
+	// (see docs/ARCHITECTURE.md, Kubernetes); never what Runtime deploys.
+	runtimeClass := os.Getenv("WITHRUNTIME_K8S_RUNTIME_CLASS")
+	if runtimeClass == "" {
+		runtimeClass = "gvisor"
 	}
 	bin := t.TempDir()
 	agent := build(t, bin, "withruntime.dev/runtime/cmd/withruntime-agent")
@@ -81,7 +90,7 @@ func TestMainJobPrints42(t *testing.T) {
 	addr := freeAddr(t)
 	var serveLog bytes.Buffer
 	serve := exec.Command(wr, "serve", "--driver", "kubernetes", "--kubeconfig", c.Kubeconfig,
-		"--kubernetes-agent-image", "withruntime/agent:test", "--listen", addr, "--data-dir", data,
+		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", runtimeClass, "--listen", addr, "--data-dir", data,
 		"--templates-dir", templates, "--no-build", "--pool-size", "0")
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
