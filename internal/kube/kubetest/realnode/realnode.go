@@ -158,6 +158,9 @@ state = %[2]q
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "withruntime/pause:test"
   enable_selinux = false
+  # The test host may lack CAP_SYS_RESOURCE: no container's oom_score_adj
+  # below containerd's own (the kubelet asks -998 for pause containers).
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
     default_runtime_name = "runsc"
