@@ -141,7 +141,7 @@ func TestMainJobPrints42(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("left after the run: %d pods, %d secrets, %d containers or processes on the node", len(pods.Items), len(secs.Items), running())
+			t.Fatalf("left after the run: %d pods, %d secrets, %d running containers or processes on the node", len(pods.Items), len(secs.Items), running())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -191,9 +191,9 @@ func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) 
 			{Ref: "withruntime/template-base:latest", Root: filepath.Join(templates, "base", "rootfs")},
 		})
 		return func() int {
-			n, err := node.Containers()
+			n, err := node.Running()
 			if err != nil {
-				t.Logf("containers: %v", err)
+				t.Logf("running containers: %v", err)
 				return -1
 			}
 			return n

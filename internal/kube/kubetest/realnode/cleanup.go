@@ -19,13 +19,30 @@ import (
 )
 
 // Containers is the number of containers containerd has (pause containers
-// included): 0 once every pod is gone.
+// and exited ones included, until the kubelet's garbage collection removes
+// their records, within a minute of their pod's end).
 func (n *Node) Containers() (int, error) {
 	out, err := exec.Command("/usr/bin/ctr", "--address", n.sock, "-n", "k8s.io", "containers", "ls", "-q").Output()
 	if err != nil {
 		return 0, err
 	}
 	return len(strings.Fields(string(out))), nil
+}
+
+// Running is the number of containers whose task (process) runs now:
+// 0 once every pod has ended.
+func (n *Node) Running() (int, error) {
+	out, err := exec.Command("/usr/bin/ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return 0, err
+	}
+	k := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[2] == "RUNNING" {
+			k++
+		}
+	}
+	return k, nil
 }
 
 // cleanup deletes every pod on the node and waits for the kubelet to end
