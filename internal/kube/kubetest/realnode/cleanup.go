@@ -22,7 +22,7 @@ import (
 // and exited ones included, until the kubelet's garbage collection removes
 // their records, within a minute of their pod's end).
 func (n *Node) Containers() (int, error) {
-	out, err := exec.Command("/usr/bin/ctr", "--address", n.sock, "-n", "k8s.io", "containers", "ls", "-q").Output()
+	out, err := exec.Command(n.ctr, "--address", n.sock, "-n", "k8s.io", "containers", "ls", "-q").Output()
 	if err != nil {
 		return 0, err
 	}
@@ -32,7 +32,7 @@ func (n *Node) Containers() (int, error) {
 // Running is the number of containers whose task (process) runs now:
 // 0 once every pod has ended.
 func (n *Node) Running() (int, error) {
-	out, err := exec.Command("/usr/bin/ctr", "--address", n.sock, "-n", "k8s.io", "tasks", "ls").Output()
+	out, err := exec.Command(n.ctr, "--address", n.sock, "-n", "k8s.io", "tasks", "ls").Output()
 	if err != nil {
 		return 0, err
 	}

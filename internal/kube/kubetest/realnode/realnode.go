@@ -32,7 +32,12 @@ import (
 // the control plane's binary directory).
 const ShimEnv = "WITHRUNTIME_K8S_SHIM_DIR"
 
-// NodeIP is the node's address on its dummy interface.
+// ContainerdEnv names a directory holding containerd 2 and its ctr (built by
+// scripts/k8s-bins.sh --node); without it Debian's containerd 1.6 runs,
+// whose shim protocol today's gVisor shim no longer speaks.
+const ContainerdEnv = "WITHRUNTIME_K8S_CONTAINERD_DIR"
+
+// NodeIP is the node's address on its veth.
 const NodeIP = "10.99.0.1"
 
 // Node is a running node.
@@ -40,6 +45,8 @@ type Node struct {
 	Name string
 	dir  string
 	sock string
+	ctr  string
+	v2   bool // containerd 2: configuration version 3
 }
 
 // Start brings the node up and waits until it is Ready, importing images
@@ -56,11 +63,15 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 	if shimDir == "" {
 		shimDir = c.BinDir
 	}
+	ctrdDir := os.Getenv(ContainerdEnv)
+	if ctrdDir == "" {
+		ctrdDir = "/usr/bin"
+	}
 	need := map[string]string{
 		"kubelet":                  filepath.Join(c.BinDir, "kubelet"),
 		"containerd-shim-runsc-v1": filepath.Join(shimDir, "containerd-shim-runsc-v1"),
-		"containerd":               "/usr/bin/containerd",
-		"ctr":                      "/usr/bin/ctr",
+		"containerd":               filepath.Join(ctrdDir, "containerd"),
+		"ctr":                      filepath.Join(ctrdDir, "ctr"),
 		"CNI bridge":               "/usr/lib/cni/bridge",
 		"runsc":                    "/usr/local/bin/runsc",
 	}
@@ -70,7 +81,8 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 		}
 	}
 	dir := filepath.Join(c.Dir, "node")
-	n := &Node{Name: "realnode", dir: dir, sock: filepath.Join(dir, "containerd.sock")}
+	n := &Node{Name: "realnode", dir: dir, sock: filepath.Join(dir, "containerd.sock"), ctr: filepath.Join(ctrdDir, "ctr"),
+		v2: os.Getenv(ContainerdEnv) != ""}
 	if err := n.network(); err != nil {
 		t.Fatalf("realnode: network: %v", err)
 	}
@@ -78,7 +90,7 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 	if err := n.writeConfigs(); err != nil {
 		t.Fatalf("realnode: %v", err)
 	}
-	if err := c.Run("containerd", []string{pathEnv}, "/usr/bin/containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
+	if err := c.Run("containerd", []string{pathEnv}, filepath.Join(ctrdDir, "containerd"), "--config", filepath.Join(dir, "containerd.toml")); err != nil {
 		t.Fatalf("realnode: %v", err)
 	}
 	if err := waitFile(n.sock, 30*time.Second); err != nil {
@@ -90,7 +102,7 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 		if err := writeImage(img, tarPath); err != nil {
 			t.Fatalf("realnode: image %s: %v", img.Ref, err)
 		}
-		out, err := exec.Command("/usr/bin/ctr", "--address", n.sock, "-n", "k8s.io", "images", "import", "--no-unpack", tarPath).CombinedOutput()
+		out, err := exec.Command(n.ctr, "--address", n.sock, "-n", "k8s.io", "images", "import", "--no-unpack", tarPath).CombinedOutput()
 		if err != nil {
 			t.Fatalf("realnode: import %s: %v: %s", img.Ref, err, out)
 		}
@@ -172,6 +184,30 @@ state = %[2]q
     bin_dir = "/usr/lib/cni"
     conf_dir = %[4]q
 `, filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state"), n.sock, filepath.Join(n.dir, "cni"))
+	if n.v2 {
+		toml = fmt.Sprintf(`version = 3
+root = %[1]q
+state = %[2]q
+[grpc]
+  address = %[3]q
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'native'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = 'withruntime/pause:test'
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runsc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
+      runtime_type = 'io.containerd.runsc.v1'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/usr/lib/cni']
+    conf_dir = %[4]q
+`, filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state"), n.sock, filepath.Join(n.dir, "cni"))
+	}
 	return os.WriteFile(filepath.Join(n.dir, "containerd.toml"), []byte(toml), 0o600)
 }
 
