@@ -8,7 +8,7 @@
 #
 # The node is a test double (internal/kube/kubetest/fakenode) unless
 # --real-node is given: then the main job runs on a real node (kubelet,
-# Debian's containerd, gVisor's containerd-shim-runsc-v1, CNI bridge), and
+# containerd 2, gVisor's containerd-shim-runsc-v1, Debian's CNI bridge), and
 # the test binary runs in a network namespace of its own (unshare --net),
 # so nothing of the node touches the host's network.
 #
@@ -32,9 +32,10 @@ if $real; then
 		export WITHRUNTIME_K8S_SHIM_DIR=$WITHRUNTIME_K8S_BIN/no-oom-score
 		echo "test-kubernetes: no CAP_SYS_RESOURCE here: using gVisor's shim that keeps containerd's OOM score" >&2
 	fi
-	if ! command -v containerd >/dev/null || [[ ! -x /usr/lib/cni/bridge ]]; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd containernetworking-plugins >&2
+	if [[ ! -x /usr/lib/cni/bridge ]]; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containernetworking-plugins >&2
 	fi
+	export WITHRUNTIME_K8S_CONTAINERD_DIR=${WITHRUNTIME_K8S_CONTAINERD_DIR-$WITHRUNTIME_K8S_BIN/containerd2}
 else
 	WITHRUNTIME_K8S_BIN=$(scripts/k8s-bins.sh --no-kubelet | tail -1)
 fi
