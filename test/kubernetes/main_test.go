@@ -126,6 +126,17 @@ func TestMainJobPrints42(t *testing.T) {
 		t.Fatalf("stdout %q, want \"42\\n\" (stderr: %s)", got, stderr.String())
 	}
 
+	// On a real node with the gvisor class the command really ran under
+	// gVisor: its kernel log is the sentry's.
+	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" && runtimeClass == "gvisor" {
+		dmesg := exec.Command(wr, "sandbox", "run", "--", "dmesg")
+		dmesg.Env = run.Env
+		out, err := dmesg.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "gVisor") {
+			t.Fatalf("dmesg in the sandbox: %v: %q, want gVisor's kernel log", err, out)
+		}
+	}
+
 	// Nothing of the sandbox is left: no pod, no secret, no process.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
