@@ -8,16 +8,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/agentauth"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -30,7 +35,18 @@ func main() {
 	memoryBytes := flag.Int64("memory-bytes", 0, "the sandbox's memory size; commands that would take it past this are killed as out of memory (0: not watched)")
 	leaseEndsAt := flag.Int64("lease-ends-at", 0, "Unix time (seconds) of the lease end; the sandbox ends itself agent.LeaseGrace after it unless a server stopped it first (0: no end)")
 	pidsLimit := flag.Int("pids-limit", 0, "processes and threads per user; a command that keeps the sandbox at this is killed (0: RLIMIT_NPROC)")
+	listenTCP := flag.String("listen-tcp", "", "serve on this TCP address (e.g. :7000) instead of -socket, authenticated with -credentials (the Kubernetes driver)")
+	credentials := flag.String("credentials", "", "directory of the sandbox's channel credentials (tls.crt, tls.key, token): required with -listen-tcp")
+	install := flag.String("install", "", "copy this binary into the directory and exit (the Kubernetes driver's init container)")
 	flag.Parse()
+
+	if *install != "" {
+		if err := installSelf(*install); err != nil {
+			fmt.Fprintf(os.Stderr, "withruntime-agent: install: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if agent.IsPID1() {
 		agent.StartReaping()
@@ -56,14 +72,14 @@ func main() {
 	if err := srv.EnsureWorkspace(); err != nil {
 		log.Warn("cannot create the workspace", "workspace", *workspace, "err", err)
 	}
-	ln, err := agent.Listen(*socket)
+	ln, err := listen(*socket, *listenTCP, *credentials)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "withruntime-agent: listen on %s: %v\n", *socket, err)
+		fmt.Fprintf(os.Stderr, "withruntime-agent: %v\n", err)
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("serving", "socket", *socket, "user", *user, "workspace", *workspace, "version", version,
+	log.Info("serving", "socket", *socket, "tcp", *listenTCP, "user", *user, "workspace", *workspace, "version", version,
 		"memoryBytes", *memoryBytes)
 	if agent.IsPID1() {
 		// PID 1's standard streams are runsc's console, a file on the host
@@ -94,4 +110,55 @@ func detachConsole() error {
 		}
 	}
 	return nil
+}
+
+// listen serves on the unix socket, or with tcp set on that TCP address
+// behind the sandbox's credentials (agentauth).
+func listen(socket, tcp, credentials string) (net.Listener, error) {
+	if tcp == "" {
+		ln, err := agent.Listen(socket)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", socket, err)
+		}
+		return ln, nil
+	}
+	if credentials == "" {
+		return nil, errors.New("-listen-tcp needs -credentials: the agent never serves TCP unauthenticated")
+	}
+	c, err := agentauth.Load(credentials)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := agentauth.Listen(tcp, c)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", tcp, err)
+	}
+	return ln, nil
+}
+
+// installSelf copies the running binary to dir/withruntime-agent (mode
+// 0755), through a temporary file renamed into place.
+func installSelf(dir string) error {
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return err
+	}
+	defer self.Close()
+	tmp, err := os.CreateTemp(dir, ".agent-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, self); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, "withruntime-agent"))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 	"withruntime.dev/runtime/internal/template/image"
@@ -35,6 +36,7 @@ func newServeCmd() *cobra.Command {
 	var e2bOpts server.E2BOptions
 	var e2bCert, e2bKey string
 	var login server.LoginConfig
+	var newDriver func(context.Context) (driver.Driver, error)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -60,7 +62,11 @@ func newServeCmd() *cobra.Command {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			srv, err := server.Open(ctx, server.Config{DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			drv, err := newDriver(ctx)
+			if err != nil {
+				return err
+			}
+			srv, err := server.Open(ctx, server.Config{Driver: drv, DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -148,6 +154,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().Float64Var(&login.TrialHours, "trial-hours", 0, "sandbox-hours that a key approved as a trial (withruntime login, sandbox run --trial) may use in total; past them its creates answer 429 (0: no trials)")
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
+	newDriver = addDriverFlags(cmd)
 	return cmd
 }
 

@@ -49,10 +49,16 @@ func (l *lease) disarm() time.Time {
 
 // endSandbox kills every process the agent can signal (all but PID 1 and
 // itself) and exits; PID 1 then exits with the agent's status and the
-// sandbox stops.
+// sandbox stops. Only PID 1 of its own PID namespace (a sandbox) kills
+// everything: an agent that is not (on a host, in a test) would kill
+// every process of the machine, so it kills only its own commands.
 func (s *Server) endSandbox() {
 	s.log.Warn("the lease ended and no server stopped the sandbox; ending it")
-	_ = syscall.Kill(-1, syscall.SIGKILL)
+	if IsPID1() {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+	} else {
+		s.Close()
+	}
 	os.Exit(0)
 }
 

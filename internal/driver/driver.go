@@ -29,6 +29,10 @@ var ErrChannel = errors.New("agent channel refused")
 type Spec struct {
 	// ID is the sandbox id, unique on the host ([a-z0-9_-]).
 	ID string
+	// Owner is the tenant the sandbox is for (the API key id; "" for a
+	// warm-pool sandbox not yet claimed). Drivers that label what they
+	// make (Kubernetes) use it; gVisor ignores it.
+	Owner string
 	// RootFS is the template's root filesystem directory. The driver must
 	// never write to it: the sandbox gets a copy-on-write layer over it.
 	RootFS string

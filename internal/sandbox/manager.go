@@ -230,7 +230,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	h, err := m.driver.Create(ctx, driver.Spec{
-		ID: sb.ID, RootFS: rootfs, CPU: p.CPU,
+		ID: sb.ID, Owner: p.KeyID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
 		Network: netSpec, LeaseEndsAt: sb.LeaseEndsAt,

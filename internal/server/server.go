@@ -18,6 +18,7 @@ import (
 
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/driver/gvisor"
 	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/sandbox"
@@ -71,6 +72,11 @@ type Config struct {
 	DiscardUnreadableSecrets bool
 	// Login configures device login and the dashboard (handler.go).
 	Login LoginConfig
+	// Driver, when set, runs the sandboxes instead of the gVisor driver on
+	// this host (e.g. the Kubernetes driver: serve --driver kubernetes);
+	// Runsc and Agent are then not needed. Close closes it when it is a
+	// driver.Closer.
+	Driver driver.Driver
 }
 
 // Server is a running Runtime server.
@@ -138,13 +144,21 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 
 // open is Open once the data directory is locked.
 func open(ctx context.Context, cfg Config) (*Server, error) {
-	runsc, err := findBinary(cfg.Runsc, "WITHRUNTIME_RUNSC", "runsc")
-	if err != nil {
-		return nil, err
-	}
-	agent, err := findBinary(cfg.Agent, "WITHRUNTIME_AGENT", "withruntime-agent")
-	if err != nil {
-		return nil, err
+	drv := cfg.Driver
+	if drv == nil {
+		runsc, err := findBinary(cfg.Runsc, "WITHRUNTIME_RUNSC", "runsc")
+		if err != nil {
+			return nil, err
+		}
+		agent, err := findBinary(cfg.Agent, "WITHRUNTIME_AGENT", "withruntime-agent")
+		if err != nil {
+			return nil, err
+		}
+		if drv, err = gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent,
+			StateDir: filepath.Join(cfg.DataDir, "gvisor"), DiskMedium: cfg.DiskMedium,
+			ExtraFlags: strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))}); err != nil {
+			return nil, err
+		}
 	}
 	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "runtime.db"))
 	if err != nil {
@@ -152,13 +166,6 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if err := openSecretsKey(ctx, st, secretsKeyOptions{path: secretsKeyPath(cfg),
 		rotate: cfg.RotateSecretsKey, discard: cfg.DiscardUnreadableSecrets}, cfg.Log); err != nil {
-		st.Close()
-		return nil, err
-	}
-	drv, err := gvisor.New(gvisor.Config{Runsc: runsc, AgentBinary: agent,
-		StateDir: filepath.Join(cfg.DataDir, "gvisor"), DiskMedium: cfg.DiskMedium,
-		ExtraFlags: strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))})
-	if err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -1,0 +1,177 @@
+package kubernetes
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"withruntime.dev/runtime/internal/agentauth"
+	"withruntime.dev/runtime/internal/driver"
+)
+
+// Labels on every object the driver makes.
+const (
+	// LabelManagedBy is "withruntime" on every pod and secret of the driver.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelSandbox is the sandbox id.
+	LabelSandbox = "withruntime.dev/sandbox"
+	// LabelOwner is the tenant (the API key id that created the sandbox;
+	// "" for a warm-pool sandbox not yet claimed).
+	LabelOwner = "withruntime.dev/owner"
+	managedBy  = "withruntime"
+)
+
+// Paths inside the pod.
+const (
+	agentDir       = "/withruntime"                  // the agent, copied by the init container
+	credentialsDir = "/run/withruntime/credentials"  // the sandbox's channel credentials (a Secret)
+	agentPath      = agentDir + "/withruntime-agent" // PID 1 of the sandbox container
+	mainContainer  = "sandbox"                       // the container whose PID 1 is the agent
+	initContainer  = "agent-install"                 // copies the agent into agentDir
+	imageAgentPath = "/withruntime-agent"            // the agent in Config.AgentImage
+)
+
+// leaseBackstop is added to the lease when setting activeDeadlineSeconds:
+// the server ends the sandbox at its lease, the agent a few seconds later
+// (agent.LeaseGrace), and Kubernetes only after both failed.
+const leaseBackstop = time.Minute
+
+// objectName is the pod's and the secret's name for sandbox id: ids are
+// [a-z0-9_-], names DNS labels, so '_' becomes '-'.
+func objectName(id string) string { return "wr-" + strings.ReplaceAll(id, "_", "-") }
+
+// validID says whether id can be a sandbox id here.
+func validID(id string) error {
+	if id == "" || len(id) > 50 {
+		return fmt.Errorf("sandbox id %q: want 1 to 50 characters", id)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("sandbox id %q: want only a-z, 0-9, '_' and '-'", id)
+		}
+	}
+	return nil
+}
+
+// ownerLabel turns a tenant id into a label value (at most 63 characters of
+// [A-Za-z0-9_.-], starting and ending alphanumeric); anything else is
+// replaced by '_' and cut.
+func ownerLabel(owner string) string {
+	b := []byte(owner)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	s := strings.Trim(string(b), "_.-")
+	if len(s) > 63 {
+		s = strings.Trim(s[:63], "_.-")
+	}
+	return s
+}
+
+func (d *Driver) labels(spec driver.Spec) map[string]string {
+	return map[string]string{LabelManagedBy: managedBy, LabelSandbox: spec.ID, LabelOwner: ownerLabel(spec.Owner)}
+}
+
+// templateName is the template of a root filesystem directory
+// (<templates>/<name>/rootfs).
+func templateName(rootfs string) string {
+	return filepath.Base(filepath.Dir(filepath.Clean(rootfs)))
+}
+
+// secret is the sandbox's channel credentials as the agent reads them.
+func (d *Driver) secret(spec driver.Spec, c agentauth.Credentials) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: d.cfg.Namespace, Labels: d.labels(spec)},
+		Type:       corev1.SecretTypeOpaque,
+		Data: map[string][]byte{
+			agentauth.CertFile: c.CertPEM, agentauth.KeyFile: c.KeyPEM, agentauth.TokenFile: []byte(c.Token),
+		},
+	}
+}
+
+// pod is the sandbox's pod: the template's image with the agent as PID 1,
+// requests equal to limits (Guaranteed), the lease as its deadline.
+func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod {
+	name := objectName(spec.ID)
+	cpu := resource.NewMilliQuantity(int64(math.Ceil(spec.CPU*1000)), resource.DecimalSI)
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *cpu,
+		corev1.ResourceMemory: *resource.NewQuantity(spec.MemoryBytes, resource.BinarySI),
+	}
+	if spec.DiskBytes > 0 {
+		res[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(spec.DiskBytes, resource.BinarySI)
+	}
+	args := []string{
+		"-listen-tcp", ":" + strconv.Itoa(d.cfg.AgentPort),
+		"-credentials", credentialsDir,
+		"-memory-bytes", strconv.FormatInt(spec.MemoryBytes, 10),
+	}
+	if spec.PidsLimit > 0 {
+		args = append(args, "-pids-limit", strconv.FormatInt(spec.PidsLimit, 10))
+	}
+	var deadline *int64
+	if !spec.LeaseEndsAt.IsZero() {
+		args = append(args, "-lease-ends-at", strconv.FormatInt(spec.LeaseEndsAt.Unix(), 10))
+		secs := int64(math.Ceil(spec.LeaseEndsAt.Add(leaseBackstop).Sub(now).Seconds()))
+		deadline = &secs
+		*deadline = max(1, secs)
+	}
+	env := make([]corev1.EnvVar, 0, len(spec.Env))
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	root := int64(0)
+	no := false
+	mode := int32(0o400)
+	tmp := corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	if spec.TmpBytes > 0 {
+		tmp.SizeLimit = resource.NewQuantity(spec.TmpBytes, resource.BinarySI)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: d.labels(spec)},
+		Spec: corev1.PodSpec{
+			RuntimeClassName:             &d.cfg.RuntimeClass,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:        deadline,
+			AutomountServiceAccountToken: &no,
+			EnableServiceLinks:           &no,
+			Hostname:                     name,
+			InitContainers: []corev1.Container{{
+				Name: initContainer, Image: d.cfg.AgentImage, ImagePullPolicy: d.cfg.PullPolicy,
+				Command:      []string{imageAgentPath, "-install", agentDir},
+				VolumeMounts: []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+				Resources:    corev1.ResourceRequirements{Requests: res, Limits: res},
+			}},
+			Containers: []corev1.Container{{
+				Name: mainContainer, Image: image, ImagePullPolicy: d.cfg.PullPolicy,
+				Command: []string{agentPath}, Args: args, Env: env,
+				Ports:     []corev1.ContainerPort{{Name: "agent", ContainerPort: int32(d.cfg.AgentPort), Protocol: corev1.ProtocolTCP}},
+				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+				// The agent starts as root and runs commands as the
+				// template's user; inside gVisor root is the sandbox's.
+				SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsGroup: &root},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "agent", MountPath: agentDir, ReadOnly: true},
+					{Name: "credentials", MountPath: credentialsDir, ReadOnly: true},
+					{Name: "tmp", MountPath: "/tmp"},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: name, DefaultMode: &mode}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &tmp}},
+			},
+		},
+	}
+}

@@ -1,0 +1,223 @@
+// Package kubernetes_test runs Runtime's main job through a server whose
+// driver is Kubernetes, against a real control plane (etcd, kube-apiserver,
+// kube-scheduler from scripts/k8s-bins.sh) and a node: with
+// WITHRUNTIME_K8S_NODE=real a real one (internal/kube/kubetest/realnode:
+// kubelet, containerd, gVisor's shim, CNI bridge, in the test's own network
+// namespace), otherwise a TEST DOUBLE (internal/kube/kubetest/fakenode: pods
+// run as host processes, no isolation). Run it with
+// scripts/test-kubernetes.sh [--real-node].
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"withruntime.dev/runtime/internal/kube/kubetest"
+	"withruntime.dev/runtime/internal/kube/kubetest/fakenode"
+	"withruntime.dev/runtime/internal/kube/kubetest/realnode"
+)
+
+const ns = "withruntime"
+
+func build(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v: %s", pkg, err, b)
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestMainJobPrints42 is the README's main job, `withruntime sandbox run --
+// python3 -c 'print(6*7)'`, through `withruntime serve --driver kubernetes`:
+// it prints 42, and nothing of the sandbox is left in the cluster after.
+func TestMainJobPrints42(t *testing.T) {
+	templates := os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
+	if templates == "" {
+		templates = "/var/lib/withruntime/templates"
+	}
+	if _, err := os.Stat(filepath.Join(templates, "base", "rootfs")); err != nil {
+		t.Skipf("no base template in %s (the server checks templates exist; scripts/install.sh --template builds it)", templates)
+	}
+	c := kubetest.Start(t, kubetest.Options{Scheduler: true})
+	ctx := context.Background()
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for name, handler := range map[string]string{"gvisor": "runsc", "runc": "runc"} {
+		if _, err := c.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// WITHRUNTIME_K8S_RUNTIME_CLASS=runc runs the pods under runc instead of
+	// gVisor: only for a real node on a host where gVisor's shim cannot run
+	// (see docs/ARCHITECTURE.md, Kubernetes); never what Runtime deploys.
+	runtimeClass := os.Getenv("WITHRUNTIME_K8S_RUNTIME_CLASS")
+	if runtimeClass == "" {
+		runtimeClass = "gvisor"
+	}
+	bin := t.TempDir()
+	agent := build(t, bin, "withruntime.dev/runtime/cmd/withruntime-agent")
+	wr := build(t, bin, "withruntime.dev/runtime/cmd/withruntime")
+	running := startNode(t, c, templates, agent, bin)
+
+	data := t.TempDir()
+	addr := freeAddr(t)
+	var serveLog bytes.Buffer
+	serve := exec.Command(wr, "serve", "--driver", "kubernetes", "--kubeconfig", c.Kubeconfig,
+		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", runtimeClass, "--listen", addr, "--data-dir", data,
+		"--templates-dir", templates, "--no-build", "--pool-size", "0")
+	serve.Stdout, serve.Stderr = &serveLog, &serveLog
+	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { serve.Wait(); close(served) }()
+	t.Cleanup(func() {
+		serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			serve.Process.Kill()
+			<-served
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", serveLog.String())
+		}
+	})
+	key := waitServer(t, addr, data, served)
+
+	run := exec.Command(wr, "sandbox", "run", "--", "python3", "-c", "print(6*7)")
+	run.Env = append(os.Environ(), "WITHRUNTIME_URL=http://"+addr, "WITHRUNTIME_API_KEY="+key)
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := run.Run(); err != nil {
+		t.Fatalf("sandbox run: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("sandbox run (create pod, run, destroy): %v", time.Since(start).Round(time.Millisecond))
+	if got := stdout.String(); got != "42\n" {
+		t.Fatalf("stdout %q, want \"42\\n\" (stderr: %s)", got, stderr.String())
+	}
+
+	// On a real node with the gvisor class the command really ran under
+	// gVisor: its kernel log is the sentry's.
+	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" && runtimeClass == "gvisor" {
+		dmesg := exec.Command(wr, "sandbox", "run", "--", "dmesg")
+		dmesg.Env = run.Env
+		out, err := dmesg.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "gVisor") {
+			t.Fatalf("dmesg in the sandbox: %v: %q, want gVisor's kernel log", err, out)
+		}
+	}
+
+	// Nothing of the sandbox is left: no pod, no secret, no process.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secs, err := c.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=withruntime"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 && len(secs.Items) == 0 && running() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left after the run: %d pods, %d secrets, %d running containers or processes on the node", len(pods.Items), len(secs.Items), running())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitServer waits until the server answers and returns its local key.
+func waitServer(t *testing.T, addr, data string, served <-chan struct{}) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-served:
+			t.Fatal("withruntime serve exited")
+		default:
+		}
+		b, err := os.ReadFile(filepath.Join(data, "local.key"))
+		if err == nil {
+			if resp, err := http.Get("http://" + addr + "/v1/health"); err == nil {
+				resp.Body.Close()
+				return strings.TrimSpace(string(b))
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("withruntime serve did not answer in 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startNode starts the node the environment asks for and returns what
+// counts the sandboxes' containers (or processes) still on it.
+func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) func() int {
+	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
+		pause := build(t, bin, "withruntime.dev/runtime/internal/kube/kubetest/realnode/pause")
+		agentRoot, pauseRoot := filepath.Join(bin, "agent-image"), filepath.Join(bin, "pause-image")
+		for dir, src := range map[string]string{agentRoot: agent, pauseRoot: pause} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(src, filepath.Join(dir, filepath.Base(src))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		node := realnode.Start(t, c, []realnode.Image{
+			{Ref: "withruntime/pause:test", Root: pauseRoot, Entrypoint: []string{"/pause"}},
+			{Ref: "withruntime/agent:test", Root: agentRoot},
+			{Ref: "withruntime/template-base:latest", Root: filepath.Join(templates, "base", "rootfs")},
+		})
+		return func() int {
+			n, err := node.Running()
+			if err != nil {
+				t.Logf("running containers: %v", err)
+				return -1
+			}
+			return n
+		}
+	}
+	node, err := fakenode.Start(context.Background(), fakenode.Config{Client: c.Client, Dir: t.TempDir(),
+		Binaries: map[string]string{"/withruntime-agent": agent},
+		MainArgs: func(dir string) []string {
+			return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	return node.Running
+}
