@@ -285,7 +285,7 @@ func (d *Driver) unload(ctx context.Context, id string) error {
 	if !d.containerExists(ctx, id) {
 		return removeCgroups(id)
 	}
-	_, _ = d.runsc(ctx, nil, "kill", id, "KILL")
+	// delete --force kills the sandbox (see Destroy).
 	if _, err := d.runsc(ctx, nil, "delete", "--force", id); err != nil && d.containerExists(ctx, id) {
 		return err
 	}
