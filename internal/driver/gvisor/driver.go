@@ -184,7 +184,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	// after, through the readiness wait and the deferred Destroy.
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
 	defer cancel()
-	if err := d.start(startCtx, dir, flags, "run", "--detach", "--bundle", bundle, spec.ID); err != nil {
+	if err := d.start(startCtx, dir, flags, "run", "--detach", "--pid-file", filepath.Join(dir, pidFileName),
+		"--bundle", bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
 	agent := newAgentDialer(spec.ID, sockDir)

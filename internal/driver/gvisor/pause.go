@@ -179,7 +179,12 @@ func (d *Driver) Resume(ctx context.Context, id string, raw []byte, n *driver.Ne
 	}
 	rsCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
 	defer cancel()
-	args := []string{"restore", "--detach", "--background", "--bundle", filepath.Join(dir, "bundle"), "--image-path", cur, id}
+	// The pid file names the new sandbox process (Wait reads it).
+	if err := os.Remove(filepath.Join(dir, pidFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
+	}
+	args := []string{"restore", "--detach", "--background", "--pid-file", filepath.Join(dir, pidFileName),
+		"--bundle", filepath.Join(dir, "bundle"), "--image-path", cur, id}
 	if err := d.start(rsCtx, dir, st.Flags, args...); err != nil {
 		return fail(err)
 	}
