@@ -38,6 +38,7 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
@@ -96,9 +97,9 @@ func run(n, warm int, mode string, network bool, ctl, tpls string) error {
 		}
 		one, cleanup = f, c
 	case "bare":
-		one, cleanup = bareLifecycle(tpls, false), func() {}
+		one, cleanup = bareLifecycle(tpls, false), bareCleanup
 	case "bare-detach":
-		one, cleanup = bareLifecycle(tpls, true), func() {}
+		one, cleanup = bareLifecycle(tpls, true), bareCleanup
 	default:
 		return fmt.Errorf("mode %q", mode)
 	}
@@ -245,6 +246,7 @@ func runtimeLifecycle(ctx context.Context, network bool, tpls string) (func() er
 		srv.Manager.DestroyAll(context.Background())
 		cancel()
 		_ = srv.Close()
+		_ = os.RemoveAll(workDir)
 	}
 	return one, cleanup, nil
 }
@@ -322,6 +324,16 @@ func bareLifecycle(tpls string, detach bool) func() error {
 		}
 		return os.RemoveAll(bundle)
 	}
+}
+
+// bareCleanup unmounts the empty network namespace that runsc pins in its
+// root directory (shared by its --network=none sandboxes) and removes the
+// bare sandboxes' directory.
+func bareCleanup() {
+	dir := filepath.Join(workDir, "bare")
+	for i := 0; i < 100 && unix.Unmount(filepath.Join(dir, "runsc", "null-netns"), unix.MNT_DETACH) == nil; i++ {
+	}
+	_ = os.RemoveAll(dir)
 }
 
 func runscPath() string {
