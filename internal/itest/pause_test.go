@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,6 +211,50 @@ func TestPauseCycles(t *testing.T) {
 			t.Fatalf("cycle %d: counter %q, want %q", i+1, got, want)
 		}
 	}
+}
+
+// TestResumedSandboxDeathIsNoticed: a resumed sandbox runs in a new host
+// process (runsc restore); when that process dies on its own (killed on
+// the host), the server notices without any request and records the
+// sandbox failed, as it does for one that was never paused.
+func TestResumedSandboxDeathIsNoticed(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.pause(sb.ID)
+	e.resume(sb.ID)
+	pid := sandboxProcess(t, sb.ID)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the sandbox process %d: %v", pid, err)
+	}
+	waitFor(t, 15*time.Second, "the server to notice the resumed sandbox died", func() bool {
+		return e.get(sb.ID).State == "stopped"
+	})
+	if got := e.get(sb.ID); got.EndReason != "failed" {
+		t.Fatalf("record of the killed sandbox: %+v, want stopped with end reason failed", got)
+	}
+	e.assertGone(sb.ID)
+}
+
+// sandboxProcess returns the host pid of sandbox id's runsc-sandbox
+// process (gVisor's kernel), found by its command line.
+func sandboxProcess(t *testing.T, id string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if args[0] == "runsc-sandbox" && strings.Contains(string(b), "/"+id+"/bundle") {
+			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			if err == nil {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no runsc-sandbox process of sandbox %s", id)
+	return 0
 }
 
 // TestPausedSurvivesRestart: a paused sandbox is listed and resumable by the

@@ -184,7 +184,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	// after, through the readiness wait and the deferred Destroy.
 	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
 	defer cancel()
-	if err := d.start(startCtx, dir, flags, "run", "--detach", "--bundle", bundle, spec.ID); err != nil {
+	if err := d.start(startCtx, dir, flags, "run", "--detach", "--pid-file", filepath.Join(dir, pidFileName),
+		"--bundle", bundle, spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
 	agent := newAgentDialer(spec.ID, sockDir)
@@ -267,7 +268,9 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if strings.ContainsAny(id, "/.") || id == "" {
 		return fmt.Errorf("gvisor destroy: invalid id %q", id)
 	}
-	_, _ = d.runsc(ctx, nil, "kill", id, "KILL")
+	// delete --force kills the sandbox process (SIGKILL) and its gofer
+	// itself: a `runsc kill` first would cost one more runsc start (a
+	// 100 MB Go binary, ~10 ms of CPU) and an orderly shutdown inside.
 	_, delErr := d.runsc(ctx, nil, "delete", "--force", id)
 	if delErr != nil && d.containerExists(ctx, id) {
 		return fmt.Errorf("gvisor destroy %s: %w", id, delErr)

@@ -179,7 +179,12 @@ func (d *Driver) Resume(ctx context.Context, id string, raw []byte, n *driver.Ne
 	}
 	rsCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
 	defer cancel()
-	args := []string{"restore", "--detach", "--background", "--bundle", filepath.Join(dir, "bundle"), "--image-path", cur, id}
+	// The pid file names the new sandbox process (Wait reads it).
+	if err := os.Remove(filepath.Join(dir, pidFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
+	}
+	args := []string{"restore", "--detach", "--background", "--pid-file", filepath.Join(dir, pidFileName),
+		"--bundle", filepath.Join(dir, "bundle"), "--image-path", cur, id}
 	if err := d.start(rsCtx, dir, st.Flags, args...); err != nil {
 		return fail(err)
 	}
@@ -285,7 +290,7 @@ func (d *Driver) unload(ctx context.Context, id string) error {
 	if !d.containerExists(ctx, id) {
 		return removeCgroups(id)
 	}
-	_, _ = d.runsc(ctx, nil, "kill", id, "KILL")
+	// delete --force kills the sandbox (see Destroy).
 	if _, err := d.runsc(ctx, nil, "delete", "--force", id); err != nil && d.containerExists(ctx, id) {
 		return err
 	}

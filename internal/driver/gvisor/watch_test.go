@@ -3,7 +3,9 @@ package gvisor
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -62,5 +64,40 @@ func TestHostPidsLimit(t *testing.T) {
 	}
 	if got := hostPidsLimit(1024); got < 4*1024 {
 		t.Errorf("host pids limit %d leaves no room for gVisor's host tasks of 1024 processes", got)
+	}
+}
+
+func TestPidFromFile(t *testing.T) {
+	d := &Driver{cfg: Config{StateDir: t.TempDir()}}
+	write := func(id, content string) {
+		t.Helper()
+		dir := d.sandboxDir(id)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, pidFileName), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := startFake(t, "sbx_d", 30*time.Second)
+	pid := strconv.Itoa(cmd.Process.Pid)
+	write("sbx_d", pid)
+	if got, ok := d.pidFromFile("sbx_d"); !ok || got != cmd.Process.Pid {
+		t.Fatalf("pidFromFile of a live sandbox process: %d, %v; want %d, true", got, ok, cmd.Process.Pid)
+	}
+	// Not this sandbox's process (a stale file whose pid was reused): runsc
+	// must be asked instead.
+	write("sbx_e", pid)
+	if got, ok := d.pidFromFile("sbx_e"); ok {
+		t.Fatalf("pidFromFile took pid %d of another sandbox's process", got)
+	}
+	for _, bad := range []string{"", "x", "-1", "0", "99999999999"} {
+		write("sbx_f", bad)
+		if got, ok := d.pidFromFile("sbx_f"); ok {
+			t.Fatalf("pidFromFile of %q: %d, want not ok", bad, got)
+		}
+	}
+	if _, ok := d.pidFromFile("sbx_missing"); ok {
+		t.Fatal("pidFromFile without a file: ok")
 	}
 }

@@ -246,16 +246,33 @@ func (f *Firewall) Add(r Rules) error {
 func (f *Firewall) Remove(ifName string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	links, err := f.links()
-	if err != nil {
-		return err
-	}
-	if !links[ifName] {
+	// Add writes a link's two map keys and two chains in one batch, and
+	// nftables applies a batch whole or not at all, so a link with rules
+	// has all four: one batch deletes them without listing anything (a
+	// listing is of every inet chain and map key on the host, so it costs
+	// O(sandboxes) per removal). When that batch fails (the link has no
+	// rules, or only some), the careful way below lists what is there.
+	if err := f.removeAll(ifName); err == nil {
 		return nil
 	}
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("firewall: %w", err)
+	}
+	// One listing of the chains (every inet table's: O(sandboxes on the
+	// host)) tells whether the link has rules and which chains go.
+	chains, err := f.chains(c)
+	if err != nil {
+		return err
+	}
+	var mine []string
+	for _, ch := range chains {
+		if ch.Name == natPrefix+ifName || ch.Name == filterPrefix+ifName {
+			mine = append(mine, ch.Name)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
 	}
 	nat, filter := f.maps()
 	// Deleting a key that is not in a map fails the whole batch, so only
@@ -273,16 +290,10 @@ func (f *Firewall) Remove(ifName string) error {
 			}
 		}
 	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return fmt.Errorf("firewall: %w", err)
-	}
-	for _, ch := range chains {
-		if ch.Table.Name == f.table.Name && (ch.Name == natPrefix+ifName || ch.Name == filterPrefix+ifName) {
-			ch := &nftables.Chain{Name: ch.Name, Table: f.table}
-			c.FlushChain(ch)
-			c.DelChain(ch)
-		}
+	for _, name := range mine {
+		ch := &nftables.Chain{Name: name, Table: f.table}
+		c.FlushChain(ch)
+		c.DelChain(ch)
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("firewall: removing rules for %s: %w", ifName, err)
@@ -305,23 +316,57 @@ func (f *Firewall) Links() ([]string, error) {
 	return out, nil
 }
 
+// removeAll deletes ifName's two map keys and two chains in one batch,
+// which fails whole if any of them is missing.
+func (f *Firewall) removeAll(ifName string) error {
+	c, err := nftables.New()
+	if err != nil {
+		return err
+	}
+	nat, filter := f.maps()
+	for _, m := range []*nftables.Set{nat, filter} {
+		if err := c.SetDeleteElements(m, []nftables.SetElement{{Key: ifKey(ifName)}}); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{natPrefix + ifName, filterPrefix + ifName} {
+		ch := &nftables.Chain{Name: name, Table: f.table}
+		c.FlushChain(ch)
+		c.DelChain(ch)
+	}
+	return c.Flush()
+}
+
+// chains lists the table's regular chains (no base chains); none when the
+// table is not there.
+func (f *Firewall) chains(c *nftables.Conn) ([]*nftables.Chain, error) {
+	all, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("firewall: %w", err)
+	}
+	var out []*nftables.Chain
+	for _, ch := range all {
+		if ch.Table.Name == f.table.Name && ch.Hooknum == nil {
+			out = append(out, ch)
+		}
+	}
+	return out, nil
+}
+
 func (f *Firewall) links() (map[string]bool, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("firewall: %w", err)
 	}
 	out := map[string]bool{}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	chains, err := f.chains(c)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return out, nil
-		}
-		return nil, fmt.Errorf("firewall: %w", err)
+		return nil, err
 	}
 	for _, ch := range chains {
-		if ch.Table.Name != f.table.Name || ch.Hooknum != nil {
-			continue
-		}
 		if n, ok := strings.CutPrefix(ch.Name, filterPrefix); ok {
 			out[n] = true
 		} else if n, ok := strings.CutPrefix(ch.Name, natPrefix); ok {

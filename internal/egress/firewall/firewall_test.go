@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/google/nftables"
 )
 
 func uniqueName(t *testing.T) (table, prefix string) {
@@ -75,5 +77,59 @@ func TestTableLifecycle(t *testing.T) {
 	}
 	if ok, err := f.Exists(); err != nil || ok {
 		t.Fatalf("table still there after Destroy: %v %v", ok, err)
+	}
+}
+
+// TestRemovePartial: Remove deletes a link's rules in one batch when all of
+// them are there, and still deletes what is left when some are not (a batch
+// that names a missing map key fails whole).
+func TestRemovePartial(t *testing.T) {
+	table, prefix := uniqueName(t)
+	f, err := New(table, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Destroy() })
+	if err := f.Init(); err != nil {
+		t.Fatal(err)
+	}
+	rules := func(name string) Rules {
+		return Rules{IfName: name, Gateway: netip.MustParseAddr("100.127.0.1"), DNSUDPPort: 40001, DNSTCPPort: 40002, ProxyPort: 40003}
+	}
+	a, b := prefix+"000a", prefix+"000b"
+	for _, n := range []string{a, b} {
+		if err := f.Add(rules(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Link a loses its nat map key behind the firewall's back.
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nat, _ := f.maps()
+	if err := c.SetDeleteElements(nat, []nftables.SetElement{{Key: ifKey(a)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{a, b} {
+		if err := f.Remove(n); err != nil {
+			t.Fatalf("Remove %s: %v", n, err)
+		}
+	}
+	if links, err := f.Links(); err != nil || len(links) != 0 {
+		t.Fatalf("after Remove: Links = %v, %v; want none", links, err)
+	}
+	_, filter := f.maps()
+	for _, m := range []*nftables.Set{nat, filter} {
+		elems, err := c.GetSetElements(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(elems) != 0 {
+			t.Fatalf("map %s keeps %d keys after Remove", m.Name, len(elems))
+		}
 	}
 }
