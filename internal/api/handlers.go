@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,11 +23,18 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(data) > maxJSONBytes {
+		// Only a first command's stdin makes a create this large: say the
+		// size is the problem before any field's own bound does.
+		var peek struct {
+			Exec json.RawMessage `json:"exec"`
+		}
+		if json.Unmarshal(data, &peek) != nil || len(peek.Exec) == 0 || string(peek.Exec) == "null" {
+			return errs.New(errs.TooLarge, "request body is over %d bytes; a create without exec is small", maxJSONBytes)
+		}
+	}
 	if err := decodeJSON(data, &req, req.bounds(s.cfg.Limits)...); err != nil {
 		return err
-	}
-	if req.Exec == nil && len(data) > maxJSONBytes {
-		return errs.New(errs.TooLarge, "request body is over %d bytes; a create without exec is small", maxJSONBytes)
 	}
 	if req.Exec != nil {
 		if err := checkFirstExec(req.Exec); err != nil {
