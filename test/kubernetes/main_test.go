@@ -137,7 +137,10 @@ func TestMainJobPrints42(t *testing.T) {
 		}
 	}
 
-	// Nothing of the sandbox is left: no pod, no secret, no process.
+	checkNetworkPolicies(t, c, "http://"+addr, key, data)
+
+	// Nothing of the sandbox is left: no pod, no secret, no network
+	// policy, no process.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -148,11 +151,16 @@ func TestMainJobPrints42(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods.Items) == 0 && len(secs.Items) == 0 && running() == 0 {
+		nps, err := c.Client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 && len(secs.Items) == 0 && len(nps.Items) == 0 && running() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("left after the run: %d pods, %d secrets, %d running containers or processes on the node", len(pods.Items), len(secs.Items), running())
+			t.Fatalf("left after the run: %d pods, %d secrets, %d network policies, %d running containers or processes on the node",
+				len(pods.Items), len(secs.Items), len(nps.Items), running())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
