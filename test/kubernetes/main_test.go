@@ -52,10 +52,22 @@ func freeAddr(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// TestMainJobPrints42 is the README's main job, `withruntime sandbox run --
-// python3 -c 'print(6*7)'`, through `withruntime serve --driver kubernetes`:
-// it prints 42, and nothing of the sandbox is left in the cluster after.
-func TestMainJobPrints42(t *testing.T) {
+// server is `withruntime serve --driver kubernetes` on a control plane and
+// a node, with its namespace and RuntimeClasses.
+type server struct {
+	c            *kubetest.Cluster
+	wr           string // the withruntime binary
+	addr         string // host:port of the API
+	key          string // the local key
+	data         string // the data directory
+	nodeDir      string // the fake node's pod directories ("" on a real node)
+	runtimeClass string
+	running      func() int // containers or processes still on the node
+}
+
+// startServer starts a control plane, a node (WITHRUNTIME_K8S_NODE) and
+// the server; everything stops when the test ends.
+func startServer(t *testing.T) *server {
 	templates := os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
 	if templates == "" {
 		templates = "/var/lib/withruntime/templates"
@@ -84,7 +96,11 @@ func TestMainJobPrints42(t *testing.T) {
 	bin := t.TempDir()
 	agent := build(t, bin, "withruntime.dev/runtime/cmd/withruntime-agent")
 	wr := build(t, bin, "withruntime.dev/runtime/cmd/withruntime")
-	running := startNode(t, c, templates, agent, bin)
+	nodeDir := ""
+	if os.Getenv("WITHRUNTIME_K8S_NODE") != "real" {
+		nodeDir = t.TempDir()
+	}
+	running := startNode(t, c, templates, agent, bin, nodeDir)
 
 	data := t.TempDir()
 	addr := freeAddr(t)
@@ -112,7 +128,15 @@ func TestMainJobPrints42(t *testing.T) {
 		}
 	})
 	key := waitServer(t, addr, data, served)
+	return &server{c: c, wr: wr, addr: addr, key: key, data: data, nodeDir: nodeDir, runtimeClass: runtimeClass, running: running}
+}
 
+// TestMainJobPrints42 is the README's main job, `withruntime sandbox run --
+// python3 -c 'print(6*7)'`, through `withruntime serve --driver kubernetes`:
+// it prints 42, and nothing of the sandbox is left in the cluster after.
+func TestMainJobPrints42(t *testing.T) {
+	s := startServer(t)
+	c, wr, addr, key, data, runtimeClass := s.c, s.wr, s.addr, s.key, s.data, s.runtimeClass
 	run := exec.Command(wr, "sandbox", "run", "--", "python3", "-c", "print(6*7)")
 	run.Env = append(os.Environ(), "WITHRUNTIME_URL=http://"+addr, "WITHRUNTIME_API_KEY="+key)
 	var stdout, stderr bytes.Buffer
@@ -138,9 +162,14 @@ func TestMainJobPrints42(t *testing.T) {
 	}
 
 	checkNetworkPolicies(t, c, "http://"+addr, key, data)
+	assertNothingLeft(t, s)
+}
 
-	// Nothing of the sandbox is left: no pod, no secret, no network
-	// policy, no process.
+// assertNothingLeft waits until nothing of any sandbox is left: no pod, no
+// secret, no network policy, no process.
+func assertNothingLeft(t *testing.T, s *server) {
+	t.Helper()
+	c, running, ctx := s.c, s.running, context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -192,7 +221,7 @@ func waitServer(t *testing.T, addr, data string, served <-chan struct{}) string 
 
 // startNode starts the node the environment asks for and returns what
 // counts the sandboxes' containers (or processes) still on it.
-func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) func() int {
+func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin, nodeDir string) func() int {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
 		pause := build(t, bin, "withruntime.dev/runtime/internal/kube/kubetest/realnode/pause")
 		agentRoot, pauseRoot := filepath.Join(bin, "agent-image"), filepath.Join(bin, "pause-image")
@@ -218,7 +247,7 @@ func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) 
 			return n
 		}
 	}
-	node, err := fakenode.Start(context.Background(), fakenode.Config{Client: c.Client, Dir: t.TempDir(),
+	node, err := fakenode.Start(context.Background(), fakenode.Config{Client: c.Client, Dir: nodeDir,
 		Binaries: map[string]string{"/withruntime-agent": agent},
 		MainArgs: func(dir string) []string {
 			return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")}
