@@ -84,6 +84,13 @@ func checkNetworkPolicies(t *testing.T, c *kubetest.Cluster, api, key, data stri
 	if got := egressCIDRs(np); len(got) != 1 || got[0] != "203.0.113.0/24" {
 		t.Fatalf("egress %v, want 203.0.113.0/24 only", got)
 	}
+	// serve's defaults: only the server's pods in withruntime-system may
+	// reach the agent.
+	if in := np.Spec.Ingress; len(in) != 1 || len(in[0].From) != 1 || in[0].From[0].NamespaceSelector == nil ||
+		in[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "withruntime-system" ||
+		in[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "withruntime-server" {
+		t.Errorf("ingress %+v, want the server's pods in withruntime-system only", in)
+	}
 	if status, b := call(t, "PUT", api+"/v1/sandboxes/"+sb.ID+"/network", key, `{"allow": ["example.com"]}`); status != http.StatusBadRequest {
 		t.Errorf("PUT a host name: %d %s, want 400", status, b)
 	}
