@@ -308,19 +308,23 @@ func (d *Driver) dialer(st state) func(context.Context) (net.Conn, error) {
 		if string(pod.UID) != st.UID || pod.Status.PodIP == "" {
 			return nil, fmt.Errorf("agent of pod %s: pod replaced or without an IP: %w", st.Pod, driver.ErrNotFound)
 		}
+		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			return nil, fmt.Errorf("agent of pod %s: the pod ended (%s): %w", st.Pod, describe(pod), driver.ErrNotFound)
+		}
 		return agentauth.Dial(ctx, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.cfg.AgentPort)), st.CertPEM, st.Token)
 	}
 }
 
 // waitReady polls the agent's /health until it answers 200. A refused
-// channel (another agent at that IP) fails at once.
+// channel (another agent at that IP) or a pod that is gone or ended (e.g.
+// its agent ended it at a lease that passed while it booted) fails at once.
 func waitReady(ctx context.Context, dial func(context.Context) (net.Conn, error)) error {
 	var last error
 	for {
 		if last = ping(ctx, dial); last == nil {
 			return nil
 		}
-		if errors.Is(last, driver.ErrChannel) {
+		if errors.Is(last, driver.ErrChannel) || errors.Is(last, driver.ErrNotFound) {
 			return last
 		}
 		select {
