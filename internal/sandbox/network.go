@@ -219,6 +219,10 @@ func (m *Manager) detachNetwork(ctx context.Context, id string) {
 // owner recorded at create) are bound again with their current values (same
 // placeholders). A secret deleted meanwhile is no longer injected.
 func (m *Manager) reattachNetwork(ctx context.Context, id string) {
+	if m.network == nil && m.netDriver != nil {
+		m.reapplyDriverNetwork(ctx, id)
+		return
+	}
 	if m.network == nil {
 		return
 	}
@@ -407,4 +411,27 @@ func (m *Manager) setDriverNetwork(ctx context.Context, id string, p egress.Poli
 		return egress.Policy{}, fmt.Errorf("set network of %s: %w", id, err)
 	}
 	return plan.policy, nil
+}
+
+// reapplyDriverNetwork gives a sandbox adopted after a restart its recorded
+// policy again on a driver that enforces policies itself (nothing out
+// without a record), so that one whose policy object was lost, or that a
+// server without this code made, is restricted again.
+func (m *Manager) reapplyDriverNetwork(ctx context.Context, id string) {
+	var pol egress.Policy
+	rec, err := m.store.GetSandboxNetwork(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		m.log.Error("re-apply sandbox network", "sandbox", id, "err", err)
+		return
+	default:
+		_ = json.Unmarshal(rec.Policy, &pol)
+	}
+	if err := m.netDriver.CheckNetwork(pol, 0); err != nil {
+		pol = egress.Policy{} // fail closed
+	}
+	if err := m.netDriver.SetNetwork(ctx, id, pol); err != nil {
+		m.log.Error("re-apply sandbox network", "sandbox", id, "err", err)
+	}
 }

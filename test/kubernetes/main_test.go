@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -62,7 +63,9 @@ type server struct {
 	data         string // the data directory
 	nodeDir      string // the fake node's pod directories ("" on a real node)
 	runtimeClass string
+	templates    string
 	running      func() int // containers or processes still on the node
+	stop         func()     // stops the server (start starts it again)
 }
 
 // startServer starts a control plane, a node (WITHRUNTIME_K8S_NODE) and
@@ -102,12 +105,20 @@ func startServer(t *testing.T) *server {
 	}
 	running := startNode(t, c, templates, agent, bin, nodeDir)
 
-	data := t.TempDir()
-	addr := freeAddr(t)
+	s := &server{c: c, wr: wr, addr: freeAddr(t), data: t.TempDir(), nodeDir: nodeDir, runtimeClass: runtimeClass,
+		running: running, templates: templates}
+	s.start(t)
+	return s
+}
+
+// start starts `withruntime serve` (stopped by stop, or at the test's end)
+// and waits until it answers.
+func (s *server) start(t *testing.T) {
+	t.Helper()
 	var serveLog bytes.Buffer
-	serve := exec.Command(wr, "serve", "--driver", "kubernetes", "--kubeconfig", c.Kubeconfig,
-		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", runtimeClass, "--listen", addr, "--data-dir", data,
-		"--templates-dir", templates, "--no-build", "--pool-size", "0")
+	serve := exec.Command(s.wr, "serve", "--driver", "kubernetes", "--kubeconfig", s.c.Kubeconfig,
+		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", s.runtimeClass, "--listen", s.addr, "--data-dir", s.data,
+		"--templates-dir", s.templates, "--no-build", "--pool-size", "0")
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := serve.Start(); err != nil {
@@ -115,20 +126,23 @@ func startServer(t *testing.T) *server {
 	}
 	served := make(chan struct{})
 	go func() { serve.Wait(); close(served) }()
-	t.Cleanup(func() {
-		serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			serve.Process.Kill()
-			<-served
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", serveLog.String())
-		}
-	})
-	key := waitServer(t, addr, data, served)
-	return &server{c: c, wr: wr, addr: addr, key: key, data: data, nodeDir: nodeDir, runtimeClass: runtimeClass, running: running}
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			serve.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				serve.Process.Kill()
+				<-served
+			}
+			if t.Failed() {
+				t.Logf("server log:\n%s", serveLog.String())
+			}
+		})
+	}
+	t.Cleanup(s.stop)
+	s.key = waitServer(t, s.addr, s.data, served)
 }
 
 // TestMainJobPrints42 is the README's main job, `withruntime sandbox run --
@@ -136,7 +150,7 @@ func startServer(t *testing.T) *server {
 // it prints 42, and nothing of the sandbox is left in the cluster after.
 func TestMainJobPrints42(t *testing.T) {
 	s := startServer(t)
-	c, wr, addr, key, data, runtimeClass := s.c, s.wr, s.addr, s.key, s.data, s.runtimeClass
+	wr, addr, key, runtimeClass := s.wr, s.addr, s.key, s.runtimeClass
 	run := exec.Command(wr, "sandbox", "run", "--", "python3", "-c", "print(6*7)")
 	run.Env = append(os.Environ(), "WITHRUNTIME_URL=http://"+addr, "WITHRUNTIME_API_KEY="+key)
 	var stdout, stderr bytes.Buffer
@@ -161,7 +175,7 @@ func TestMainJobPrints42(t *testing.T) {
 		}
 	}
 
-	checkNetworkPolicies(t, c, "http://"+addr, key, data)
+	checkNetworkPolicies(t, s)
 	assertNothingLeft(t, s)
 }
 

@@ -15,8 +15,6 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"withruntime.dev/runtime/internal/kube/kubetest"
 )
 
 // call sends one API request and returns its status and body.
@@ -54,8 +52,9 @@ func egressCIDRs(np *networkingv1.NetworkPolicy) []string {
 // changes it; what only the egress proxy could enforce (host names,
 // secrets) is refused with 400, never ignored; and the server makes no
 // network of its own on the host (no egress names locked, no namespaces).
-func checkNetworkPolicies(t *testing.T, c *kubetest.Cluster, api, key, data string) {
+func checkNetworkPolicies(t *testing.T, s *server) {
 	t.Helper()
+	c, api, key, data := s.c, "http://"+s.addr, s.key, s.data
 	ctx := context.Background()
 	for _, body := range []string{
 		`{"template": "base", "network": {"allow": ["example.com"]}}`,
@@ -115,6 +114,31 @@ func checkNetworkPolicies(t *testing.T, c *kubetest.Cluster, api, key, data stri
 			if strings.HasPrefix(e.Name(), egressName) {
 				t.Errorf("network namespace %s on the host", e.Name())
 			}
+		}
+	}
+	// A policy object lost or changed while no server ran (or never made,
+	// by an older server) is made again from the record when the next
+	// server adopts the sandbox.
+	for _, tamper := range []func() error{
+		func() error { return nps.Delete(ctx, name, metav1.DeleteOptions{}) },
+		func() error {
+			cur, err := nps.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // everything out
+			_, err = nps.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		},
+	} {
+		s.stop()
+		if err := tamper(); err != nil {
+			t.Fatal(err)
+		}
+		s.start(t)
+		key = s.key
+		if np, err = nps.Get(ctx, name, metav1.GetOptions{}); err != nil || len(np.Spec.Egress) != 0 {
+			t.Fatalf("after a restart with the policy object lost or changed: %v, %+v, want it again with no egress", err, np)
 		}
 	}
 	if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+sb.ID, key, ""); status/100 != 2 {
