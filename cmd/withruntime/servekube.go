@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -16,7 +20,7 @@ import (
 // and returns what makes the chosen driver: nil for gvisor (the server's
 // default), the Kubernetes driver for "kubernetes".
 func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver, error) {
-	var name, kubeconfig, namespace, runtimeClass, agentImage, templateImagePrefix string
+	var name, kubeconfig, namespace, runtimeClass, agentImage, templateImagePrefix, serverNamespace, serverSelector, serverCIDR string
 	f := cmd.Flags()
 	f.StringVar(&name, "driver", "gvisor", "what runs the sandboxes: gvisor (runsc on this host) or kubernetes (a pod each; see README, Kubernetes)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "with --driver kubernetes: kubeconfig file (default: the in-cluster service account)")
@@ -24,6 +28,9 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 	f.StringVar(&runtimeClass, "kubernetes-runtime-class", "gvisor", "with --driver kubernetes: the pods' runtimeClassName")
 	f.StringVar(&agentImage, "kubernetes-agent-image", "", "with --driver kubernetes: image holding the static agent at /withruntime-agent (required)")
 	f.StringVar(&templateImagePrefix, "kubernetes-template-image-prefix", "withruntime/template-", "with --driver kubernetes: a template NAME's image is PREFIX+NAME+:latest")
+	f.StringVar(&serverNamespace, "kubernetes-server-namespace", kubernetes.DefaultServerNamespace, "with --driver kubernetes: namespace of the Runtime server's pods, the only ones each sandbox's NetworkPolicy lets reach its agent")
+	f.StringVar(&serverSelector, "kubernetes-server-selector", kubernetes.DefaultServerSelector, "with --driver kubernetes: label selector of the Runtime server's pods in --kubernetes-server-namespace")
+	f.StringVar(&serverCIDR, "kubernetes-server-cidr", "", "with --driver kubernetes: the addresses (a CIDR) the Runtime server reaches sandboxes from, when it runs outside the cluster; replaces --kubernetes-server-namespace and --kubernetes-server-selector")
 	return func(ctx context.Context) (driver.Driver, error) {
 		switch name {
 		case "gvisor":
@@ -40,8 +47,32 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 		if err != nil {
 			return nil, fmt.Errorf("--driver kubernetes: %w", err)
 		}
+		var peer networkingv1.NetworkPolicyPeer
+		if serverCIDR != "" {
+			pfx, err := netip.ParsePrefix(serverCIDR)
+			if err != nil {
+				return nil, fmt.Errorf("--kubernetes-server-cidr %q: %w (want a CIDR, e.g. 192.0.2.10/32)", serverCIDR, err)
+			}
+			peer.IPBlock = &networkingv1.IPBlock{CIDR: pfx.Masked().String()}
+		} else if peer, err = serverPeer(serverNamespace, serverSelector); err != nil {
+			return nil, err
+		}
 		return kubernetes.New(ctx, kubernetes.Config{Client: client, Namespace: namespace, RuntimeClass: runtimeClass,
-			AgentImage:    agentImage,
+			AgentImage: agentImage, ServerPeer: peer,
 			TemplateImage: func(t string) string { return templateImagePrefix + t + ":latest" }})
 	}
+}
+
+// serverPeer is the NetworkPolicy peer of the server's pods: those
+// matching selector in namespace.
+func serverPeer(namespace, selector string) (networkingv1.NetworkPolicyPeer, error) {
+	podSel, err := metav1.ParseToLabelSelector(selector)
+	if err != nil {
+		return networkingv1.NetworkPolicyPeer{}, fmt.Errorf("--kubernetes-server-selector %q: %w (want e.g. app.kubernetes.io/name=withruntime-server)", selector, err)
+	}
+	if namespace == "" {
+		return networkingv1.NetworkPolicyPeer{}, fmt.Errorf("--kubernetes-server-namespace is empty: name the namespace the Runtime server's pods run in")
+	}
+	return networkingv1.NetworkPolicyPeer{PodSelector: podSel, NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}}}, nil
 }

@@ -14,6 +14,8 @@ import (
 	"math"
 	"net"
 	"time"
+
+	"withruntime.dev/runtime/internal/egress/policy"
 )
 
 // ErrNotFound says the driver has no sandbox of that id (already gone).
@@ -53,7 +55,31 @@ type Spec struct {
 	LeaseEndsAt time.Time
 	// Network, when set, boots the sandbox in an existing network namespace
 	// (made by the egress manager); without it the sandbox has no network.
+	// Drivers that are Networkers ignore it.
 	Network *Network
+	// Policy is, for a driver that is a Networker, the network policy its
+	// sandbox boots under (normalized, accepted by CheckNetwork); nil lets
+	// nothing out. Other drivers ignore it (the egress manager enforces
+	// the policy of their Network).
+	Policy *policy.Policy
+}
+
+// Networker is implemented by drivers whose sandboxes get their network
+// from somewhere other than this host (Kubernetes: the cluster's pod
+// network, restricted by a NetworkPolicy per sandbox). The server then
+// makes no host network for them (no egress manager): the driver enforces
+// each sandbox's policy itself, failing closed (a sandbox it cannot
+// restrict must not run).
+type Networker interface {
+	// CheckNetwork returns nil when the driver can enforce policy p
+	// (normalized) for a sandbox given the named number of secrets, and
+	// otherwise an error of category errs.Invalid that says what it cannot
+	// enforce and what to ask for instead. The manager calls it before
+	// anything of a create or policy change is made.
+	CheckNetwork(p policy.Policy, secrets int) error
+	// SetNetwork replaces sandbox id's policy (accepted by CheckNetwork)
+	// on its running sandbox. On error the old policy may still hold.
+	SetNetwork(ctx context.Context, id string, p policy.Policy) error
 }
 
 // Network is the network a sandbox boots in.

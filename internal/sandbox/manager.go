@@ -78,6 +78,9 @@ type Manager struct {
 	now       func() time.Time
 	// network gives sandboxes their network (nil: none; see EnableNetwork).
 	network *network
+	// netDriver is the driver when it enforces network policies itself
+	// (driver.Networker; then network is nil: no host networks).
+	netDriver driver.Networker
 
 	mu sync.Mutex
 	// live holds the running sandboxes this server tracks; pending counts
@@ -149,9 +152,11 @@ func New(d driver.Driver, st *store.Store, t Templates, limits Limits, log *slog
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Manager{driver: d, store: st, templates: t, limits: limits, log: log,
+	m := &Manager{driver: d, store: st, templates: t, limits: limits, log: log,
 		now: time.Now, live: map[string]*liveSandbox{}, stopping: map[string]*stopOp{},
 		closing: make(chan struct{}), retrying: map[string]bool{}}
+	m.netDriver, _ = d.(driver.Networker)
+	return m
 }
 
 // CreateParams is what a caller asks for; zero values take the defaults.
@@ -233,7 +238,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		ID: sb.ID, Owner: p.KeyID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
-		Network: netSpec, LeaseEndsAt: sb.LeaseEndsAt,
+		Network: netSpec, Policy: plan.driverPolicy(), LeaseEndsAt: sb.LeaseEndsAt,
 	})
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())

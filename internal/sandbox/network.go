@@ -10,6 +10,7 @@ import (
 
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/egress"
+	"withruntime.dev/runtime/internal/egress/policy"
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/store"
@@ -88,8 +89,41 @@ type netPlan struct {
 	secrets []egress.Secret
 }
 
+// driverPolicy is the policy a Networker driver boots the sandbox under:
+// nil (nothing out) without a plan.
+func (p *netPlan) driverPolicy() *egress.Policy {
+	if p == nil {
+		return nil
+	}
+	pol := p.policy
+	return &pol
+}
+
+// planDriverNetwork checks a create's network for a driver that enforces
+// it itself (driver.Networker): the policy as egress would normalize it,
+// then what the driver can enforce. Secrets are only counted (the driver
+// refuses them or not) before they are looked up.
+func (m *Manager) planDriverNetwork(p CreateParams) (*netPlan, error) {
+	plan := &netPlan{owner: p.SecretOwner}
+	if p.Network != nil {
+		plan.policy = *p.Network
+	}
+	pol, err := policy.Normalize(plan.policy, policy.NewGuard())
+	if err != nil {
+		return nil, errs.New(errs.Invalid, "network policy: %v", err)
+	}
+	plan.policy = pol
+	if err := m.netDriver.CheckNetwork(pol, len(p.Secrets)); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
 // planNetwork checks a create's network and secrets before anything is made.
 func (m *Manager) planNetwork(ctx context.Context, p CreateParams) (*netPlan, error) {
+	if m.network == nil && m.netDriver != nil {
+		return m.planDriverNetwork(p)
+	}
 	if m.network == nil {
 		if (p.Network != nil && !p.Network.None()) || len(p.Secrets) > 0 {
 			return nil, errs.New(errs.Invalid, "network: this server runs sandboxes without a network (egress is not enabled); omit network and secrets")
@@ -142,6 +176,9 @@ func (m *Manager) attachNetwork(ctx context.Context, id, rootfs string, plan *ne
 	if err := m.store.SetSandboxNetwork(ctx, id, store.SandboxNetwork{Policy: pol, Secrets: plan.names, SecretOwner: plan.owner}); err != nil {
 		return nil, nil, err
 	}
+	if m.network == nil {
+		return nil, nil, nil // the driver enforces it (Spec.Policy)
+	}
 	att, err := m.network.egress.Attach(ctx, id, plan.policy)
 	if err != nil {
 		return nil, nil, err
@@ -182,6 +219,10 @@ func (m *Manager) detachNetwork(ctx context.Context, id string) {
 // owner recorded at create) are bound again with their current values (same
 // placeholders). A secret deleted meanwhile is no longer injected.
 func (m *Manager) reattachNetwork(ctx context.Context, id string) {
+	if m.network == nil && m.netDriver != nil {
+		m.reapplyDriverNetwork(ctx, id)
+		return
+	}
 	if m.network == nil {
 		return
 	}
@@ -282,6 +323,20 @@ func (m *Manager) Network(ctx context.Context, id string) (egress.Policy, error)
 	if _, err := m.usable(ctx, id); err != nil {
 		return egress.Policy{}, err
 	}
+	if m.network == nil && m.netDriver != nil {
+		rec, err := m.store.GetSandboxNetwork(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return egress.Policy{}, nil // booted with nothing out
+		}
+		if err != nil {
+			return egress.Policy{}, err
+		}
+		var pol egress.Policy
+		if err := json.Unmarshal(rec.Policy, &pol); err != nil {
+			return egress.Policy{}, fmt.Errorf("network policy of %s: %w", id, err)
+		}
+		return pol, nil
+	}
 	if m.network == nil {
 		return egress.Policy{}, nil
 	}
@@ -295,6 +350,9 @@ func (m *Manager) Network(ctx context.Context, id string) (egress.Policy, error)
 // SetNetwork changes a running sandbox's network policy. It applies to new
 // connections and DNS queries; connections already open stay open.
 func (m *Manager) SetNetwork(ctx context.Context, id string, p egress.Policy) (egress.Policy, error) {
+	if m.network == nil && m.netDriver != nil {
+		return m.setDriverNetwork(ctx, id, p)
+	}
 	if m.network == nil {
 		if p.None() {
 			return egress.Policy{}, nil
@@ -329,4 +387,51 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, p egress.Policy) (e
 		return egress.Policy{}, err
 	}
 	return pol, nil
+}
+
+// setDriverNetwork is SetNetwork for a driver that enforces policies itself:
+// checked like a create's, recorded, then handed to the driver.
+func (m *Manager) setDriverNetwork(ctx context.Context, id string, p egress.Policy) (egress.Policy, error) {
+	plan, err := m.planDriverNetwork(CreateParams{Network: &p})
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	if _, err := m.usable(ctx, id); err != nil {
+		return egress.Policy{}, err
+	}
+	rec, err := m.store.GetSandboxNetwork(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return egress.Policy{}, err
+	}
+	rec.Policy, _ = json.Marshal(plan.policy)
+	if err := m.store.SetSandboxNetwork(ctx, id, rec); err != nil {
+		return egress.Policy{}, err
+	}
+	if err := m.netDriver.SetNetwork(ctx, id, plan.policy); err != nil {
+		return egress.Policy{}, fmt.Errorf("set network of %s: %w", id, err)
+	}
+	return plan.policy, nil
+}
+
+// reapplyDriverNetwork gives a sandbox adopted after a restart its recorded
+// policy again on a driver that enforces policies itself (nothing out
+// without a record), so that one whose policy object was lost, or that a
+// server without this code made, is restricted again.
+func (m *Manager) reapplyDriverNetwork(ctx context.Context, id string) {
+	var pol egress.Policy
+	rec, err := m.store.GetSandboxNetwork(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		m.log.Error("re-apply sandbox network", "sandbox", id, "err", err)
+		return
+	default:
+		_ = json.Unmarshal(rec.Policy, &pol)
+	}
+	if err := m.netDriver.CheckNetwork(pol, 0); err != nil {
+		pol = egress.Policy{} // fail closed
+	}
+	if err := m.netDriver.SetNetwork(ctx, id, pol); err != nil {
+		m.log.Error("re-apply sandbox network", "sandbox", id, "err", err)
+	}
 }

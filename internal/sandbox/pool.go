@@ -479,5 +479,8 @@ func (m *Manager) applyPooledNetwork(ctx context.Context, id string, plan *netPl
 	if plan.policy.None() {
 		return nil
 	}
+	if m.network == nil {
+		return m.netDriver.SetNetwork(ctx, id, plan.policy)
+	}
 	return m.network.egress.Update(ctx, id, plan.policy)
 }

@@ -126,6 +126,12 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		lock.Close()
 		return nil, err
 	}
+	if _, ok := cfg.Driver.(driver.Networker); ok {
+		// The driver restricts its sandboxes' network itself (Kubernetes:
+		// NetworkPolicy objects): no network namespaces, nftables rules or
+		// egress proxy on this host, and no host-wide egress names to lock.
+		cfg.Egress.Disabled = true
+	}
 	EgressNames(&cfg.Egress, cfg.DataDir)
 	names, err := lockNames(cfg.Egress, cfg.DataDir)
 	if err != nil {

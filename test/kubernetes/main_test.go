@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,10 +53,24 @@ func freeAddr(t *testing.T) string {
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// TestMainJobPrints42 is the README's main job, `withruntime sandbox run --
-// python3 -c 'print(6*7)'`, through `withruntime serve --driver kubernetes`:
-// it prints 42, and nothing of the sandbox is left in the cluster after.
-func TestMainJobPrints42(t *testing.T) {
+// server is `withruntime serve --driver kubernetes` on a control plane and
+// a node, with its namespace and RuntimeClasses.
+type server struct {
+	c            *kubetest.Cluster
+	wr           string // the withruntime binary
+	addr         string // host:port of the API
+	key          string // the local key
+	data         string // the data directory
+	nodeDir      string // the fake node's pod directories ("" on a real node)
+	runtimeClass string
+	templates    string
+	running      func() int // containers or processes still on the node
+	stop         func()     // stops the server (start starts it again)
+}
+
+// startServer starts a control plane, a node (WITHRUNTIME_K8S_NODE) and
+// the server; everything stops when the test ends.
+func startServer(t *testing.T) *server {
 	templates := os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
 	if templates == "" {
 		templates = "/var/lib/withruntime/templates"
@@ -84,14 +99,26 @@ func TestMainJobPrints42(t *testing.T) {
 	bin := t.TempDir()
 	agent := build(t, bin, "withruntime.dev/runtime/cmd/withruntime-agent")
 	wr := build(t, bin, "withruntime.dev/runtime/cmd/withruntime")
-	running := startNode(t, c, templates, agent, bin)
+	nodeDir := ""
+	if os.Getenv("WITHRUNTIME_K8S_NODE") != "real" {
+		nodeDir = t.TempDir()
+	}
+	running := startNode(t, c, templates, agent, bin, nodeDir)
 
-	data := t.TempDir()
-	addr := freeAddr(t)
+	s := &server{c: c, wr: wr, addr: freeAddr(t), data: t.TempDir(), nodeDir: nodeDir, runtimeClass: runtimeClass,
+		running: running, templates: templates}
+	s.start(t)
+	return s
+}
+
+// start starts `withruntime serve` (stopped by stop, or at the test's end)
+// and waits until it answers.
+func (s *server) start(t *testing.T) {
+	t.Helper()
 	var serveLog bytes.Buffer
-	serve := exec.Command(wr, "serve", "--driver", "kubernetes", "--kubeconfig", c.Kubeconfig,
-		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", runtimeClass, "--listen", addr, "--data-dir", data,
-		"--templates-dir", templates, "--no-build", "--pool-size", "0")
+	serve := exec.Command(s.wr, "serve", "--driver", "kubernetes", "--kubeconfig", s.c.Kubeconfig,
+		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", s.runtimeClass, "--listen", s.addr, "--data-dir", s.data,
+		"--templates-dir", s.templates, "--no-build", "--pool-size", "0")
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := serve.Start(); err != nil {
@@ -99,20 +126,31 @@ func TestMainJobPrints42(t *testing.T) {
 	}
 	served := make(chan struct{})
 	go func() { serve.Wait(); close(served) }()
-	t.Cleanup(func() {
-		serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			serve.Process.Kill()
-			<-served
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", serveLog.String())
-		}
-	})
-	key := waitServer(t, addr, data, served)
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			serve.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				serve.Process.Kill()
+				<-served
+			}
+			if t.Failed() {
+				t.Logf("server log:\n%s", serveLog.String())
+			}
+		})
+	}
+	t.Cleanup(s.stop)
+	s.key = waitServer(t, s.addr, s.data, served)
+}
 
+// TestMainJobPrints42 is the README's main job, `withruntime sandbox run --
+// python3 -c 'print(6*7)'`, through `withruntime serve --driver kubernetes`:
+// it prints 42, and nothing of the sandbox is left in the cluster after.
+func TestMainJobPrints42(t *testing.T) {
+	s := startServer(t)
+	wr, addr, key, runtimeClass := s.wr, s.addr, s.key, s.runtimeClass
 	run := exec.Command(wr, "sandbox", "run", "--", "python3", "-c", "print(6*7)")
 	run.Env = append(os.Environ(), "WITHRUNTIME_URL=http://"+addr, "WITHRUNTIME_API_KEY="+key)
 	var stdout, stderr bytes.Buffer
@@ -137,7 +175,15 @@ func TestMainJobPrints42(t *testing.T) {
 		}
 	}
 
-	// Nothing of the sandbox is left: no pod, no secret, no process.
+	checkNetworkPolicies(t, s)
+	assertNothingLeft(t, s)
+}
+
+// assertNothingLeft waits until nothing of any sandbox is left: no pod, no
+// secret, no network policy, no process.
+func assertNothingLeft(t *testing.T, s *server) {
+	t.Helper()
+	c, running, ctx := s.c, s.running, context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -148,11 +194,16 @@ func TestMainJobPrints42(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods.Items) == 0 && len(secs.Items) == 0 && running() == 0 {
+		nps, err := c.Client.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 && len(secs.Items) == 0 && len(nps.Items) == 0 && running() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("left after the run: %d pods, %d secrets, %d running containers or processes on the node", len(pods.Items), len(secs.Items), running())
+			t.Fatalf("left after the run: %d pods, %d secrets, %d network policies, %d running containers or processes on the node",
+				len(pods.Items), len(secs.Items), len(nps.Items), running())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -184,7 +235,7 @@ func waitServer(t *testing.T, addr, data string, served <-chan struct{}) string 
 
 // startNode starts the node the environment asks for and returns what
 // counts the sandboxes' containers (or processes) still on it.
-func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) func() int {
+func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin, nodeDir string) func() int {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
 		pause := build(t, bin, "withruntime.dev/runtime/internal/kube/kubetest/realnode/pause")
 		agentRoot, pauseRoot := filepath.Join(bin, "agent-image"), filepath.Join(bin, "pause-image")
@@ -210,7 +261,7 @@ func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin string) 
 			return n
 		}
 	}
-	node, err := fakenode.Start(context.Background(), fakenode.Config{Client: c.Client, Dir: t.TempDir(),
+	node, err := fakenode.Start(context.Background(), fakenode.Config{Client: c.Client, Dir: nodeDir,
 		Binaries: map[string]string{"/withruntime-agent": agent},
 		MainArgs: func(dir string) []string {
 			return []string{"-user", "root", "-workspace", filepath.Join(dir, "workspace")}

@@ -5,9 +5,11 @@
 // (agentauth: a pinned certificate and a token the server keeps).
 //
 // It speaks to the API with client-go's typed clients and a pod informer
-// limited to its own namespace and label; there is no kubectl. What it does
-// not do yet (network policy, stats, pause, a warm pool of pods) the
-// manager finds missing through the driver's optional interfaces.
+// limited to its own namespace and label; there is no kubectl. Each
+// sandbox's network policy is a NetworkPolicy object selecting its pod
+// (netpol.go; it needs a CNI that enforces them). What it does not do yet
+// (stats, pause, a warm pool of pods) the manager finds missing through
+// the driver's optional interfaces.
 package kubernetes
 
 import (
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -67,6 +70,13 @@ type Config struct {
 	// DeleteTimeout bounds how long Destroy waits for the kubelet to end
 	// the pod before deleting it by force; default 30 seconds.
 	DeleteTimeout time.Duration
+	// ServerPeer is who may reach a sandbox's agent port: every sandbox's
+	// NetworkPolicy lets in only it (default DefaultServerPeer(): the
+	// Runtime server's pods as deploy/kubernetes/ labels them).
+	ServerPeer networkingv1.NetworkPolicyPeer
+	// DNSPeer is the cluster DNS a sandbox with internet on may query
+	// (default DefaultDNSPeer()). Sandboxes without internet get no DNS.
+	DNSPeer networkingv1.NetworkPolicyPeer
 }
 
 // Driver runs sandboxes as pods.
@@ -117,6 +127,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.DeleteTimeout == 0 {
 		cfg.DeleteTimeout = 30 * time.Second
 	}
+	if cfg.ServerPeer.PodSelector == nil && cfg.ServerPeer.NamespaceSelector == nil && cfg.ServerPeer.IPBlock == nil {
+		cfg.ServerPeer = DefaultServerPeer()
+	}
+	if cfg.DNSPeer.PodSelector == nil && cfg.DNSPeer.NamespaceSelector == nil && cfg.DNSPeer.IPBlock == nil {
+		cfg.DNSPeer = DefaultDNSPeer()
+	}
 	f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	inf := f.Core().V1().Pods()
@@ -148,8 +164,10 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// Create implements driver.Driver: a Secret with the sandbox's credentials,
-// then its Pod; it returns once the pod runs and its agent answers.
+// Create implements driver.Driver: the sandbox's NetworkPolicy (spec.Policy;
+// nil: nothing out), a Secret with its credentials, then its Pod, so that
+// the pod never runs unrestricted; it returns once the pod runs and its
+// agent answers. A policy CheckNetwork refuses fails the create.
 func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle, err error) {
 	if err := validID(spec.ID); err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
@@ -167,6 +185,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 			_ = d.Destroy(context.WithoutCancel(ctx), spec.ID)
 		}
 	}()
+	if spec.Policy != nil {
+		if err := d.CheckNetwork(*spec.Policy, 0); err != nil {
+			return nil, err
+		}
+	}
+	nps := d.cfg.Client.NetworkingV1().NetworkPolicies(d.cfg.Namespace)
+	np, err := nps.Create(ctx, d.networkPolicy(spec, spec.Policy), metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes create: network policy: %w", err)
+	}
 	core := d.cfg.Client.CoreV1()
 	sec, err := core.Secrets(d.cfg.Namespace).Create(ctx, d.secret(spec, creds), metav1.CreateOptions{})
 	if err != nil {
@@ -177,10 +205,16 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: pod: %w", err)
 	}
-	// The secret goes with the pod wherever a garbage collector runs.
-	sec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+	// The secret and the policy go with the pod wherever a garbage
+	// collector runs.
+	owner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+	sec.OwnerReferences = owner
 	if _, err := core.Secrets(d.cfg.Namespace).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		return nil, fmt.Errorf("kubernetes create: secret owner: %w", err)
+	}
+	np.OwnerReferences = owner
+	if _, err := nps.Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+		return nil, fmt.Errorf("kubernetes create: network policy owner: %w", err)
 	}
 	st := state{Namespace: d.cfg.Namespace, Pod: pod.Name, UID: string(pod.UID), CertPEM: creds.CertPEM, Token: creds.Token}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
@@ -274,19 +308,23 @@ func (d *Driver) dialer(st state) func(context.Context) (net.Conn, error) {
 		if string(pod.UID) != st.UID || pod.Status.PodIP == "" {
 			return nil, fmt.Errorf("agent of pod %s: pod replaced or without an IP: %w", st.Pod, driver.ErrNotFound)
 		}
+		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			return nil, fmt.Errorf("agent of pod %s: the pod ended (%s): %w", st.Pod, describe(pod), driver.ErrNotFound)
+		}
 		return agentauth.Dial(ctx, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.cfg.AgentPort)), st.CertPEM, st.Token)
 	}
 }
 
 // waitReady polls the agent's /health until it answers 200. A refused
-// channel (another agent at that IP) fails at once.
+// channel (another agent at that IP) or a pod that is gone or ended (e.g.
+// its agent ended it at a lease that passed while it booted) fails at once.
 func waitReady(ctx context.Context, dial func(context.Context) (net.Conn, error)) error {
 	var last error
 	for {
 		if last = ping(ctx, dial); last == nil {
 			return nil
 		}
-		if errors.Is(last, driver.ErrChannel) {
+		if errors.Is(last, driver.ErrChannel) || errors.Is(last, driver.ErrNotFound) {
 			return last
 		}
 		select {
@@ -346,7 +384,8 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 
 // Destroy implements driver.Driver: it deletes the pod (a one-second grace,
 // then by force after DeleteTimeout), waits until the API no longer has
-// it, and deletes its secret.
+// it, and deletes its secret and its NetworkPolicy (last: the pod stays
+// restricted until it is gone).
 func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return fmt.Errorf("kubernetes destroy: %w", err)
@@ -370,6 +409,10 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kubernetes destroy %s: secret: %w", id, err)
 	}
+	err = d.cfg.Client.NetworkingV1().NetworkPolicies(d.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes destroy %s: network policy: %w", id, err)
+	}
 	return nil
 }
 
@@ -390,8 +433,9 @@ func (d *Driver) waitGone(ctx context.Context, name string) error {
 	}
 }
 
-// List implements driver.Driver: the sandbox ids of the driver's pods and
-// of its secrets (a create that died between the two leaves a secret).
+// List implements driver.Driver: the sandbox ids of the driver's pods, of
+// its secrets and of its NetworkPolicy objects (a create that died between
+// them leaves a policy or a secret).
 func (d *Driver) List(ctx context.Context) ([]string, error) {
 	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy})
 	seen := map[string]bool{}
@@ -408,6 +452,13 @@ func (d *Driver) List(ctx context.Context) ([]string, error) {
 	}
 	for _, s := range secs.Items {
 		seen[s.Labels[LabelSandbox]] = true
+	}
+	nps, err := d.cfg.Client.NetworkingV1().NetworkPolicies(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes list: %w", err)
+	}
+	for _, np := range nps.Items {
+		seen[np.Labels[LabelSandbox]] = true
 	}
 	ids := make([]string, 0, len(seen))
 	for id := range seen {

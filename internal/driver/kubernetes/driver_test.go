@@ -139,8 +139,9 @@ func assertNothingLeft(t *testing.T, e *env) {
 	ctx := context.Background()
 	pods, _ := e.c.Client.CoreV1().Pods(testNS).List(ctx, metav1.ListOptions{})
 	secs, _ := e.c.Client.CoreV1().Secrets(testNS).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy})
-	if len(pods.Items) != 0 || len(secs.Items) != 0 {
-		t.Errorf("left in the cluster: %d pods, %d secrets", len(pods.Items), len(secs.Items))
+	nps, _ := e.c.Client.NetworkingV1().NetworkPolicies(testNS).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + managedBy})
+	if len(pods.Items) != 0 || len(secs.Items) != 0 || len(nps.Items) != 0 {
+		t.Errorf("left in the cluster: %d pods, %d secrets, %d network policies", len(pods.Items), len(secs.Items), len(nps.Items))
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for e.node.Running() != 0 && time.Now().Before(deadline) {

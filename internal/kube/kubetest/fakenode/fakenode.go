@@ -7,7 +7,10 @@
 // up on the test host; see docs/ARCHITECTURE.md, "Kubernetes".
 //
 // What it does to run a pod, so that the Runtime agent inside really serves:
-//   - each pod gets its own loopback address 127.0.10.N as its pod IP;
+//   - each pod gets its own loopback address 127.B.X.Y as its pod IP, B
+//     chosen per node from the process id, so that the nodes of test
+//     processes running at the same time (go test runs packages in
+//     parallel) do not hand out the same addresses;
 //   - emptyDir volumes are directories under the node's directory, secret
 //     volumes directories holding the secret's keys (mode 0400);
 //   - init containers, then the first container, run as processes (the
@@ -29,6 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,7 +77,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Name = "fakenode"
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	p := &provider{cfg: cfg, pods: map[string]*fakePod{}, notify: func(*corev1.Pod) {}}
+	p := &provider{cfg: cfg, pods: map[string]*fakePod{}, notify: func(*corev1.Pod) {},
+		ipBase: 10 + (os.Getpid()+int(nodes.Add(1)))%240}
 	n := &Node{cfg: cfg, cancel: cancel, done: make(chan struct{}), prov: p}
 	nodeObj := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: map[string]string{"type": "fakenode", "kubernetes.io/hostname": cfg.Name}},
@@ -143,12 +148,16 @@ func (n *Node) Stop() {
 // Running is the number of pods whose processes run now.
 func (n *Node) Running() int { return n.prov.running() }
 
+// nodes counts the nodes this process started (for their pod IPs).
+var nodes atomic.Int64
+
 // provider implements node.PodLifecycleHandler and node.PodNotifier.
 type provider struct {
 	cfg    Config
 	mu     sync.Mutex
 	pods   map[string]*fakePod // namespace/name
 	nextIP int
+	ipBase int // the second octet of this node's pod IPs
 	notify func(*corev1.Pod)
 }
 
@@ -189,7 +198,7 @@ func (p *provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	p.nextIP++
-	ip := fmt.Sprintf("127.0.%d.%d", 10+p.nextIP/250, 1+p.nextIP%250)
+	ip := fmt.Sprintf("127.%d.%d.%d", p.ipBase, 10+p.nextIP/250%240, 1+p.nextIP%250)
 	fp := &fakePod{pod: pod.DeepCopy(), dir: filepath.Join(p.cfg.Dir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID)), ip: ip,
 		stop: make(chan struct{})}
 	p.pods[k] = fp

@@ -130,7 +130,7 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 }
 
 // network gives this (the test's own) namespace an interface with the
-// node IP and a default route.
+// node IP and a default route, or keeps those an earlier node made.
 func (n *Node) network() error {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
@@ -142,7 +142,10 @@ func (n *Node) network() error {
 		{"link", "set", "kt1", "up"},
 		{"route", "add", "default", "via", "10.99.0.2", "dev", "kt0"},
 	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("File exists")) {
+		// A second node in the same test binary (namespace) finds them
+		// made by the first.
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil && !bytes.Contains(out, []byte("File exists")) && !bytes.Contains(out, []byte("already assigned")) {
 			return fmt.Errorf("ip %v: %v: %s", args, err, out)
 		}
 	}

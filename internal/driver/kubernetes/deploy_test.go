@@ -1,0 +1,168 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"withruntime.dev/runtime/internal/egress/policy"
+)
+
+// deployDir is deploy/kubernetes/ from this package.
+const deployDir = "../../../deploy/kubernetes"
+
+// applyManifests server-side applies every object in deploy/kubernetes/
+// with strict field validation, so that an unknown or misplaced field, a
+// wrong type or a value the API refuses fails the test. It returns the
+// objects as applied.
+func applyManifests(t *testing.T, cfg *rest.Config) []*unstructured.Unstructured {
+	t.Helper()
+	ctx := context.Background()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s: %v", deployDir, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range bytes.Split(raw, []byte("\n---\n")) {
+			js, err := yaml.YAMLToJSON(doc)
+			if err != nil {
+				t.Fatalf("%s document %d: %v", f, i, err)
+			}
+			obj := &unstructured.Unstructured{}
+			if err := obj.UnmarshalJSON(js); err != nil {
+				t.Fatalf("%s document %d: %v", f, i, err)
+			}
+			gvk := obj.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s document %d (%s): %v", f, i, gvk, err)
+			}
+			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+			if obj.GetNamespace() != "" {
+				ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+			}
+			force := true
+			if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, js, metav1.PatchOptions{
+				FieldManager: "withruntime-test", Force: &force, FieldValidation: "Strict"}); err != nil {
+				t.Fatalf("%s: apply %s %s: %v", f, gvk.Kind, obj.GetName(), err)
+			}
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// TestDeployManifests: deploy/kubernetes/ applies to a real API server as
+// is (strict validation), and the server's identity there can run the
+// driver's whole sandbox life (pods, secrets, network policies, with Pod
+// Security admission on the namespace) and nothing else: its Role is
+// enough and no more than the driver needs.
+func TestDeployManifests(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	objs := applyManifests(t, e.c.Config)
+
+	// The Deployment runs the Kubernetes driver, labelled as the sandboxes'
+	// NetworkPolicy expects, under the ServiceAccount bound below.
+	var dep *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			dep = o
+		}
+	}
+	if dep == nil {
+		t.Fatal("no Deployment in deploy/kubernetes")
+	}
+	labels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "labels")
+	k, v, _ := strings.Cut(DefaultServerSelector, "=")
+	if labels[k] != v || dep.GetNamespace() != DefaultServerNamespace {
+		t.Errorf("server pods %s/%v, want %s in %s (DefaultServerPeer)", dep.GetNamespace(), labels, DefaultServerSelector, DefaultServerNamespace)
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	if !slices.Contains(args, "--driver=kubernetes") || !slices.Contains(args, "--kubernetes-namespace="+testNS) {
+		t.Errorf("server args %v, want --driver=kubernetes --kubernetes-namespace=%s", args, testNS)
+	}
+
+	// The driver as the server's ServiceAccount.
+	sa := rest.CopyConfig(e.c.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:withruntime-system:withruntime-server"}
+	client, err := k8s.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(ctx, Config{Client: client, Namespace: testNS, AgentImage: "withruntime/agent:test"})
+	if err != nil {
+		t.Fatalf("driver as the server's ServiceAccount: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	spec := testSpec("sbx_rbac")
+	spec.Policy = &policy.Policy{Allow: []string{"203.0.113.0/24"}}
+	h, err := d.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("create as the server's ServiceAccount: %v", err)
+	}
+	if err := ping(ctx, h.Dial); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetNetwork(ctx, "sbx_rbac", policy.Policy{Internet: true}); err != nil {
+		t.Fatalf("network change as the server's ServiceAccount: %v", err)
+	}
+	if ids, err := d.List(ctx); err != nil || len(ids) != 1 {
+		t.Fatalf("List as the server's ServiceAccount: %v %v", ids, err)
+	}
+	if _, err := d.Recover(ctx, "sbx_rbac", h.State); err != nil {
+		t.Fatalf("Recover as the server's ServiceAccount: %v", err)
+	}
+	if err := d.Destroy(ctx, "sbx_rbac"); err != nil {
+		t.Fatalf("destroy as the server's ServiceAccount: %v", err)
+	}
+	assertNothingLeft(t, e)
+
+	// And nothing more: no secret read, nothing outside its namespaces.
+	forbidden := map[string]error{}
+	_, forbidden["get a secret"] = client.CoreV1().Secrets(testNS).Get(ctx, "any", metav1.GetOptions{})
+	_, forbidden["list secrets in kube-system"] = client.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+	_, forbidden["list pods in default"] = client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	_, forbidden["list nodes"] = client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	_, forbidden["create a namespace"] = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	for what, err := range forbidden {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the server's ServiceAccount: %v, want Forbidden", what, err)
+		}
+	}
+}
