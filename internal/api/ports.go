@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	pathpkg "path"
 	"strconv"
 	"strings"
 
@@ -104,7 +105,13 @@ func (s *Server) relayPort(w http.ResponseWriter, r *http.Request) error {
 			}
 			h.Set("X-Forwarded-Host", pr.In.Host)
 			h.Set("X-Forwarded-Proto", scheme(pr.In))
+			dropRuntimeCookies(h)
 			if atRoot {
+				// The program's own Authorization passes (its users' logins),
+				// but never a Runtime key sent along by mistake.
+				if runtimeKeyIn(h.Get("Authorization")) {
+					h.Del("Authorization")
+				}
 				pr.Out.Host = pr.In.Host
 				return
 			}
@@ -117,7 +124,7 @@ func (s *Server) relayPort(w http.ResponseWriter, r *http.Request) error {
 			if atRoot {
 				hostOnlyCookies(resp.Header)
 			} else {
-				underPrefix(resp.Header, prefix, raw)
+				underPrefix(resp.Header, prefix, raw, path, r.Host)
 			}
 			return nil
 		},
@@ -192,8 +199,9 @@ func dropAttrs(cookie string, names ...string) []string {
 // is moved under the prefix (and its Domain dropped), so it never reaches
 // the API's other routes, the dashboard or another sandbox's port; a
 // redirect to an absolute path, or to the program's own localhost address,
-// is moved under the prefix too.
-func underPrefix(h http.Header, prefix, port string) {
+// is moved under the prefix too (reqPath: the path the program was asked
+// for; apiHost: the Host the caller reached the API at).
+func underPrefix(h http.Header, prefix, port, reqPath, apiHost string) {
 	if cookies := h.Values("Set-Cookie"); len(cookies) > 0 {
 		h.Del("Set-Cookie")
 		for _, c := range cookies {
@@ -212,11 +220,53 @@ func underPrefix(h http.Header, prefix, port string) {
 	if loc == "" {
 		return
 	}
-	if u, err := url.Parse(loc); err == nil && u.Scheme == "http" && (u.Host == "localhost:"+port || u.Host == "127.0.0.1:"+port) {
-		u.Scheme, u.Host = "", ""
-		loc = u.String()
+	// The program sees itself at http://localhost:PORT/reqPath: a redirect
+	// it gives is resolved there. One to its own address, or to the API's
+	// host, lands under the prefix with its dot segments (escaped ones too)
+	// resolved first, so no "/../" walks out to the API's other routes with
+	// the caller's key (clients keep Authorization on same-host redirects).
+	u, err := url.Parse(loc)
+	if err != nil {
+		h.Del("Location")
+		return
 	}
-	if strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
-		h.Set("Location", prefix+loc)
+	base := &url.URL{Scheme: "http", Host: "localhost:" + port, Path: reqPath}
+	abs := base.ResolveReference(u)
+	own := abs.Host == "localhost:"+port || abs.Host == "127.0.0.1:"+port || strings.EqualFold(abs.Host, apiHost)
+	if !own {
+		return // another site: the client's own rules for cross-site redirects apply
 	}
+	clean := &url.URL{Path: prefix + pathpkg.Clean("/"+abs.Path), RawQuery: abs.RawQuery, Fragment: abs.Fragment}
+	h.Set("Location", clean.String())
+}
+
+// dropRuntimeCookies removes the dashboard's session and sign-in cookies
+// from a request going into a sandbox: under TLS the session cookie has
+// Path=/, so a browser sends it with every request to the API's host.
+func dropRuntimeCookies(h http.Header) {
+	cookies := h.Values("Cookie")
+	if len(cookies) == 0 {
+		return
+	}
+	h.Del("Cookie")
+	var keep []string
+	for _, line := range cookies {
+		for _, c := range strings.Split(line, ";") {
+			name, _, _ := strings.Cut(strings.TrimSpace(c), "=")
+			if name == "" || strings.HasPrefix(name, "wr_") || strings.HasPrefix(name, "__Host-wr_") {
+				continue
+			}
+			keep = append(keep, strings.TrimSpace(c))
+		}
+	}
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
+// runtimeKeyIn says whether an Authorization value carries a Runtime API
+// key (`wr_...`), under any scheme.
+func runtimeKeyIn(v string) bool {
+	_, cred, _ := strings.Cut(strings.TrimSpace(v), " ")
+	return strings.HasPrefix(strings.TrimSpace(cred), "wr_") || strings.HasPrefix(strings.TrimSpace(v), "wr_")
 }
