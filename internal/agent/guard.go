@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -24,10 +25,12 @@ import (
 //     host limit is charged for, less gVisor's own) reaches the sandbox's
 //     memory size, the command with the largest resident memory is killed.
 //     Its result says oomKilled, exit code 137. The host limit sits higher
-//     by a headroom (the driver's: 64 MiB, and 1 MiB per process the
-//     sandbox may run) that covers gVisor's own memory and the guard's
-//     reaction time; memory is sampled more often the closer it is to the
-//     limit, and rarely while no process runs.
+//     by a headroom (the driver's: a quarter of the size, 64 MiB, and 1 MiB
+//     per process the sandbox may run) that covers gVisor's own memory and
+//     the guard's reaction time; memory is sampled more often the closer it
+//     is to the limit, and rarely while no process runs. A command that
+//     outgrows the guard anyway meets the host's OOM killer, which the
+//     driver points at the command (see proc.noteHostOOMKill).
 //   - processes: when the sandbox stays at 90% or more of its process limit
 //     (RLIMIT_NPROC, per user, which the driver sizes so that a sandbox full
 //     of processes still fits in its memory) for pidsSustain, the command
@@ -58,6 +61,9 @@ type guard struct {
 	pidsTrigger int
 	// on is false outside a sandbox: the guard never acts on a host.
 	on bool
+	// fullAt is when a sample last found the memory in use at
+	// memFullPercent of memLimit or more (UnixNano; 0: never).
+	fullAt atomic.Int64
 
 	// wake is signalled when a command starts.
 	wake chan struct{}
@@ -90,8 +96,11 @@ const (
 	// reservedForKernel is kept free below the host limit when the memory
 	// size passed to the agent leaves no headroom.
 	reservedForKernel = 32 << 20
-	pidsInterval      = 500 * time.Millisecond
-	pidsSustain       = time.Second
+	// memFullPercent and memFullRecent: see guard.memoryFull.
+	memFullPercent = 90
+	memFullRecent  = 2 * time.Second
+	pidsInterval   = 500 * time.Millisecond
+	pidsSustain    = time.Second
 	// minVictimProcs: a command with fewer processes and threads is not
 	// what fills the process table. It is low because a bomb at the limit
 	// may be mostly zombies waiting for PID 1, which count against the
@@ -194,12 +203,26 @@ func (g *guard) checkMemory(now time.Time, lastKill *time.Time) time.Duration {
 		return guardMaxInterval
 	}
 	used := total - free
+	if used >= g.memLimit*memFullPercent/100 {
+		g.fullAt.Store(now.UnixNano())
+	}
 	if used >= g.memLimit && (now.Sub(*lastKill) >= memSettle || used >= g.memEmergency) {
 		if g.kill(byMemory, used) {
 			*lastKill = time.Now()
 		}
 	}
 	return g.interval(used)
+}
+
+// memoryFull reports whether the memory in use is at memFullPercent of the
+// kill level or more, now or at a sample in the last memFullRecent: the
+// state in which the host's OOM killer acts (see proc.noteHostOOMKill).
+func (g *guard) memoryFull() bool {
+	if t := g.fullAt.Load(); t != 0 && time.Since(time.Unix(0, t)) < memFullRecent {
+		return true
+	}
+	total, free, err := g.readMem()
+	return err == nil && total-free >= g.memLimit*memFullPercent/100
 }
 
 // checkProcs kills the command with the most processes when the sandbox

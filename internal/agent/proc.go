@@ -27,6 +27,9 @@ type procSpec struct {
 	// proc.writeStdin until proc.closeStdin (background processes).
 	stdinOpen bool
 	timeout   time.Duration // 0: none
+	// memoryFull reports whether the sandbox's memory is, or just was, at
+	// its limit (guard.memoryFull); nil: never.
+	memoryFull func() bool
 }
 
 // proc is one running (or finished) command: its own session and process
@@ -49,6 +52,8 @@ type proc struct {
 	pidKilled bool // the guard killed it for the sandbox's process limit
 	timer     *time.Timer
 	ended     time.Time
+	// memoryFull is procSpec.memoryFull.
+	memoryFull func() bool
 
 	// stdin is the write end of an open stdin pipe (procSpec.stdinOpen);
 	// nil once closed. stdinMu serialises writes and the close.
@@ -151,6 +156,8 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
 		stdin:   openStdin,
+
+		memoryFull: spec.memoryFull,
 	}
 	p.streams[stdout] = newOutStream(stdout, outR, sk)
 	p.streams[stderr] = newOutStream(stderr, errR, sk)
@@ -190,6 +197,7 @@ func (p *proc) wait() {
 	p.ended = time.Now()
 	p.reaped = true
 	_ = p.cmd.Wait() // the status is in cmd.ProcessState
+	p.noteHostOOMKill()
 	reap.reaped(p.pid)
 	if p.timer != nil {
 		p.timer.Stop()
@@ -242,6 +250,23 @@ func (p *proc) onTimeout() {
 		p.timedOut = true
 	}
 	p.signalLocked(syscall.SIGKILL)
+}
+
+// noteHostOOMKill marks as out of memory a main process that died of a
+// SIGKILL the agent did not send while the sandbox's memory was at its
+// limit. That is the host's OOM killer: when a command outgrows the guard
+// (on a loaded host the guard may not get the CPU in time), the host kills
+// the command's systrap stub at the sandbox's host limit, and gVisor ends
+// the command with SIGKILL. A `kill -9` from inside at that very moment
+// is reported the same way. Called with p.mu held, once reaped.
+func (p *proc) noteHostOOMKill() {
+	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL || p.killed || p.timedOut || p.pidKilled || p.memoryFull == nil {
+		return
+	}
+	if p.memoryFull() {
+		p.oomKilled = true
+	}
 }
 
 // kill kills the command's whole tree for the guard. A kill for memory

@@ -110,6 +110,9 @@ func New(cfg Config) (*Server, error) {
 // start starts a command (exec or background) and puts it in the guard's
 // view.
 func (s *Server) start(spec procSpec, sk sink) (*proc, error) {
+	if s.guard.on {
+		spec.memoryFull = s.guard.memoryFull
+	}
 	p, err := startProc(spec, sk, s.cgroups)
 	if err != nil {
 		return nil, err

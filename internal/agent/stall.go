@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,9 +24,9 @@ import (
 //
 // So every stallTick the agent looks at the processes of its running
 // commands (through /proc files kept open, see statCache: this costs well
-// under 1% of a CPU). Two processes that share a pipe (not one of the agent's own
-// output pipes) and have both used no CPU for stallAfter are stopped and
-// continued. For a pipeline that was merely idle (`sleep 100 | cat`) that
+// under 1% of a CPU). When two processes that share a pipe (not one of the
+// agent's own output pipes) have both used no CPU for stallAfter, their
+// command is stopped and continued (stopAndContinue). For a pipeline that was merely idle (`sleep 100 | cat`) that
 // is harmless: Linux restarts the interrupted calls, or returns EINTR from
 // the few that are not restarted (epoll_wait, for one), which programs
 // retry. Such a pair is kicked again only after a doubling pause (up to
@@ -67,7 +68,7 @@ const (
 
 func newKicker(log *slog.Logger, live *liveSet) *kicker {
 	return &kicker{log: log, live: live, wake: make(chan struct{}, 1), idle: map[int]idleState{}, next: map[string]backoff{},
-		scan: newStatCache().scan, pipes: pipesOf, kick: stopAndContinue}
+		scan: newStatCache().scan, pipes: pipesOf, kick: func(order []int) { stopAndContinue(order, 0) }}
 }
 
 // run kicks stalled pipelines until ctx is done: every stallTick while a
@@ -131,8 +132,10 @@ func (k *kicker) check(now time.Time) {
 	}
 	seen := map[int]bool{}
 	holders := map[string][]int{} // pipe inode -> idle processes holding it
+	trees := map[string][]int{}   // pipe inode -> the command it is in
 	for _, root := range roots {
-		for _, pid := range treeOf(procs, root) {
+		tree := treeOf(procs, root)
+		for _, pid := range tree {
 			e, ok := byPid[pid]
 			if !ok || seen[pid] || e.state == 'Z' {
 				continue
@@ -148,6 +151,7 @@ func (k *kicker) check(now time.Time) {
 			}
 			for _, pipe := range k.pipes(pid) {
 				holders[pipe] = append(holders[pipe], pid)
+				trees[pipe] = tree
 			}
 		}
 	}
@@ -160,6 +164,7 @@ func (k *kicker) check(now time.Time) {
 	for _, pipe := range k.pipes(os.Getpid()) {
 		own[pipe] = true
 	}
+	kicked := map[int]bool{} // commands (by their first pid) kicked now
 	for pipe, pids := range holders {
 		if len(pids) < 2 || own[pipe] {
 			continue
@@ -171,8 +176,14 @@ func (k *kicker) check(now time.Time) {
 		b.pause = min(max(2*b.pause, stallAfter), stallMaxBackoff)
 		b.at = now.Add(b.pause)
 		k.next[pipe] = b
-		k.log.Info("kicking a stalled pipeline", "pipe", pipe, "pids", pids)
-		k.kick(pids)
+		tree := trees[pipe]
+		if kicked[tree[0]] {
+			continue
+		}
+		kicked[tree[0]] = true
+		order := parentsFirst(tree, byPid)
+		k.log.Info("kicking a stalled pipeline", "pipe", pipe, "pids", pids, "command", order)
+		k.kick(order)
 	}
 	for pipe, b := range k.next {
 		if now.Sub(b.at) > stallMaxBackoff {
@@ -199,12 +210,49 @@ func pipesOf(pid int) []string {
 	return out
 }
 
-// stopAndContinue stops the processes and continues them.
-func stopAndContinue(pids []int) {
-	for _, pid := range pids {
+// parentsFirst orders a command's processes so that each comes after its
+// parent, and leaves out those already stopped (by a debugger, by the user,
+// by job control): the kicker must not continue them.
+func parentsFirst(tree []int, byPid map[int]procEntry) []int {
+	in := make(map[int]bool, len(tree))
+	for _, pid := range tree {
+		in[pid] = true
+	}
+	depth := func(pid int) int {
+		d := 0
+		for e, ok := byPid[pid]; ok && in[e.ppid] && d < len(tree); e, ok = byPid[e.ppid] {
+			d++
+		}
+		return d
+	}
+	var out []int
+	for _, pid := range tree {
+		if e := byPid[pid]; e.state != 'T' && e.state != 't' {
+			out = append(out, pid)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b int) int { return depth(a) - depth(b) })
+	return out
+}
+
+// stopAndContinue stops a whole command, parents before children, and
+// continues it, children before parents.
+//
+// The whole command, not only the two processes on the stalled pipe: a
+// parent that waits with WUNTRACED (sudo, a job-control shell) and sees
+// its child stopped stops itself, and nothing would continue it. Stopped
+// first, such a parent runs again only after its children are running,
+// and finds nothing stopped. (Were it left stopped, gVisor would also hang
+// up its whole process group, orphaned as every command's session is, at
+// the next exit in it: `sudo apt-get` ended with exit 129 that way.)
+//
+// hold is how long the command stays stopped: 0 but in tests.
+func stopAndContinue(order []int, hold time.Duration) {
+	for _, pid := range order {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
-	for _, pid := range pids {
+	time.Sleep(hold)
+	for _, pid := range slices.Backward(order) {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 }

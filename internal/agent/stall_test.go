@@ -44,8 +44,8 @@ func TestKickerKicksIdlePipelines(t *testing.T) {
 		t.Fatalf("kicks: %v, want the idle pipeline twice", kicked)
 	}
 	for _, pids := range kicked {
-		if len(pids) != 2 {
-			t.Errorf("kicked %v, want sleep and cat", pids)
+		if len(pids) != 3 {
+			t.Errorf("kicked %v, want the whole command: sh, sleep and cat", pids)
 		}
 		for _, pid := range pids {
 			if !slices.Contains(treeOf(scanProcs(), idle.pid), pid) {
@@ -89,4 +89,76 @@ func TestParseMeminfo(t *testing.T) {
 	if total != 589824<<10 || free != 574488<<10 {
 		t.Errorf("total %d free %d", total, free)
 	}
+}
+
+// sudoLike behaves as sudo does without a terminal: when its child stops,
+// it stops itself (sudo_suspend_parent). Its child, sleep, writes to a
+// pipe that the parent reads: an idle pipeline of the parent and child.
+const sudoLike = `
+import os, signal, subprocess
+p = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE)
+def onchld(sig, frame):
+    pid, status = os.waitpid(p.pid, os.WUNTRACED | os.WNOHANG)
+    if pid and os.WIFSTOPPED(status):
+        os.kill(os.getpid(), signal.SIGSTOP)
+signal.signal(signal.SIGCHLD, onchld)
+p.stdout.read()
+`
+
+// A kick stops and continues the whole command, parents first, so that a
+// parent which stops itself when it sees its child stopped (sudo, a
+// job-control shell) never sees it. Stopping only the pair on the pipe
+// leaves such a parent stopped for good (the control, below).
+func TestKickerLeavesParentsRunning(t *testing.T) {
+	t.Parallel()
+	stopped := func(pid int) bool {
+		for _, e := range scanProcs() {
+			if e.pid == pid {
+				return e.state == 'T' || e.state == 't'
+			}
+		}
+		return false
+	}
+	parentAndChild := func(p *proc) (int, int) {
+		time.Sleep(300 * time.Millisecond) // let it start sleep and install its handler
+		for range 100 {
+			for _, e := range scanProcs() {
+				if e.ppid == p.pid {
+					return p.pid, e.pid
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("the sudo-like parent started no child")
+		return 0, 0
+	}
+	const hold = 300 * time.Millisecond // long enough for the parent to look
+
+	live := newLiveSet()
+	p := startIn(t, live, "exec python3 -c '"+sudoLike+"'")
+	parent, child := parentAndChild(p)
+	byPid := map[int]procEntry{}
+	procs := scanProcs()
+	for _, e := range procs {
+		byPid[e.pid] = e
+	}
+	order := parentsFirst(treeOf(procs, p.pid), byPid)
+	if !slices.Equal(order, []int{parent, child}) {
+		t.Fatalf("order %v, want parent %d then child %d", order, parent, child)
+	}
+	stopAndContinue(order, hold)
+	time.Sleep(time.Second)
+	if stopped(parent) || stopped(child) {
+		t.Errorf("after a kick of the whole command: parent stopped %v, child stopped %v", stopped(parent), stopped(child))
+	}
+
+	// The control: the pair alone, as the kicker once did.
+	q := startIn(t, live, "exec python3 -c '"+sudoLike+"'")
+	parent, child = parentAndChild(q)
+	stopAndContinue([]int{child}, hold)
+	time.Sleep(time.Second)
+	if !stopped(parent) {
+		t.Errorf("stopping only the child left the sudo-like parent running: the test shows nothing")
+	}
+	_ = syscall.Kill(parent, syscall.SIGCONT)
 }

@@ -591,6 +591,15 @@ func casePipelines(t *testing.T, b *box) {
 	if res := b.sh("bash -c 'set -o pipefail; yes | head -n 0; echo rc=$?'"); res.Stdout != "rc=141\n" {
 		t.Errorf("pipefail: %+v", res)
 	}
+	// The kicker stops and continues an idle pipeline too (sleep | cat,
+	// after about 4 s). sudo, like a job-control shell, stops itself when
+	// it sees its command stopped; were the pipeline's parents not stopped
+	// and continued with it, sudo would stay stopped, and gVisor would
+	// hang up its whole process group (orphaned, with a stopped member)
+	// when a process in it exited: exit 129, as `sudo apt-get` once did.
+	if res, took := b.shT("sudo sh -c 'sleep 7 | cat; echo piped'; echo rc=$?", 30); res.Stdout != "piped\nrc=0\n" || took > 15*time.Second {
+		t.Errorf("an idle pipeline under sudo: %+v after %v", res, took)
+	}
 	for range 5 {
 		res, took := b.shT("for i in $(seq 10); do seq 1 200000 | grep -x 5 >/dev/null || echo FAIL; done", 30)
 		if res.ExitCode != 0 || res.Stdout != "" || took > 15*time.Second {

@@ -28,6 +28,14 @@ const (
 	// size for gVisor's own kernel (the sentry), so that the agent can stop a
 	// runaway command before the host limit kills the whole sandbox.
 	memoryHeadroomBytes = 64 << 20
+	// memoryHeadroomDivisor adds a quarter of the memory size to the host
+	// limit: the guard's reaction time. A command filling memory grows
+	// about 1 GB/s; on a loaded host the agent may get the CPU only a few
+	// hundred milliseconds later (CI: two busy cores beside the sandbox
+	// took a 1 GiB sandbox past 64 MiB + 256 MiB of headroom). Past the
+	// host limit the host's OOM killer takes the command (see
+	// preferStubsForOOM), with a small risk of taking the whole sandbox.
+	memoryHeadroomDivisor = 4
 	// hostBytesPerProcess is added to the host limit for every process the
 	// sandbox may run (its PidsLimit). gVisor's host memory for a process
 	// (a host stub process, page tables; measured about 0.2-0.3 MiB) is not
@@ -72,7 +80,7 @@ func ociSpec(spec driver.Spec, socketDir string) *specs.Spec {
 		"LANG=C.UTF-8",
 		"PYTHONUNBUFFERED=1",
 	}, spec.Env...)
-	memLimit := spec.MemoryBytes + memoryHeadroomBytes + spec.PidsLimit*hostBytesPerProcess
+	memLimit := spec.MemoryBytes + spec.MemoryBytes/memoryHeadroomDivisor + memoryHeadroomBytes + spec.PidsLimit*hostBytesPerProcess
 	quota := int64(math.Round(spec.CPU * cpuPeriodMicros))
 	period := uint64(cpuPeriodMicros)
 	pids := hostPidsLimit(spec.PidsLimit)

@@ -199,7 +199,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 // runTimeout bounds `runsc run --detach`, which takes well under a second.
 const runTimeout = 2 * time.Minute
 
-// start runs `runsc run --detach` (or `restore --detach`: args). The
+// start runs `runsc run --detach` (or `restore --detach`: args) and
+// makes its stubs, not its kernel, what the host OOM killer takes
+// (preferStubsForOOM). The
 // sandbox it leaves running inherits runsc's stdout and stderr, so they go
 // to a file (console.log in the sandbox directory), never to a pipe that
 // would stay open for the sandbox's whole life.
@@ -218,7 +220,7 @@ func (d *Driver) start(ctx context.Context, dir string, flags []string, args ...
 		out, _ := os.ReadFile(logPath)
 		return fmt.Errorf("runsc %s: %w: %s", args[0], err, tail(string(out), 2000))
 	}
-	return nil
+	return preferStubsForOOM(filepath.Base(dir))
 }
 
 func tail(s string, n int) string {
