@@ -21,6 +21,13 @@ func startFake(t *testing.T, id string, d time.Duration) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Until the child has exec'd sh, its command line is the test
+	// binary's, which names no sandbox (seen under load in CI).
+	for deadline := time.Now().Add(5 * time.Second); !isSandboxProcess(cmd.Process.Pid, id); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake sandbox process of %s never showed its bundle on its command line", id)
+		}
+	}
 	return cmd
 }
 
