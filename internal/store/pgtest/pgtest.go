@@ -1,6 +1,6 @@
 // Package pgtest starts throwaway PostgreSQL clusters for tests: initdb
 // into a temporary directory and `postgres` listening only on a unix socket
-// there (listen_addresses=”, no TCP), with fsync off. As root, both run as
+// there (an empty listen_addresses: no TCP), with fsync off. As root, both run as
 // the `postgres` OS user (through runuser; PostgreSQL refuses root). The
 // server binaries are Debian's postgresql package, found under
 // /usr/lib/postgresql/*/bin; without them a test fails and says to run
