@@ -75,16 +75,18 @@ func IsPostgresURL(dsn string) bool {
 	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
-// Redact returns dsn fit for logs and errors: a PostgreSQL URL with its
-// password replaced by "xxxxx" (a URL that does not parse becomes
-// "postgres://(unparsable URL)"); a SQLite path as it is.
+// Redact returns dsn fit for logs and errors: a URL (postgres://...) with
+// its password, in the user part or a password= parameter, replaced by
+// "xxxxx" (a URL that does not parse becomes SCHEME://(unparsable URL)); a
+// SQLite path as it is.
 func Redact(dsn string) string {
-	if !IsPostgresURL(dsn) {
+	scheme, _, isURL := strings.Cut(dsn, "://")
+	if !isURL {
 		return dsn
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "postgres://(unparsable URL)"
+		return scheme + "://(unparsable URL)"
 	}
 	if q := u.Query(); q.Has("password") {
 		q.Set("password", "xxxxx")
