@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 func openStore(t *testing.T, dsn string) *Store {
@@ -276,7 +279,10 @@ func testDeviceCodes(t *testing.T, dsn string) {
 // isBusy says SQLite refused a write while another held the lock (its
 // busy timeout is 10 s, so this is rare); PostgreSQL waits for row locks
 // instead and never says it.
-func isBusy(err error) bool { return err != nil && strings.Contains(err.Error(), "SQLITE_BUSY") }
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
 
 // Samplers on several servers at once (PostgreSQL: API replicas) record an
 // interval once: exactly one of them moves the cursor.
