@@ -83,8 +83,11 @@ func New(t testing.TB) *Cluster {
 	return c
 }
 
+// binGlob finds the server binaries (Debian's layout).
+var binGlob = "/usr/lib/postgresql/*/bin/postgres"
+
 func binDir() (string, error) {
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	found, _ := filepath.Glob(binGlob)
 	if len(found) == 0 {
 		return "", ErrNotInstalled
 	}
