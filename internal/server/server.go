@@ -173,6 +173,11 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	st, err := openConfiguredStore(ctx, cfg)
 	if err != nil {
+		// An unreachable database is an ordinary start failure: release
+		// what the driver holds (the gVisor driver's mounts).
+		if c, ok := drv.(driver.Closer); ok {
+			c.Close() //nolint:errcheck // the store's error is the one to report
+		}
 		return nil, err
 	}
 	if err := openSecretsKey(ctx, st, secretsKeyOptions{path: secretsKeyPath(cfg),
