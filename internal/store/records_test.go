@@ -95,6 +95,12 @@ func testRecords(t *testing.T, dsn string) {
 	if cur, _ := st.GetUsageCursor(ctx, "sbx_1"); cur.LastCPU != 0.5 || cur.LastOverheadCPU != 0.1 {
 		t.Errorf("cursor after resume: %+v", cur)
 	}
+	if err := st.SetLeasePolicy(ctx, "sbx_1", OnLeaseEndStop, true, 600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = st.GetSandbox(ctx, "sbx_1"); got.TimeoutSeconds != 600 || !got.AutoResume || got.OnLeaseEnd != OnLeaseEndStop {
+		t.Errorf("after SetLeasePolicy: %+v", got)
+	}
 	if err := st.MarkStopped(ctx, "sbx_1", "deleted", t0.Add(3*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
