@@ -3,7 +3,10 @@
 # everything is already in place:
 #
 #   - Debian packages: mmdebstrap (builds templates), iproute2 and nftables
-#     (sandbox networking), bubblewrap
+#     (sandbox networking), bubblewrap, postgresql (the store's tests start
+#     throwaway clusters of it; a server needs it only for serve --store
+#     postgres://..., and then usually on another host; no main cluster is
+#     made or started here)
 #   - runsc, built from the gVisor version pinned in third_party/runsc
 #     (scripts/build-runsc.sh; never a downloaded binary) -> /usr/local/bin/runsc
 #   - withruntime and withruntime-agent -> /usr/local/bin
@@ -14,7 +17,7 @@
 set -euo pipefail
 
 usage() {
-	sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,16s/^# \{0,1\}//p' "$0" >&2
 }
 
 want_template=0
@@ -46,7 +49,7 @@ fi
 cd "$(dirname "$0")/.."
 
 # --- Debian packages -------------------------------------------------------
-packages=(mmdebstrap iproute2 nftables bubblewrap)
+packages=(mmdebstrap iproute2 nftables bubblewrap postgresql)
 missing=()
 for p in "${packages[@]}"; do
 	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
@@ -56,6 +59,12 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} > 0)); then
 	log "installing packages: ${missing[*]}"
+	# Debian's postgresql would make and start a "main" cluster on port 5432;
+	# Runtime's tests start their own on unix sockets, so none is made.
+	if [[ " ${missing[*]} " == *" postgresql "* && ! -e /etc/postgresql-common/createcluster.d/withruntime.conf ]]; then
+		mkdir -p /etc/postgresql-common/createcluster.d
+		echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.d/withruntime.conf
+	fi
 	apt-get update -qq >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 else

@@ -18,11 +18,17 @@ import (
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template/image"
 )
 
+// storeEnv is the environment variable that gives --store its default (a
+// URL with a password is better there than on the command line, which
+// other users of the host can read in the process list).
+const storeEnv = "WITHRUNTIME_STORE"
+
 func newServeCmd() *cobra.Command {
-	var listen, data, templates string
+	var listen, data, templates, storeDSN string
 	var maxUpload, imageMaxBytes int64
 	var noBuild bool
 	var meter func() sandbox.MeterConfig
@@ -62,11 +68,14 @@ func newServeCmd() *cobra.Command {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			if storeDSN == "" { // not the flag's default: --help would show the password
+				storeDSN = os.Getenv(storeEnv)
+			}
 			drv, err := newDriver(ctx)
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			srv, err := server.Open(ctx, server.Config{Driver: drv, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -123,7 +132,11 @@ func newServeCmd() *cobra.Command {
 				log.Info("serving the E2B-compatible API", "addr", el.Addr().String(), "env", env)
 				go serveE2B(ctx, el, h, tlsConf, log)
 			}
-			log.Info("serving", "addr", l.Addr().String(), "dataDir", data,
+			where := server.StorePath(data)
+			if storeDSN != "" {
+				where = store.Redact(storeDSN)
+			}
+			log.Info("serving", "addr", l.Addr().String(), "dataDir", data, "store", where,
 				"localKeyFile", filepath.Join(data, server.LocalKeyFile))
 			return srv.Serve(ctx, l)
 		},
@@ -131,6 +144,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7780", "address to serve the API on")
 	cmd.Flags().StringArrayVar(&sandboxCAs, "sandbox-ca", nil, "PEM file of CA certificates every sandbox trusts besides its template's (repeatable): e.g. the CA of a TLS-intercepting proxy on the host's network, so pip, npm, curl and git work inside")
 	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
+	cmd.Flags().StringVar(&storeDSN, "store", "", "where the records (sandboxes, keys, usage, secrets) are kept: a postgres://USER@HOST:5432/DATABASE?sslmode=require URL, so several servers share one state, or a SQLite file path (default DATA_DIR/runtime.db; also "+storeEnv+"). Keep the password out of the command line: PGPASSWORD, ~/.pgpass or "+storeEnv+" work")
 	cmd.Flags().StringVar(&templates, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "directory of templates (default DATA_DIR/templates)")
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
 	cmd.Flags().Int64Var(&imageMaxBytes, "image-max-bytes", image.DefaultMaxBytes, "cap on the uncompressed content of an image made into a template (POST /v1/templates), in bytes")

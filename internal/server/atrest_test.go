@@ -215,3 +215,12 @@ func TestRestrictDataDir(t *testing.T) {
 		t.Errorf("the shared directory was changed to %04o", fi.Mode().Perm())
 	}
 }
+
+// A --store URL of another database is refused, saying what works, never
+// showing its password.
+func TestStoreOtherURLRefused(t *testing.T) {
+	_, err := openConfiguredStore(context.Background(), Config{Store: "mysql://u:pw-7c6b@h/db", DataDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "mysql:// is not a database") || !strings.Contains(err.Error(), "postgres://") || strings.Contains(err.Error(), "pw-7c6b") {
+		t.Fatalf("openConfiguredStore(mysql://...) = %v", err)
+	}
+}

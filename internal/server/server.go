@@ -35,6 +35,11 @@ const LocalKeyFile = "local.key"
 type Config struct {
 	// DataDir holds the database, sandbox state and (by default) templates.
 	DataDir string
+	// Store is where the server keeps its records (see store.Open): a
+	// postgres:// or postgresql:// URL (several servers may share one
+	// database), or a SQLite file path (default DataDir/runtime.db). Any
+	// other URL is refused.
+	Store string
 	// TemplatesDir holds templates (default DataDir/templates).
 	TemplatesDir string
 	// Runsc is the runsc binary (default: WITHRUNTIME_RUNSC, then PATH).
@@ -166,8 +171,13 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "runtime.db"))
+	st, err := openConfiguredStore(ctx, cfg)
 	if err != nil {
+		// An unreachable database is an ordinary start failure: release
+		// what the driver holds (the gVisor driver's mounts).
+		if c, ok := drv.(driver.Closer); ok {
+			c.Close() //nolint:errcheck // the store's error is the one to report
+		}
 		return nil, err
 	}
 	if err := openSecretsKey(ctx, st, secretsKeyOptions{path: secretsKeyPath(cfg),
@@ -300,4 +310,27 @@ func findBinary(configured, envVar, name string) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("%s not found: set %s or install it with scripts/install.sh", name, envVar)
+}
+
+// StorePath is the default store: the SQLite file under dataDir.
+func StorePath(dataDir string) string { return filepath.Join(dataDir, "runtime.db") }
+
+// openConfiguredStore opens cfg.Store (default StorePath(cfg.DataDir)).
+func openConfiguredStore(ctx context.Context, cfg Config) (*store.Store, error) {
+	dsn := cfg.Store
+	if dsn == "" {
+		dsn = StorePath(cfg.DataDir)
+	}
+	if strings.Contains(dsn, "://") && !store.IsPostgresURL(dsn) {
+		scheme, _, _ := strings.Cut(dsn, "://")
+		return nil, fmt.Errorf("store %s: %s:// is not a database Runtime speaks; give a postgres://USER:PASSWORD@HOST:5432/DATABASE URL or the path of a SQLite file", store.Redact(dsn), scheme)
+	}
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if st.Postgres() {
+		cfg.Log.Info("store: PostgreSQL", "url", store.Redact(dsn))
+	}
+	return st, nil
 }

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Device code states (RFC 8628 device login; see package device).
@@ -53,8 +50,7 @@ func (s *Store) InsertDeviceCode(ctx context.Context, d DeviceCode) error {
 		d.DeviceHash, d.UserHash, d.State, d.ClientName, boolInt(d.TrialRequested), millis(d.CreatedAt), millis(d.ExpiresAt),
 		d.IntervalSeconds, nullMillis(d.LastPollAt), d.KeyName, d.DailyLimitMicros, d.TrialSeconds, d.DecidedBy,
 		nullMillis(d.DecidedAt), d.KeyID)
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+	if err != nil && s.db.d.isUniqueViolation(err) {
 		return fmt.Errorf("device code: %w", ErrDuplicate)
 	}
 	if err != nil {
@@ -127,7 +123,9 @@ func (s *Store) PollDeviceCode(ctx context.Context, hash string, now time.Time, 
 		return DeviceCode{}, false, fmt.Errorf("store: poll device code: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	d, err = s.oneDeviceCode(ctx, tx, `SELECT `+deviceCols+` FROM device_codes WHERE device_hash = ?`, hash)
+	// FOR UPDATE (PostgreSQL): two polls at once see one after the other,
+	// so the second is slow as it would be with SQLite's single writer.
+	d, err = s.oneDeviceCode(ctx, tx, `SELECT `+deviceCols+` FROM device_codes WHERE device_hash = ?`+s.db.d.forUpdate(), hash)
 	if err != nil {
 		return DeviceCode{}, false, err
 	}

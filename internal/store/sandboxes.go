@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -192,8 +191,9 @@ func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, 
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		q += ` AND json_extract(metadata, ?) = ?`
-		args = append(args, `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, f.Metadata[k])
+		expr, arg := s.db.d.jsonField("metadata", k)
+		q += ` AND ` + expr + ` = ?`
+		args = append(args, arg, f.Metadata[k])
 	}
 	q += ` ORDER BY created_at DESC, id`
 	rows, err := s.db.QueryContext(ctx, q, args...)

@@ -241,12 +241,13 @@ func (s *Store) secretsSealedWith(ctx context.Context, id string) ([]string, err
 
 // ResealSecrets seals every value that the current secrets key did not
 // seal — clear text from before sealing existed, or values of an older key
-// of the ring (a rotation) — with the current key, in one transaction. It
-// returns how many it sealed. When it sealed any, it then rewrites the
-// database file (VACUUM) and empties the WAL, so that neither the old clear
-// text nor the old sealed values stay behind in free pages or WAL frames.
-// A value sealed with a key the ring lacks, or that does not open, stops it
-// with ErrUnreadable before anything changes.
+// of the ring (a rotation) — with the current key, in one transaction (on
+// PostgreSQL the rows are locked as they are read, so a PutSecret at the
+// same time waits instead of being overwritten). It returns how many it
+// sealed. When it sealed any, it then compacts the database (see Compact),
+// so that neither the old clear text nor the old sealed values stay behind
+// in free pages or WAL frames. A value sealed with a key the ring lacks, or
+// that does not open, stops it with ErrUnreadable before anything changes.
 func (s *Store) ResealSecrets(ctx context.Context) (int, error) {
 	r, err := s.ring()
 	if err != nil {
@@ -262,7 +263,7 @@ func (s *Store) ResealSecrets(ctx context.Context) (int, error) {
 		owner, name, sealedWith string
 		value                   []byte
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT owner, name, sealed_with, value FROM secrets WHERE sealed_with != ?`, cur.ID())
+	rows, err := tx.QueryContext(ctx, `SELECT owner, name, sealed_with, value FROM secrets WHERE sealed_with != ?`+s.db.d.forUpdate(), cur.ID())
 	if err != nil {
 		return 0, fmt.Errorf("store: reseal secrets: %w", err)
 	}
@@ -308,20 +309,31 @@ func (s *Store) ResealSecrets(ctx context.Context) (int, error) {
 	return len(todo), nil
 }
 
-// Compact rewrites the database file (VACUUM: no free page keeps old
-// content) and then checkpoints the WAL into it and truncates the WAL to
-// zero bytes.
+// Compact rewrites the database so that no free page keeps old content.
+// SQLite: VACUUM, then Checkpoint. PostgreSQL: VACUUM FULL of the secrets
+// table (a new table file; the old one is deleted); PostgreSQL's own WAL,
+// archives and replicas are its administrator's, and hold only sealed values.
 func (s *Store) Compact(ctx context.Context) error {
+	if s.Postgres() {
+		if _, err := s.db.ExecContext(ctx, `VACUUM FULL secrets`); err != nil {
+			return fmt.Errorf("store: vacuum secrets: %w", err)
+		}
+		return nil
+	}
 	if _, err := s.db.ExecContext(ctx, `VACUUM`); err != nil {
 		return fmt.Errorf("store: vacuum: %w", err)
 	}
 	return s.Checkpoint(ctx)
 }
 
-// Checkpoint copies the WAL into the database file and truncates the WAL
-// to zero bytes (PRAGMA wal_checkpoint(TRUNCATE)). It fails if a reader
-// kept it from completing.
+// Checkpoint copies SQLite's WAL into the database file and truncates the
+// WAL to zero bytes (PRAGMA wal_checkpoint(TRUNCATE)). It fails if a reader
+// kept it from completing. On PostgreSQL it does nothing: checkpoints are
+// the database server's (and need privileges Runtime's user need not have).
 func (s *Store) Checkpoint(ctx context.Context) error {
+	if s.Postgres() {
+		return nil
+	}
 	var busy, logFrames, done int
 	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &done); err != nil {
 		return fmt.Errorf("store: checkpoint: %w", err)

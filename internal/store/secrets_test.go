@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +17,9 @@ import (
 	"withruntime.dev/runtime/internal/secretkey"
 )
 
-func openWithKey(t *testing.T, path string, k *secretkey.Key) *Store {
+func openWithKey(t *testing.T, dsn string, k *secretkey.Key) *Store {
 	t.Helper()
-	st, err := Open(context.Background(), path)
+	st, err := Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +59,11 @@ func onDisk(t *testing.T, path string, b string) []string {
 
 // Secrets are keyed by (owner, name): two owners' secrets of one name are
 // two secrets, each seen, read and deleted only through its owner.
-func TestSecretOwners(t *testing.T) {
+func TestSecretOwners(t *testing.T) { eachBackend(t, testSecretOwners) }
+
+func testSecretOwners(t *testing.T, dsn string) {
 	ctx := context.Background()
-	st := openWithKey(t, filepath.Join(t.TempDir(), "runtime.db"), newKey(t))
+	st := openWithKey(t, dsn, newKey(t))
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, s := range []Secret{
 		{Owner: "key_a", Name: "API_KEY", Value: "value-of-a", Hosts: []string{"a.example.com"}},
@@ -101,31 +104,48 @@ func TestSecretOwners(t *testing.T) {
 
 // Values are sealed before they reach the database: no file of it holds a
 // value, before or after a checkpoint, while the hosts (kept in clear)
-// show that the check looks where the data lands. The files are 0600.
-func TestSecretsAtRest(t *testing.T) {
+// show that the check looks where the data lands. SQLite's files are 0600.
+// On PostgreSQL the files are the whole cluster's data directory, WAL
+// included.
+func TestSecretsAtRest(t *testing.T) { eachBackend(t, testSecretsAtRest) }
+
+func testSecretsAtRest(t *testing.T, dsn string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "runtime.db")
-	st := openWithKey(t, path, newKey(t))
+	st := openWithKey(t, dsn, newKey(t))
 	const value, host = "sk-at-rest-5e4d3c2b1a09", "at-rest-marker.example.com"
 	if err := st.PutSecret(ctx, Secret{Name: "API_KEY", Value: value, Hosts: []string{host}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if in := onDisk(t, path, host); len(in) == 0 {
+	checkpoint := func() {
+		if err := st.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st.Postgres() { // Checkpoint leaves it to the server; the test's user may ask
+			if _, err := st.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st.Postgres() {
+		checkpoint() // the WAL holds the row at once; the table file after a checkpoint
+	}
+	if in := atRest(t, dsn, host); len(in) == 0 {
 		t.Fatal("the hosts are in no database file: the check does not look where the data is")
 	}
-	if in := onDisk(t, path, value); len(in) > 0 {
+	if in := atRest(t, dsn, value); len(in) > 0 {
 		t.Errorf("the value is in clear in %v before a checkpoint", in)
 	}
-	if err := st.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if in := onDisk(t, path, value); len(in) > 0 {
+	checkpoint()
+	if in := atRest(t, dsn, value); len(in) > 0 {
 		t.Errorf("the value is in clear in %v after a checkpoint", in)
 	}
 	if sec, err := st.GetSecret(ctx, "", "API_KEY"); err != nil || sec.Value != value {
 		t.Errorf("GetSecret: %v", err)
 	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	if st.Postgres() {
+		return
+	}
+	for _, p := range []string{dsn, dsn + "-wal", dsn + "-shm"} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
@@ -137,7 +157,40 @@ func TestSecretsAtRest(t *testing.T) {
 	}
 }
 
-// An older version's files readable by others are closed at Open.
+// atRest reports which files of the database dsn hold b: SQLite's database,
+// -wal and -shm, or every file of the PostgreSQL cluster's data directory.
+func atRest(t *testing.T, dsn, b string) []string {
+	t.Helper()
+	if !IsPostgresURL(dsn) {
+		return onDisk(t, dsn, b)
+	}
+	var in []string
+	root := pg.Cluster(t).DataDir()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // removed meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, []byte(b)) {
+			rel, _ := filepath.Rel(root, p)
+			in = append(in, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// An older version's files readable by others are closed at Open. (SQLite
+// only: PostgreSQL's files are its server's.)
 func TestOpenRestrictsFiles(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "runtime.db")
@@ -171,11 +224,12 @@ func TestOpenRestrictsFiles(t *testing.T) {
 
 // A value sealed with another key, or moved to another row, is an error
 // that says so; nothing of it is returned.
-func TestSecretUnreadable(t *testing.T) {
+func TestSecretUnreadable(t *testing.T) { eachBackend(t, testSecretUnreadable) }
+
+func testSecretUnreadable(t *testing.T, dsn string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "runtime.db")
 	k1, k2 := newKey(t), newKey(t)
-	st := openWithKey(t, path, k1)
+	st := openWithKey(t, dsn, k1)
 	for _, owner := range []string{"key_a", "key_b"} {
 		if err := st.PutSecret(ctx, Secret{Owner: owner, Name: "API_KEY", Value: "value-of-" + owner, Hosts: []string{"a.example.com"}}, time.Now()); err != nil {
 			t.Fatal(err)
@@ -206,33 +260,45 @@ func TestSecretUnreadable(t *testing.T) {
 }
 
 // Clear-text values of a database from before sealing are sealed by
-// ResealSecrets, and the rewrite leaves none of them on disk.
-func TestResealLegacyClearValues(t *testing.T) {
+// ResealSecrets, and the rewrite leaves none of them on disk (SQLite: in no
+// file; PostgreSQL: in no file of the secrets table, old or new — its WAL
+// is the database server's, see Compact).
+func TestResealLegacyClearValues(t *testing.T) { eachBackend(t, testResealLegacyClearValues) }
+
+func testResealLegacyClearValues(t *testing.T, dsn string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "runtime.db")
 	const value = "sk-legacy-clear-7a6b5c4d"
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
-	if err != nil {
+	old := openAtVersion(t, dsn, 3)
+	if _, err := old.ExecContext(ctx, `INSERT INTO secrets (name, value, hosts, created_at, updated_at) VALUES ('OLD', ?, '["a.example.com"]', 1, 1)`, value); err != nil {
 		t.Fatal(err)
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, mustSub(migrations, "migrations"))
-	if err != nil {
+	if _, err := old.ExecContext(ctx, `INSERT INTO sandbox_network (sandbox_id, secrets) VALUES ('sbx_1', '["OLD"]')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.UpTo(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO secrets (name, value, hosts, created_at, updated_at) VALUES ('OLD', ?, '["a.example.com"]', 1, 1)`, value); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `INSERT INTO sandbox_network (sandbox_id, secrets) VALUES ('sbx_1', '["OLD"]')`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	old.Close()
 
 	k := newKey(t)
-	st := openWithKey(t, path, k)
-	if in := onDisk(t, path, value); len(in) == 0 {
+	st := openWithKey(t, dsn, k)
+	var files []string // the secrets table's files, old ones included
+	stored := func(t *testing.T, path, b string) []string {
+		t.Helper()
+		if !st.Postgres() {
+			return onDisk(t, path, b)
+		}
+		if _, err := st.db.ExecContext(ctx, `CHECKPOINT`); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, tableFile(t, st, "secrets"))
+		var in []string
+		for _, f := range files {
+			if data, _ := os.ReadFile(f); bytes.Contains(data, []byte(b)) {
+				in = append(in, f)
+			}
+		}
+		return in
+	}
+	path := dsn
+	if in := stored(t, path, value); len(in) == 0 {
 		t.Fatal("the legacy value is not on disk before sealing: the check proves nothing")
 	}
 	if _, err := st.GetSecret(ctx, "", "OLD"); !errors.Is(err, ErrUnreadable) {
@@ -242,7 +308,7 @@ func TestResealLegacyClearValues(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("ResealSecrets = %d, %v", n, err)
 	}
-	if in := onDisk(t, path, value); len(in) > 0 {
+	if in := stored(t, path, value); len(in) > 0 {
 		t.Errorf("after sealing, the clear value is still in %v", in)
 	}
 	sec, err := st.GetSecret(ctx, "", "OLD")
@@ -257,4 +323,41 @@ func TestResealLegacyClearValues(t *testing.T) {
 	if counts[k.ID()] != 1 || len(counts) != 1 {
 		t.Errorf("sealed with: %v", counts)
 	}
+}
+
+// openAtVersion opens the database dsn without Store and migrates it only
+// up to version.
+func openAtVersion(t *testing.T, dsn string, version int64) *conn {
+	t.Helper()
+	driver, dialect, d, dir := "sqlite", goose.DialectSQLite3, dialectSQLite, "migrations"
+	src := "file:" + dsn + "?_pragma=journal_mode(WAL)"
+	if IsPostgresURL(dsn) {
+		driver, dialect, d, dir, src = "pgx", goose.DialectPostgres, dialectPostgres, "migrations_postgres", dsn
+	}
+	db, err := sql.Open(driver, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := mustSub(migrations, dir)
+	if d == dialectPostgres {
+		fsys = mustSub(migrationsPostgres, dir)
+	}
+	p, err := goose.NewProvider(dialect, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return &conn{db: db, d: d}
+}
+
+// tableFile returns the file that holds table on the PostgreSQL cluster.
+func tableFile(t *testing.T, st *Store, table string) string {
+	t.Helper()
+	var rel string
+	if err := st.db.QueryRowContext(context.Background(), `SELECT pg_relation_filepath(?)`, table).Scan(&rel); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(pg.Cluster(t).DataDir(), rel)
 }

@@ -58,7 +58,8 @@ type UsageInterval struct {
 // StartUsage creates a sandbox's cursor at at with cumulative CPU mark,
 // unless it has one.
 func (s *Store) StartUsage(ctx context.Context, id string, at time.Time, mark CPUMark) error {
-	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO usage_cursor (sandbox_id, last_at, last_cpu, last_overhead_cpu) VALUES (?, ?, ?, ?)`,
+	_, err := s.db.ExecContext(ctx, `INSERT INTO usage_cursor (sandbox_id, last_at, last_cpu, last_overhead_cpu) VALUES (?, ?, ?, ?)
+		ON CONFLICT (sandbox_id) DO NOTHING`,
 		id, millis(at), mark.Host, mark.overhead())
 	if err != nil {
 		return fmt.Errorf("store: start usage %s: %w", id, err)
@@ -89,7 +90,9 @@ func (s *Store) GetUsageCursor(ctx context.Context, id string) (UsageCursor, err
 // cursor from iv.Start to iv.End with cumulative CPU mark (closing it if
 // final). If the cursor is no longer at iv.Start (another sampler got there
 // first) or is closed, nothing is written and ok is false: an interval is
-// never counted twice.
+// never counted twice. The check is the UPDATE's WHERE clause: on
+// PostgreSQL a second writer waits for the first's row lock, re-reads the
+// committed row and matches nothing, so no SELECT ... FOR UPDATE is needed.
 func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, mark CPUMark, final bool) (ok bool, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -149,7 +152,7 @@ type UsageSum struct {
 func (s *Store) SumUsage(ctx context.Context, f UsageFilter, byDay bool) ([]UsageSum, error) {
 	day := `''`
 	if byDay {
-		day = `strftime('%Y-%m-%d', (end_at - 1) / 1000, 'unixepoch')` // (from, to]: an end at midnight is the day before
+		day = s.db.d.utcDay(`end_at - 1`) // (from, to]: an end at midnight is the day before
 	}
 	q := `SELECT sandbox_id, key_id, ` + day + ` AS day, SUM(cpu_seconds), SUM(overhead_cpu_seconds), SUM(wall_seconds), SUM(gib_seconds), SUM(storage_gib_seconds)
 		FROM usage_intervals WHERE 1=1`

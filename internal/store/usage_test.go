@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -10,9 +9,11 @@ import (
 // An interval is written with the cursor's move in one transaction: a
 // second writer from the same cursor (a restarted server racing an old one,
 // a retried sample) writes nothing, and a closed ledger takes no more.
-func TestRecordUsageOnce(t *testing.T) {
+func TestRecordUsageOnce(t *testing.T) { eachBackend(t, testRecordUsageOnce) }
+
+func testRecordUsageOnce(t *testing.T, dsn string) {
 	ctx := context.Background()
-	st, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
+	st, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +63,11 @@ func TestRecordUsageOnce(t *testing.T) {
 
 // A cursor opened without the isolation layer's figure says so (NULL), and
 // one that has it keeps it.
-func TestUsageCursorOverheadUnknown(t *testing.T) {
+func TestUsageCursorOverheadUnknown(t *testing.T) { eachBackend(t, testUsageCursorOverheadUnknown) }
+
+func testUsageCursorOverheadUnknown(t *testing.T, dsn string) {
 	ctx := context.Background()
-	st, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
+	st, err := Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
