@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/leader"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 	"withruntime.dev/runtime/internal/template/image"
@@ -37,6 +38,7 @@ func newServeCmd() *cobra.Command {
 	var e2bCert, e2bKey string
 	var login server.LoginConfig
 	var newDriver func(context.Context) (driver.Driver, error)
+	var newElector func(*slog.Logger) (leader.Elector, error)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -62,11 +64,15 @@ func newServeCmd() *cobra.Command {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			el, err := newElector(log)
+			if err != nil {
+				return err
+			}
 			drv, err := newDriver(ctx)
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			srv, err := server.Open(ctx, server.Config{Driver: drv, Elector: el, DataDir: data, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -155,6 +161,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
 	newDriver = addDriverFlags(cmd)
+	newElector = addLeaderFlags(cmd)
 	return cmd
 }
 
