@@ -102,12 +102,12 @@ type Server struct {
 	log      *slog.Logger
 	api      *api.Server // the API handler, for the E2B facade
 	egress   egressCloser
-	lock     *os.File   // the data directory's lock (lock.go), held until Close
+	lock     *os.File // the data directory's lock (lock.go), held until Close
 	// stopElect ends the leader election and waits until its last term
 	// stopped and the Lease was released (nil: no election).
 	stopElect func()
-	names    []*os.File // the host-wide locks on its egress names (lock.go)
-	dataDir  string
+	names     []*os.File // the host-wide locks on its egress names (lock.go)
+	dataDir   string
 }
 
 // ErrNotRoot says the server was started without root, which runsc needs.
