@@ -53,7 +53,7 @@ func (rootFS) RootFS(string) (string, error) { return "/nonexistent", nil }
 // sampleCounter counts metering samples.
 type sampleCounter struct{ n atomic.Int64 }
 
-func (c *sampleCounter) MeterSample(string)    { c.n.Add(1) }
+func (c *sampleCounter) MeterSample(string)   { c.n.Add(1) }
 func (c *sampleCounter) CreateRefused(string) {}
 
 func newGatedManager(t *testing.T, gated bool) (*Manager, *countingDriver, *store.Store, *sampleCounter) {
