@@ -40,6 +40,9 @@ func addLeaderFlags(cmd *cobra.Command) func(log *slog.Logger) (leader.Elector, 
 			}
 			return nil, nil
 		}
+		if err := leader.CheckTimings(lease, renew, retry); err != nil {
+			return nil, fmt.Errorf("--leader-election-lease-duration, -renew-deadline, -retry-period: %w", err)
+		}
 		if namespace == "" {
 			namespace, _ = f.GetString("kubernetes-server-namespace")
 		}

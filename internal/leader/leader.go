@@ -20,8 +20,8 @@
 // The work of a term must stop within that margin once its context ends
 // (the server's leader-only loops stop at their next context check: a
 // sample or a boot in flight is cancelled with the context). Clocks need
-// not agree across servers; only their rates matter. New refuses timings
-// with no margin.
+// not agree across servers; only their rates matter. New (CheckTimings)
+// refuses a margin under MinStopMargin.
 //
 // On a clean stop (Run's context ends) the leader first waits for the term
 // to return and then releases the Lease, so the next server takes over
@@ -133,20 +133,36 @@ func New(cfg Config) (*Lease, error) {
 		return nil, fmt.Errorf("%w: the Lease's namespace and name are required", ErrConfig)
 	case cfg.Identity == "":
 		return nil, fmt.Errorf("%w: an identity is required (e.g. the pod's name)", ErrConfig)
-	case cfg.LeaseDuration%time.Second != 0:
-		return nil, fmt.Errorf("%w: the lease duration %s is not whole seconds (the Lease stores seconds)", ErrConfig, cfg.LeaseDuration)
-	case cfg.RetryPeriod <= 0 || float64(cfg.RenewDeadline) <= leaderelection.JitterFactor*float64(cfg.RetryPeriod):
-		return nil, fmt.Errorf("%w: the renew deadline %s must be more than %g × the retry period %s", ErrConfig,
-			cfg.RenewDeadline, leaderelection.JitterFactor, cfg.RetryPeriod)
-	case cfg.LeaseDuration-cfg.RenewDeadline-cfg.RetryPeriod < 500*time.Millisecond:
-		return nil, fmt.Errorf("%w: lease duration %s - renew deadline %s - retry period %s leaves less than 500ms for the old leader to stop before a new one may start; lengthen the lease duration",
-			ErrConfig, cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
+	}
+	if err := CheckTimings(cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod); err != nil {
+		return nil, err
 	}
 	return &Lease{cfg: cfg, lock: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}}, nil
+}
+
+// MinStopMargin is the least stop margin (see the package doc) New takes.
+const MinStopMargin = 500 * time.Millisecond
+
+// CheckTimings returns ErrConfig (wrapped, saying what to change) unless
+// the lease duration is whole seconds, the renew deadline more than
+// leaderelection.JitterFactor (1.2) retry periods, and lease - renew -
+// retry at least MinStopMargin.
+func CheckTimings(lease, renew, retry time.Duration) error {
+	switch {
+	case lease%time.Second != 0:
+		return fmt.Errorf("%w: the lease duration %s is not whole seconds (the Lease stores seconds)", ErrConfig, lease)
+	case retry <= 0 || float64(renew) <= leaderelection.JitterFactor*float64(retry):
+		return fmt.Errorf("%w: the renew deadline %s must be more than %g × the retry period %s", ErrConfig,
+			renew, leaderelection.JitterFactor, retry)
+	case lease-renew-retry < MinStopMargin:
+		return fmt.Errorf("%w: lease duration %s - renew deadline %s - retry period %s leaves less than %s for the old leader to stop before a new one may start; lengthen the lease duration",
+			ErrConfig, lease, renew, retry, MinStopMargin)
+	}
+	return nil
 }
 
 // StopMargin is LeaseDuration - RenewDeadline - RetryPeriod: how long
