@@ -6,9 +6,10 @@
 //
 // # Timing
 //
-// A leader renews the Lease every RetryPeriod. When it cannot renew for
-// RenewDeadline (measured from the first failed try, which starts
-// RetryPeriod after the last renewal returned) the term's context ends.
+// A leader renews the Lease every RetryPeriod. When it has not renewed
+// for RenewDeadline + RetryPeriod, counted from when its last successful
+// renewal was sent, the term's context ends (client-go's own limit,
+// counted from when that renewal's answer came back, is later or equal).
 // Another server takes the Lease only when it has seen no renewal for
 // LeaseDuration, counted from when it saw the last one, which is after the
 // leader wrote it. So the old term's context ends at least
@@ -16,7 +17,7 @@
 //	LeaseDuration - RenewDeadline - RetryPeriod
 //
 // (the stop margin; 3 s with the defaults 15 s, 10 s, 2 s) before anyone
-// else can lead, less the API server's answer time of the last renewal.
+// else can lead.
 // The work of a term must stop within that margin once its context ends
 // (the server's leader-only loops stop at their next context check: a
 // sample or a boot in flight is cancelled with the context). Clocks need
@@ -99,7 +100,7 @@ type Config struct {
 // Lease is an Elector on a Kubernetes Lease.
 type Lease struct {
 	cfg  Config
-	lock *resourcelock.LeaseLock
+	lock *timedLock
 
 	mu      sync.Mutex
 	leader  string
@@ -137,11 +138,70 @@ func New(cfg Config) (*Lease, error) {
 	if err := CheckTimings(cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod); err != nil {
 		return nil, err
 	}
-	return &Lease{cfg: cfg, lock: &resourcelock.LeaseLock{
+	return &Lease{cfg: cfg, lock: &timedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-	}}, nil
+	}}}, nil
+}
+
+// timedLock is the Lease lock, noting when the last successful write of
+// the Lease (acquisition or renewal) was sent. The API server wrote it
+// after that moment, so the others' lease duration runs from a later
+// time still.
+type timedLock struct {
+	resourcelock.Interface
+	mu   sync.Mutex
+	sent time.Time
+}
+
+func (t *timedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return t.noted(func() error { return t.Interface.Create(ctx, r) }, r)
+}
+
+func (t *timedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	return t.noted(func() error { return t.Interface.Update(ctx, r) }, r)
+}
+
+func (t *timedLock) noted(write func() error, r resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
+	err := write()
+	if err == nil && r.HolderIdentity == t.Identity() {
+		t.mu.Lock()
+		t.sent = sent
+		t.mu.Unlock()
+	}
+	return err
+}
+
+func (t *timedLock) lastSent() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent
+}
+
+// watchdog ends a term (cancel) once RenewDeadline + RetryPeriod have
+// passed since the last successful renewal was sent, whatever client-go
+// does: client-go counts from when the answer came back, so a slow answer
+// would eat into the stop margin; this way it does not.
+func (l *Lease) watchdog(ctx context.Context, cancel context.CancelFunc) {
+	limit := l.cfg.RenewDeadline + l.cfg.RetryPeriod
+	for {
+		wait := time.Until(l.lock.lastSent().Add(limit))
+		if wait <= 0 {
+			l.cfg.Log.Warn("leader election: no renewal for the renew deadline and a retry period; stopping the leader-only work",
+				"identity", l.cfg.Identity, "lastRenewalSent", l.lock.lastSent())
+			cancel()
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // MinStopMargin is the least stop margin (see the package doc) New takes.
@@ -198,6 +258,10 @@ func (l *Lease) term(ctx context.Context, lead func(ctx context.Context)) (led b
 	var mu sync.Mutex
 	over := false
 	var running sync.WaitGroup
+	// The watchdog ends client-go's Run too, so that a term it ended is
+	// never followed by renewals without a term (no leader work anywhere).
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          l.lock,
 		LeaseDuration: l.cfg.LeaseDuration,
@@ -217,6 +281,9 @@ func (l *Lease) term(ctx context.Context, lead func(ctx context.Context)) (led b
 				led = true
 				mu.Unlock()
 				defer running.Done()
+				tctx, cancel := context.WithCancel(tctx)
+				defer cancel()
+				go l.watchdog(tctx, func() { cancel(); stopRun() })
 				l.setLeading(true)
 				l.cfg.Log.Info("leader election: leading", "lease", l.cfg.Namespace+"/"+l.cfg.Name, "identity", l.cfg.Identity)
 				lead(tctx)
@@ -236,7 +303,7 @@ func (l *Lease) term(ctx context.Context, lead func(ctx context.Context)) (led b
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	le.Run(ctx)
+	le.Run(runCtx)
 	mu.Lock()
 	over = true
 	mu.Unlock()
