@@ -45,8 +45,10 @@ type leadState struct {
 	done chan struct{}
 	// cancel ends the current term (Close).
 	cancel context.CancelFunc
-	// startPool says that the pool has a configuration to run (StartPool).
+	// poolCfg is the pool Lead runs (StartPool; nil: none).
 	poolCfg *PoolConfig
+	// closed is set by Close: no Lead starts after it.
+	closed bool
 }
 
 // GateLeaderWork makes the leader-only work (see above) run only inside
@@ -99,11 +101,8 @@ func (m *Manager) Lead(ctx context.Context) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
 	m.lead.mu.Lock()
-	if closed || m.lead.ctx != nil {
+	if m.lead.closed || m.lead.ctx != nil {
 		m.lead.mu.Unlock()
 		return
 	}
@@ -132,9 +131,11 @@ func (m *Manager) Lead(ctx context.Context) {
 	m.log.Info("not leading: the leader-only work has stopped")
 }
 
-// stopLead ends the current term and waits for Lead to return (Close).
+// stopLead ends the current term, waits for Lead to return and lets no
+// other start (Close).
 func (m *Manager) stopLead() {
 	m.lead.mu.Lock()
+	m.lead.closed = true
 	cancel, done := m.lead.cancel, m.lead.done
 	m.lead.mu.Unlock()
 	if cancel != nil {
