@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the Kubernetes suite: the Kubernetes driver and the README's main job
+# Runs the Kubernetes suite: the Kubernetes driver, leader election between
+# servers (internal/leader) and the README's main job
 # through `withruntime serve --driver kubernetes`, against a real control
 # plane (etcd, kube-apiserver, kube-scheduler started on loopback by the
 # tests). It builds the control plane first when it is not cached
@@ -45,7 +46,7 @@ export WITHRUNTIME_TEMPLATES_DIR=${WITHRUNTIME_TEMPLATES_DIR:-/var/lib/withrunti
 
 if ! $real; then
 	go test -count=1 -timeout 20m -v "$@" \
-		./internal/agentauth/ ./internal/kube/... ./internal/driver/kubernetes/ ./test/kubernetes/
+		./internal/agentauth/ ./internal/kube/... ./internal/leader/ ./internal/driver/kubernetes/ ./test/kubernetes/
 	exit
 fi
 # The real node: the test binary (built here, where modules are reachable)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/leader"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 	"withruntime.dev/runtime/internal/store"
@@ -43,6 +44,7 @@ func newServeCmd() *cobra.Command {
 	var e2bCert, e2bKey string
 	var login server.LoginConfig
 	var newDriver func(context.Context) (driver.Driver, error)
+	var newElector func(*slog.Logger) (leader.Elector, error)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -71,11 +73,15 @@ func newServeCmd() *cobra.Command {
 			if storeDSN == "" { // not the flag's default: --help would show the password
 				storeDSN = os.Getenv(storeEnv)
 			}
+			el, err := newElector(log)
+			if err != nil {
+				return err
+			}
 			drv, err := newDriver(ctx)
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			srv, err := server.Open(ctx, server.Config{Driver: drv, Elector: el, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -169,6 +175,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	meter = addMeterFlags(cmd)
 	newDriver = addDriverFlags(cmd)
+	newElector = addLeaderFlags(cmd)
 	return cmd
 }
 

@@ -49,6 +49,9 @@ type Config struct {
 	// PublicURL is the server's URL as users reach it, for the links that
 	// device login prints (default: the request's scheme and Host).
 	PublicURL string
+	// Leader reports the leader election for GET /v1/health (nil: no
+	// leader election, no field).
+	Leader func() LeaderStatus
 }
 
 // Server serves the API. Create it with New; it is an http.Handler.
@@ -202,6 +205,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			h.Pool = map[string]PoolStatus{}
 		}
 		h.Pool[t] = PoolStatus{Size: st.Size, Ready: st.Ready, Min: st.Min, Max: st.Max}
+	}
+	if s.cfg.Leader != nil {
+		ls := s.cfg.Leader()
+		h.Leader = &ls
 	}
 	writeJSON(w, http.StatusOK, h)
 }

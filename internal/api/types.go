@@ -173,6 +173,21 @@ type Health struct {
 	// pool keeps (size) and has waiting now (ready). Absent when the server
 	// runs without a pool.
 	Pool map[string]PoolStatus `json:"pool,omitempty"`
+	// Leader is the leader election among the servers that share a store
+	// (serve --leader-election). Absent without leader election.
+	Leader *LeaderStatus `json:"leader,omitempty"`
+}
+
+// LeaderStatus is the leader election as the answering server sees it.
+type LeaderStatus struct {
+	// Identity is the answering server's identity in the election.
+	Identity string `json:"identity"`
+	// Leader is the leader's identity as last observed ("" while none is
+	// known, e.g. just after a leader released the Lease).
+	Leader string `json:"leader"`
+	// Leading is true while the answering server is the leader and runs
+	// the leader-only work (lease ends, warm pool, metering sampler).
+	Leading bool `json:"leading"`
 }
 
 // PoolStatus is one template's warm pool.

@@ -657,6 +657,7 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"Secret", api.Secret{}, true},
 		{"SecretList", api.SecretList{}, true},
 		{"ServerHealth", api.Health{}, true},
+		{"LeaderStatus", api.LeaderStatus{}, true},
 		{"PoolStatus", api.PoolStatus{}, true},
 		{"CreateContextRequest", agentapi.CreateContextRequest{}, false},
 		{"CodeContext", agentapi.Context{}, true},

@@ -28,6 +28,10 @@ type Sources struct {
 	// Pool reports the warm pool per template (size kept, ready now).
 	// Optional.
 	Pool func() map[string]sandbox.PoolStatus
+	// Leader reports this server's identity in the leader election and
+	// whether it leads now. Optional: without it (no leader election) there
+	// is no withruntime_leader gauge.
+	Leader func() (identity string, leading bool)
 }
 
 // Metrics holds one server's metrics. Its methods are safe for concurrent
@@ -170,19 +174,22 @@ func (m *Metrics) observeRequest(method, route string, code int, d time.Duration
 	}
 }
 
-// gauges reads the scrape-time figures: sandboxes by state, the warm pool.
+// gauges reads the scrape-time figures: sandboxes by state, the warm pool,
+// leadership.
 type gauges struct{ src Sources }
 
 var (
 	sandboxesDesc = prometheus.NewDesc("withruntime_sandboxes", "Sandbox records by state (starting, running, stopped).", []string{"state"}, nil)
 	poolSizeDesc  = prometheus.NewDesc("withruntime_pool_size", "Sandboxes the warm pool keeps ready, by template.", []string{"template"}, nil)
 	poolReadyDesc = prometheus.NewDesc("withruntime_pool_ready", "Warm-pool sandboxes booted and waiting now, by template.", []string{"template"}, nil)
+	leaderDesc    = prometheus.NewDesc("withruntime_leader", "1 while this server leads the servers sharing its store (it runs lease ends, the warm pool and the metering sampler), 0 otherwise; only with leader election. identity is this server's.", []string{"identity"}, nil)
 )
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sandboxesDesc
 	ch <- poolSizeDesc
 	ch <- poolReadyDesc
+	ch <- leaderDesc
 }
 
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
@@ -203,5 +210,13 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(poolSizeDesc, prometheus.GaugeValue, float64(st.Size), t)
 			ch <- prometheus.MustNewConstMetric(poolReadyDesc, prometheus.GaugeValue, float64(st.Ready), t)
 		}
+	}
+	if g.src.Leader != nil {
+		id, leading := g.src.Leader()
+		v := 0.0
+		if leading {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, v, id)
 	}
 }

@@ -108,6 +108,8 @@ type Manager struct {
 	paused map[string]*time.Timer
 	// sbLocks serialise pause, resume and stop of each sandbox (pause.go).
 	sbLocks sandboxLocks
+	// lead gates the leader-only work (leader.go).
+	lead leadState
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -407,9 +409,20 @@ func (m *Manager) background(f func()) {
 	f()
 }
 
+// leaseEnded is a sandbox's lease timer: it ends the lease when this
+// server does the leader-only work (always without GateLeaderWork);
+// otherwise the leader's sweep does.
 func (m *Manager) leaseEnded(id string) {
+	if parent, ok := m.leaderContext(); ok {
+		m.endLease(parent, id)
+	}
+}
+
+// endLease stops (or pauses, per its policy) sandbox id if its lease has
+// ended, under parent (the leader's term).
+func (m *Manager) endLease(parent context.Context, id string) {
 	m.background(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(parent, time.Minute)
 		defer cancel()
 		sb, err := m.store.GetSandbox(ctx, id)
 		if err == nil && sb.State != store.StateStopped && sb.LeaseEndsAt.After(m.now().Add(50*time.Millisecond)) {
@@ -418,6 +431,9 @@ func (m *Manager) leaseEnded(id string) {
 		if err == nil && sb.State == store.StateRunning && sb.OnLeaseEnd == store.OnLeaseEndPause {
 			if m.pauseAtLeaseEnd(ctx, id) {
 				return
+			}
+			if ctx.Err() != nil {
+				return // the term ended: the next leader pauses it
 			}
 		}
 		m.log.Info("lease ended", "sandbox", id)
@@ -710,6 +726,7 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 // removed, and drops connections. Claimed sandboxes keep running: a restarted server adopts
 // them (Recover).
 func (m *Manager) Close() {
+	m.stopLead()
 	m.closePool()
 	m.stopMetering()
 	m.mu.Lock()

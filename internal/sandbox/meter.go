@@ -55,7 +55,10 @@ type meterState struct {
 }
 
 // StartMetering turns metering on. Call it before Recover (so that the
-// sandboxes Recover stops get their last sample); Close stops it.
+// sandboxes Recover stops get their last sample); Close stops it. With
+// GateLeaderWork the periodic sampler runs only while Lead does; the first
+// and last interval of each sandbox are written by whichever server
+// creates or stops it.
 func (m *Manager) StartMetering(cfg MeterConfig) {
 	ms := &m.meter
 	ms.cfg = cfg
@@ -71,7 +74,19 @@ func (m *Manager) StartMetering(cfg MeterConfig) {
 		ms.cfg.Interval = DefaultMeterInterval
 	}
 	ms.on = true
-	ctx, cancel := context.WithCancel(context.Background())
+	if !m.lead.gated {
+		m.startMeterLoop(context.Background())
+	}
+}
+
+// startMeterLoop starts the sampler until ctx ends or stopMetering (with
+// GateLeaderWork: from Lead, while this server leads).
+func (m *Manager) startMeterLoop(ctx context.Context) {
+	ms := &m.meter
+	if !ms.on {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	ms.cancel, ms.done = cancel, make(chan struct{})
 	go m.meterLoop(ctx)
 }
@@ -89,6 +104,7 @@ func (m *Manager) stopMetering() {
 	if m.meter.cancel != nil {
 		m.meter.cancel()
 		<-m.meter.done
+		m.meter.cancel = nil
 	}
 }
 

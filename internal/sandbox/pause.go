@@ -339,9 +339,19 @@ func (m *Manager) retention() time.Duration {
 	return DefaultPausedRetention
 }
 
+// retentionEnded is a paused sandbox's retention timer: it destroys the
+// sandbox when this server does the leader-only work (always without
+// GateLeaderWork); otherwise the leader's sweep does.
 func (m *Manager) retentionEnded(id string) {
+	if parent, ok := m.leaderContext(); ok {
+		m.endRetention(parent, id)
+	}
+}
+
+// endRetention destroys sandbox id if it is still paused, under parent.
+func (m *Manager) endRetention(parent context.Context, id string) {
 	m.background(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(parent, time.Minute)
 		defer cancel()
 		sb, err := m.store.GetSandbox(ctx, id)
 		if err != nil || sb.State != store.StatePaused {

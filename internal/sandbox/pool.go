@@ -114,7 +114,8 @@ type pooled struct {
 
 // StartPool boots and keeps the warm pool in the background until Close,
 // and keeps sandbox networks prepared (PoolConfig.NetworkSlots, with or
-// without a pool). Call it once, after Recover.
+// without a pool). Call it once, after Recover. With GateLeaderWork the
+// pool runs only while Lead does (the networks are this host's: always).
 func (m *Manager) StartPool(cfg PoolConfig) {
 	m.startNetSlots(cfg.NetworkSlots)
 	if cfg.Size <= 0 {
@@ -130,7 +131,19 @@ func (m *Manager) StartPool(cfg PoolConfig) {
 	if len(cfg.Templates) == 0 {
 		cfg.Templates = []string{"base"}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	if m.lead.gated {
+		m.lead.mu.Lock()
+		m.lead.poolCfg = &cfg // Lead starts it while this server leads
+		m.lead.mu.Unlock()
+		return
+	}
+	m.startPoolLoop(context.Background(), cfg)
+}
+
+// startPoolLoop starts the pool of cfg (normalised by StartPool), kept until
+// ctx ends or closePool.
+func (m *Manager) startPoolLoop(ctx context.Context, cfg PoolConfig) {
+	ctx, cancel := context.WithCancel(ctx)
 	p := &pool{cfg: cfg, par: max(1, runtime.NumCPU()), ready: map[string][]*pooled{}, booting: map[string]int{},
 		demand: map[string][]time.Time{}, claimed: map[string]time.Time{}, wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
@@ -396,9 +409,13 @@ func (m *Manager) wakePool() {
 	}
 }
 
-// closePool stops the refill and destroys every unclaimed sandbox.
+// closePool stops the refill and destroys every unclaimed sandbox. The
+// manager has no pool after it (creates start cold).
 func (m *Manager) closePool() {
-	p := m.currentPool()
+	m.mu.Lock()
+	p := m.pool
+	m.pool = nil
+	m.mu.Unlock()
 	if p == nil {
 		return
 	}

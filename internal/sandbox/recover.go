@@ -32,7 +32,16 @@ import (
 // The driver's list comes first: it waits for driver commands a crashed
 // process left running (a boot half done), so that nothing appears after
 // the reconciliation.
+//
+// With GateLeaderWork (several servers on one store) Recover only
+// re-attaches the running sandboxes whose lease runs on: a record still
+// "starting" may be another server's create under way, a sandbox with no
+// record the leader's warm pool, and ended leases and retentions are the
+// leader's sweep's.
 func (m *Manager) Recover(ctx context.Context) error {
+	if m.lead.gated {
+		return m.recoverShared(ctx)
+	}
 	ids, err := m.driver.List(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -114,4 +123,20 @@ func (m *Manager) lostReason(ctx context.Context, id string) string {
 		return EndOutOfMemory
 	}
 	return EndFailed
+}
+
+// recoverShared is Recover with GateLeaderWork: re-attach the running
+// sandboxes whose lease runs on, change nothing else.
+func (m *Manager) recoverShared(ctx context.Context) error {
+	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: store.StateRunning})
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	for _, sb := range records {
+		if sb.LeaseEndsAt.After(m.now()) {
+			m.recoverOne(ctx, sb)
+		}
+	}
+	m.cleanupNetworks(ctx)
+	return nil
 }

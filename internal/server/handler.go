@@ -8,6 +8,7 @@ import (
 	"withruntime.dev/runtime/internal/compat/e2b"
 	"withruntime.dev/runtime/internal/dashboard"
 	"withruntime.dev/runtime/internal/device"
+	"withruntime.dev/runtime/internal/leader"
 	"withruntime.dev/runtime/internal/sandbox"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error
 	dev := device.New(device.Config{Store: s.Store, TrialHours: cfg.Login.TrialHours, Interval: cfg.Login.PollInterval})
 	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: s.Templates, Log: cfg.Log,
 		MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images,
-		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL})
+		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL, Leader: leaderStatus(cfg.Elector, s.Manager)})
 	s.api = h
 	dash, err := dashboard.New(dashboard.Config{API: h, Store: s.Store, Log: cfg.Log})
 	if err != nil {
@@ -63,4 +64,16 @@ type E2BOptions struct {
 func (s *Server) E2BHandler(opts E2BOptions) (http.Handler, func()) {
 	h := e2b.New(e2b.Config{API: s.api, Store: s.Store, Log: s.log, Domain: opts.Domain, PublicTraffic: opts.PublicTraffic})
 	return s.Metrics.Middleware(h), h.Close
+}
+
+// leaderStatus reports the election for GET /v1/health (nil without one).
+// Leading is the manager's: true only while the leader-only work runs.
+func leaderStatus(el leader.Elector, mgr *sandbox.Manager) func() api.LeaderStatus {
+	if el == nil {
+		return nil
+	}
+	return func() api.LeaderStatus {
+		st := el.Status()
+		return api.LeaderStatus{Identity: st.Identity, Leader: st.Leader, Leading: mgr.Leading()}
+	}
 }

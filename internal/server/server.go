@@ -20,6 +20,7 @@ import (
 	"withruntime.dev/runtime/internal/auth"
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/driver/gvisor"
+	"withruntime.dev/runtime/internal/leader"
 	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
@@ -82,6 +83,13 @@ type Config struct {
 	// Runsc and Agent are then not needed. Close closes it when it is a
 	// driver.Closer.
 	Driver driver.Driver
+	// Elector, when set, makes this server one of several that share a
+	// store (serve --leader-election): the leader-only work — lease and
+	// paused-retention ends, the warm pool, the metering sampler and
+	// spending limits (sandbox.Manager.Lead) — runs only while it leads, and
+	// every server serves the API. nil (the default, one server): the
+	// server does all of it from the start, as ever.
+	Elector leader.Elector
 }
 
 // Server is a running Runtime server.
@@ -99,9 +107,12 @@ type Server struct {
 	log      *slog.Logger
 	api      *api.Server // the API handler, for the E2B facade
 	egress   egressCloser
-	lock     *os.File   // the data directory's lock (lock.go), held until Close
-	names    []*os.File // the host-wide locks on its egress names (lock.go)
-	dataDir  string
+	lock     *os.File // the data directory's lock (lock.go), held until Close
+	// stopElect ends the leader election and waits until its last term
+	// stopped and the Lease was released (nil: no election).
+	stopElect func()
+	names     []*os.File // the host-wide locks on its egress names (lock.go)
+	dataDir   string
 }
 
 // ErrNotRoot says the server was started without root, which runsc needs.
@@ -191,7 +202,12 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	tpl := &template.Store{Dir: cfg.TemplatesDir}
 	mgr := sandbox.New(drv, st, tpl, limits, cfg.Log)
-	met := metrics.New(metrics.Sources{SandboxStates: st.CountSandboxesByState, Pool: mgr.PoolStatus}, cfg.Log)
+	src := metrics.Sources{SandboxStates: st.CountSandboxesByState, Pool: mgr.PoolStatus}
+	if cfg.Elector != nil {
+		mgr.GateLeaderWork(0)
+		src.Leader = func() (string, bool) { return cfg.Elector.Status().Identity, mgr.Leading() }
+	}
+	met := metrics.New(src, cfg.Log)
 	mgr.SetObserver(met)
 	eg, err := openEgress(cfg, mgr, met.Egress)
 	if err != nil {
@@ -226,7 +242,25 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	if cfg.Elector != nil {
+		srv.stopElect = elect(cfg.Elector, mgr, cfg.Log)
+	}
 	return srv, nil
+}
+
+// elect campaigns with el until the returned function is called, running
+// the manager's leader-only work during each term; the function returns
+// once the last term has stopped and the Lease is released.
+func elect(el leader.Elector, mgr *sandbox.Manager, log *slog.Logger) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := el.Run(ctx, mgr.Lead); err != nil {
+			log.Error("leader election stopped: this server will not lead", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Serve serves the API on l until ctx ends, then shuts down gracefully.
@@ -250,6 +284,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 // Close stops lease timers and closes the store.
 func (s *Server) Close() error {
+	if s.stopElect != nil {
+		s.stopElect() // the leader-only work stops before the store closes
+	}
 	s.Manager.Close()
 	// Running sandboxes keep their namespaces for the next server to adopt.
 	s.egress.Close()

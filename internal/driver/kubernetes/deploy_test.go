@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"withruntime.dev/runtime/internal/egress/policy"
+	"withruntime.dev/runtime/internal/leader"
 )
 
 // deployDir is deploy/kubernetes/ from this package.
@@ -89,8 +92,9 @@ func applyManifests(t *testing.T, cfg *rest.Config) []*unstructured.Unstructured
 // TestDeployManifests: deploy/kubernetes/ applies to a real API server as
 // is (strict validation), and the server's identity there can run the
 // driver's whole sandbox life (pods, secrets, network policies, with Pod
-// Security admission on the namespace) and nothing else: its Role is
-// enough and no more than the driver needs.
+// Security admission on the namespace) and leader election (get, create,
+// update of its Lease) and nothing else: its Roles are enough and no more
+// than the driver and the election need.
 func TestDeployManifests(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -153,8 +157,43 @@ func TestDeployManifests(t *testing.T) {
 	}
 	assertNothingLeft(t, e)
 
+	// Leader election (serve --leader-election) as the server's
+	// ServiceAccount: it takes the Lease in its own namespace and releases
+	// it when it stops.
+	el, err := leader.New(leader.Config{Client: client, Namespace: DefaultServerNamespace, Name: "withruntime-server",
+		Identity: "rbac-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	electCtx, stopElect := context.WithCancel(ctx)
+	led, elected := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		elected <- el.Run(electCtx, func(term context.Context) { once.Do(func() { close(led) }); <-term.Done() })
+	}()
+	select {
+	case <-led:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("leader election as the server's ServiceAccount: no term in 15 s (%+v)", el.Status())
+	}
+	stopElect()
+	if err := <-elected; err != nil {
+		t.Fatalf("leader election as the server's ServiceAccount: %v", err)
+	}
+	lease, err := e.c.Client.CoordinationV1().Leases(DefaultServerNamespace).Get(ctx, "withruntime-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("the Lease is still held by %q after the elector stopped; want it released", *h)
+	}
+
 	// And nothing more: no secret read, nothing outside its namespaces.
 	forbidden := map[string]error{}
+	forbidden["delete the Lease"] = client.CoordinationV1().Leases(DefaultServerNamespace).Delete(ctx, "withruntime-server", metav1.DeleteOptions{})
+	_, forbidden["list leases"] = client.CoordinationV1().Leases(DefaultServerNamespace).List(ctx, metav1.ListOptions{})
+	_, forbidden["get a lease in kube-system"] = client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	_, forbidden["get a lease in the sandboxes' namespace"] = client.CoordinationV1().Leases(testNS).Get(ctx, "withruntime-server", metav1.GetOptions{})
 	_, forbidden["get a secret"] = client.CoreV1().Secrets(testNS).Get(ctx, "any", metav1.GetOptions{})
 	_, forbidden["list secrets in kube-system"] = client.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
 	_, forbidden["list pods in default"] = client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
