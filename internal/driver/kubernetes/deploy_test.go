@@ -3,8 +3,8 @@ package kubernetes
 import (
 	"bytes"
 	"context"
-	"os"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
