@@ -77,12 +77,14 @@ const maxTrustBytes = 16 << 20
 // the image's own roots staying trusted. Call it once at boot, as PID 1; it
 // changes the sandbox's own root filesystem only (the file is replaced,
 // never written through a link).
-func AddTrust(file string) error {
+func AddTrust(file string) error { return addTrust(file, systemCABundle) }
+
+func addTrust(file, bundlePath string) error {
 	add, err := readCapped(file)
 	if err != nil {
 		return fmt.Errorf("add trust: %w", err)
 	}
-	bundle, err := readCapped(systemCABundle)
+	bundle, err := readCapped(bundlePath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("add trust: %w", err)
 	}
@@ -93,14 +95,14 @@ func AddTrust(file string) error {
 		bundle = append(bundle, '\n')
 	}
 	bundle = append(bundle, add...)
-	if err := os.MkdirAll(filepath.Dir(systemCABundle), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(bundlePath), 0o755); err != nil {
 		return fmt.Errorf("add trust: %w", err)
 	}
-	tmp := systemCABundle + ".withruntime"
+	tmp := bundlePath + ".withruntime"
 	if err := os.WriteFile(tmp, bundle, 0o644); err != nil {
 		return fmt.Errorf("add trust: %w", err)
 	}
-	if err := os.Rename(tmp, systemCABundle); err != nil {
+	if err := os.Rename(tmp, bundlePath); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("add trust: %w", err)
 	}
