@@ -31,7 +31,7 @@ import (
 // the test sends from itself, standing in for the pod's own traffic.
 func TestEgressProxyThroughServer(t *testing.T) {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
-		t.Skip("the pod's own traffic through the proxy on a real node is not written yet")
+		t.Skip("on a real node TestEgressProxyOnRealNode sends the pod's own traffic through the proxy")
 	}
 	proxyAddr := freeAddr(t)
 	s := startServer(t, "--kubernetes-egress-proxy", proxyAddr, "--kubernetes-egress-proxy-listen", proxyAddr)
