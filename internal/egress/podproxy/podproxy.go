@@ -152,24 +152,6 @@ func isTemporary(err error) bool {
 	return ok && t.Temporary()
 }
 
-// Forget drops what is cached of a sandbox and closes its connections (a
-// sandbox destroyed, or whose policy changed here: the next connection
-// loads it again).
-func (s *Server) Forget(sandboxID string, closeConns bool) {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.cache, sandboxID)
-	if !closeConns {
-		return
-	}
-	for c, id := range s.conns {
-		if id == sandboxID {
-			_ = c.Close()
-		}
-	}
-}
-
 // Close closes every connection served and waits for them. Close the
 // listener first.
 func (s *Server) Close() error {
