@@ -38,6 +38,7 @@ func main() {
 	listenTCP := flag.String("listen-tcp", "", "serve on this TCP address (e.g. :7000) instead of -socket, authenticated with -credentials (the Kubernetes driver)")
 	credentials := flag.String("credentials", "", "directory of the sandbox's channel credentials (tls.crt, tls.key, token): required with -listen-tcp")
 	install := flag.String("install", "", "copy this binary into the directory and exit (the Kubernetes driver's init container)")
+	trust := flag.String("trust", "", "PEM file of CA certificates to add to the sandbox's CA bundle at boot (the Kubernetes driver: the Runtime CA of a sandbox with secrets)")
 	flag.Parse()
 
 	if *install != "" {
@@ -57,6 +58,11 @@ func main() {
 		// read-only directory (see agent.LinkHostFiles).
 		if err := agent.LinkHostFiles(agent.HostFilesDir); err != nil {
 			log.Error("cannot link the host's files into /etc", "err", err)
+		}
+	}
+	if *trust != "" && agent.IsPID1() { // never a host's bundle
+		if err := agent.AddTrust(*trust); err != nil {
+			log.Error("cannot add the Runtime CA to the sandbox's CA bundle", "err", err)
 		}
 	}
 

@@ -43,7 +43,7 @@ func newServeCmd() *cobra.Command {
 	var e2bOpts server.E2BOptions
 	var e2bCert, e2bKey string
 	var login server.LoginConfig
-	var newDriver func(context.Context) (driver.Driver, error)
+	var newDriver func(context.Context) (driver.Driver, string, error)
 	var newElector func(*slog.Logger) (leader.Elector, error)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -77,12 +77,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			drv, err := newDriver(ctx)
+			drv, podProxyListen, err := newDriver(ctx)
 			if err != nil {
 				return err
 			}
 			srv, err := server.Open(ctx, server.Config{Driver: drv, Elector: el, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
-				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs},
+				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
 				Images: image.Options{Limits: image.Limits{MaxBytes: imageMaxBytes}},

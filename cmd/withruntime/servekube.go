@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -18,8 +20,10 @@ import (
 
 // addDriverFlags adds serve's --driver and the Kubernetes driver's flags,
 // and returns what makes the chosen driver: nil for gvisor (the server's
-// default), the Kubernetes driver for "kubernetes".
-func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver, error) {
+// default), the Kubernetes driver for "kubernetes"; and, with
+// --kubernetes-egress-proxy, where to serve the sandboxes' egress proxy.
+func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver, string, error) {
+	var egressProxy, egressListen string
 	var name, kubeconfig, namespace, runtimeClass, agentImage, templateImagePrefix, serverNamespace, serverSelector, serverCIDR string
 	f := cmd.Flags()
 	f.StringVar(&name, "driver", "gvisor", "what runs the sandboxes: gvisor (runsc on this host) or kubernetes (a pod each; see README, Kubernetes)")
@@ -31,13 +35,30 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 	f.StringVar(&serverNamespace, "kubernetes-server-namespace", kubernetes.DefaultServerNamespace, "with --driver kubernetes: namespace of the Runtime server's pods, the only ones each sandbox's NetworkPolicy lets reach its agent")
 	f.StringVar(&serverSelector, "kubernetes-server-selector", kubernetes.DefaultServerSelector, "with --driver kubernetes: label selector of the Runtime server's pods in --kubernetes-server-namespace")
 	f.StringVar(&serverCIDR, "kubernetes-server-cidr", "", "with --driver kubernetes: the addresses (a CIDR) the Runtime server reaches sandboxes from, when it runs outside the cluster; replaces --kubernetes-server-namespace and --kubernetes-server-selector")
-	return func(ctx context.Context) (driver.Driver, error) {
+	f.StringVar(&egressProxy, "kubernetes-egress-proxy", "", "with --driver kubernetes: IP:PORT at which sandbox pods reach this server's egress proxy (the proxy Service's cluster IP and port: no DNS needed); enables host names, wildcards and secrets in network policies (default: they are refused)")
+	f.StringVar(&egressListen, "kubernetes-egress-proxy-listen", ":3128", "with --kubernetes-egress-proxy: where this server serves the egress proxy (the Service's targetPort)")
+	makeDriver := func(ctx context.Context, egressProxy, egressListen string) (driver.Driver, error) {
 		switch name {
 		case "gvisor":
+			if egressProxy != "" {
+				return nil, fmt.Errorf("--kubernetes-egress-proxy needs --driver kubernetes")
+			}
 			return nil, nil
 		case "kubernetes":
 		default:
 			return nil, fmt.Errorf("--driver %q: want gvisor or kubernetes", name)
+		}
+		var proxyAddr netip.AddrPort
+		var proxyPort int
+		if egressProxy != "" {
+			var err error
+			if proxyAddr, err = netip.ParseAddrPort(egressProxy); err != nil {
+				return nil, fmt.Errorf("--kubernetes-egress-proxy %q: %w (want the proxy Service's cluster IP and port, e.g. 10.96.0.50:3128)", egressProxy, err)
+			}
+			_, port, err := net.SplitHostPort(egressListen)
+			if proxyPort, _ = strconv.Atoi(port); err != nil || proxyPort <= 0 || proxyPort > 65535 {
+				return nil, fmt.Errorf("--kubernetes-egress-proxy-listen %q: want [HOST]:PORT, e.g. :3128", egressListen)
+			}
 		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
@@ -58,8 +79,15 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 			return nil, err
 		}
 		return kubernetes.New(ctx, kubernetes.Config{Client: client, Namespace: namespace, RuntimeClass: runtimeClass,
-			AgentImage: agentImage, ServerPeer: peer,
+			AgentImage: agentImage, ServerPeer: peer, EgressProxy: proxyAddr, EgressProxyPort: proxyPort,
 			TemplateImage: func(t string) string { return templateImagePrefix + t + ":latest" }})
+	}
+	return func(ctx context.Context) (driver.Driver, string, error) {
+		d, err := makeDriver(ctx, egressProxy, egressListen)
+		if err != nil || d == nil || egressProxy == "" {
+			return d, "", err
+		}
+		return d, egressListen, nil
 	}
 }
 

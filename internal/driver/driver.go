@@ -62,6 +62,11 @@ type Spec struct {
 	// nothing out. Other drivers ignore it (the egress manager enforces
 	// the policy of their Network).
 	Policy *policy.Policy
+	// TrustPEM is, for a driver that is a Networker, CA certificates (PEM)
+	// the sandbox trusts besides its image's roots (the Runtime CA of a
+	// sandbox with secrets): added to its system CA bundle at boot. Other
+	// drivers ignore it (Network.CABundle is the whole bundle).
+	TrustPEM []byte
 }
 
 // Networker is implemented by drivers whose sandboxes get their network

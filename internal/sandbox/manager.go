@@ -81,6 +81,9 @@ type Manager struct {
 	// netDriver is the driver when it enforces network policies itself
 	// (driver.Networker; then network is nil: no host networks).
 	netDriver driver.Networker
+	// driverEgress is the netDriver's egress proxy, when this server
+	// serves one (EnableDriverEgress).
+	driverEgress *driverEgress
 
 	mu sync.Mutex
 	// live holds the running sandboxes this server tracks; pending counts
@@ -236,11 +239,20 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
+	var trust []byte
+	if m.driverEgress != nil {
+		var secretEnv []string
+		if secretEnv, trust, err = m.driverSecrets(sb.ID, plan); err != nil {
+			_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
+			return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+		}
+		netEnv = append(netEnv, secretEnv...)
+	}
 	h, err := m.driver.Create(ctx, driver.Spec{
 		ID: sb.ID, Owner: p.KeyID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
-		Network: netSpec, Policy: plan.driverPolicy(), LeaseEndsAt: sb.LeaseEndsAt,
+		Network: netSpec, Policy: plan.driverPolicy(), TrustPEM: trust, LeaseEndsAt: sb.LeaseEndsAt,
 	})
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())

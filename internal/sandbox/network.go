@@ -10,6 +10,7 @@ import (
 
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/egress"
+	"withruntime.dev/runtime/internal/egress/podproxy"
 	"withruntime.dev/runtime/internal/egress/policy"
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/errs"
@@ -103,7 +104,7 @@ func (p *netPlan) driverPolicy() *egress.Policy {
 // it itself (driver.Networker): the policy as egress would normalize it,
 // then what the driver can enforce. Secrets are only counted (the driver
 // refuses them or not) before they are looked up.
-func (m *Manager) planDriverNetwork(p CreateParams) (*netPlan, error) {
+func (m *Manager) planDriverNetwork(ctx context.Context, p CreateParams) (*netPlan, error) {
 	plan := &netPlan{owner: p.SecretOwner}
 	if p.Network != nil {
 		plan.policy = *p.Network
@@ -116,13 +117,47 @@ func (m *Manager) planDriverNetwork(p CreateParams) (*netPlan, error) {
 	if err := m.netDriver.CheckNetwork(pol, len(p.Secrets)); err != nil {
 		return nil, err
 	}
+	if len(p.Secrets) > 0 {
+		if m.driverEgress == nil || m.driverEgress.ca == nil {
+			return nil, errs.New(errs.Invalid, "secrets: this server serves no egress proxy for its sandboxes; create the sandbox without secrets")
+		}
+		if err := m.lookupSecrets(ctx, p, plan); err != nil {
+			return nil, err
+		}
+	}
 	return plan, nil
+}
+
+// lookupSecrets checks a create's secrets and adds them, with their
+// values, to plan.
+func (m *Manager) lookupSecrets(ctx context.Context, p CreateParams, plan *netPlan) error {
+	seen := map[string]bool{}
+	for _, name := range p.Secrets {
+		if seen[name] {
+			return errs.New(errs.Invalid, "secrets: %q is listed twice", name)
+		}
+		seen[name] = true
+		if _, ok := p.Env[name]; ok {
+			return errs.New(errs.Invalid, "secrets: %q is also set in env; a secret's variable holds its placeholder", name)
+		}
+		// Another key's secret answers exactly as a missing one.
+		sec, err := m.store.GetSecret(ctx, p.SecretOwner, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return errs.New(errs.NotFound, "secrets: no secret %q; create it with POST /v1/secrets (list yours with GET /v1/secrets)", name)
+		}
+		if err != nil {
+			return err
+		}
+		plan.names = append(plan.names, name)
+		plan.secrets = append(plan.secrets, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
+	}
+	return nil
 }
 
 // planNetwork checks a create's network and secrets before anything is made.
 func (m *Manager) planNetwork(ctx context.Context, p CreateParams) (*netPlan, error) {
 	if m.network == nil && m.netDriver != nil {
-		return m.planDriverNetwork(p)
+		return m.planDriverNetwork(ctx, p)
 	}
 	if m.network == nil {
 		if (p.Network != nil && !p.Network.None()) || len(p.Secrets) > 0 {
@@ -139,25 +174,8 @@ func (m *Manager) planNetwork(ctx context.Context, p CreateParams) (*netPlan, er
 		return nil, err
 	}
 	plan.policy = pol
-	seen := map[string]bool{}
-	for _, name := range p.Secrets {
-		if seen[name] {
-			return nil, errs.New(errs.Invalid, "secrets: %q is listed twice", name)
-		}
-		seen[name] = true
-		if _, ok := p.Env[name]; ok {
-			return nil, errs.New(errs.Invalid, "secrets: %q is also set in env; a secret's variable holds its placeholder", name)
-		}
-		// Another key's secret answers exactly as a missing one.
-		sec, err := m.store.GetSecret(ctx, p.SecretOwner, name)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errs.New(errs.NotFound, "secrets: no secret %q; create it with POST /v1/secrets (list yours with GET /v1/secrets)", name)
-		}
-		if err != nil {
-			return nil, err
-		}
-		plan.names = append(plan.names, name)
-		plan.secrets = append(plan.secrets, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
+	if err := m.lookupSecrets(ctx, p, plan); err != nil {
+		return nil, err
 	}
 	if len(plan.secrets) > 0 && m.network.ca == nil {
 		return nil, errs.New(errs.Invalid, "secrets: this server has no egress CA configured")
@@ -392,7 +410,7 @@ func (m *Manager) SetNetwork(ctx context.Context, id string, p egress.Policy) (e
 // setDriverNetwork is SetNetwork for a driver that enforces policies itself:
 // checked like a create's, recorded, then handed to the driver.
 func (m *Manager) setDriverNetwork(ctx context.Context, id string, p egress.Policy) (egress.Policy, error) {
-	plan, err := m.planDriverNetwork(CreateParams{Network: &p})
+	plan, err := m.planDriverNetwork(ctx, CreateParams{Network: &p})
 	if err != nil {
 		return egress.Policy{}, err
 	}
@@ -434,4 +452,91 @@ func (m *Manager) reapplyDriverNetwork(ctx context.Context, id string) {
 	if err := m.netDriver.SetNetwork(ctx, id, pol); err != nil {
 		m.log.Error("re-apply sandbox network", "sandbox", id, "err", err)
 	}
+}
+
+// driverEgress is the egress proxy of a driver whose sandboxes reach it
+// over a shared network (package podproxy): the CA of their secrets and
+// the guard their policies are compiled with.
+type driverEgress struct {
+	ca    *secrets.CA
+	guard *policy.Guard
+}
+
+// EnableDriverEgress says that this server serves the egress proxy of a
+// driver that enforces policies itself (driver.Networker; Kubernetes: a
+// podproxy.Server whose Load is Egress): ca (nil: secrets refused) mints
+// its intercepted hosts' certificates and secrets' placeholders, guard
+// (nil: policy.NewGuard()) refuses destinations no sandbox may reach. Call
+// it before serving.
+func (m *Manager) EnableDriverEgress(ca *secrets.CA, guard *policy.Guard) {
+	if guard == nil {
+		guard = policy.NewGuard()
+	}
+	m.driverEgress = &driverEgress{ca: ca, guard: guard}
+}
+
+// Egress is what sandbox id may reach through the driver's egress proxy,
+// read from the store (shared by every replica): its recorded policy
+// (nothing without a record) and its recorded secrets, of the owner
+// recorded at create, with their current values and the same
+// placeholders as at create. A secret deleted meanwhile is not injected.
+func (m *Manager) Egress(ctx context.Context, id string) (podproxy.Egress, error) {
+	if m.driverEgress == nil {
+		return podproxy.Egress{}, errors.New("egress: this server serves no egress proxy for its driver")
+	}
+	var pol egress.Policy
+	rec, err := m.store.GetSandboxNetwork(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return podproxy.Egress{}, err
+	default:
+		if err := json.Unmarshal(rec.Policy, &pol); err != nil {
+			return podproxy.Egress{}, fmt.Errorf("network policy of %s: %w", id, err)
+		}
+	}
+	matcher, err := policy.Compile(pol, m.driverEgress.guard)
+	if err != nil {
+		return podproxy.Egress{}, fmt.Errorf("network policy of %s: %w", id, err)
+	}
+	e := podproxy.Egress{Policy: matcher}
+	if len(rec.Secrets) == 0 || m.driverEgress.ca == nil {
+		return e, nil
+	}
+	var ss []egress.Secret
+	for _, name := range rec.Secrets {
+		sec, err := m.store.GetSecret(ctx, rec.SecretOwner, name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return podproxy.Egress{}, fmt.Errorf("secret %s of %s: %w", name, id, err)
+		}
+		ss = append(ss, egress.Secret{Name: sec.Name, Value: sec.Value, Hosts: sec.Hosts})
+	}
+	if e.Secrets, _, err = secrets.NewSet(m.driverEgress.ca.PlaceholderKey(), id, ss); err != nil {
+		return podproxy.Egress{}, fmt.Errorf("secrets of %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// driverSecrets is, for a create on a driver with an egress proxy, the
+// environment of its secrets (placeholders, and the CA bundle variables)
+// and the CA certificate its pod must trust; nothing without secrets.
+func (m *Manager) driverSecrets(id string, plan *netPlan) ([]string, []byte, error) {
+	if plan == nil || len(plan.secrets) == 0 {
+		return nil, nil, nil
+	}
+	_, placeholders, err := secrets.NewSet(m.driverEgress.ca.PlaceholderKey(), id, plan.secrets)
+	if err != nil {
+		return nil, nil, errs.New(errs.Invalid, "%v", err)
+	}
+	env := make([]string, 0, len(secrets.TrustEnvNames)+len(plan.names))
+	for _, n := range secrets.TrustEnvNames {
+		env = append(env, n+"="+sandboxCABundle)
+	}
+	for _, name := range plan.names {
+		env = append(env, name+"="+placeholders[name])
+	}
+	return env, m.driverEgress.ca.CertPEM(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"withruntime.dev/runtime/internal/egress"
+	"withruntime.dev/runtime/internal/egress/podproxy"
+	"withruntime.dev/runtime/internal/egress/policy"
+	"withruntime.dev/runtime/internal/egress/proxy"
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/sandbox"
 )
@@ -54,6 +58,11 @@ type EgressConfig struct {
 	// MaxProxyConns caps the connections all sandboxes' egress proxies
 	// serve at once (default: see egress.Config.MaxProxyConns).
 	MaxProxyConns int
+	// PodProxyListen, for a driver that enforces policies itself and knows
+	// its sandboxes by address (Kubernetes), is where this server serves
+	// their egress proxy (package podproxy), e.g. ":3128": host names,
+	// wildcards and secrets then work there. Empty: no proxy.
+	PodProxyListen string
 }
 
 // loadSandboxCAs reads and checks the SandboxCAs files: each must hold at
@@ -89,13 +98,70 @@ func loadSandboxCAs(files []string) ([]byte, error) {
 }
 
 // egressCloser stops serving sandbox networks at server close (nil-safe).
-type egressCloser struct{ m *egress.Manager }
+type egressCloser struct {
+	m   *egress.Manager
+	pod *podProxy
+}
 
 func (c egressCloser) Close() error {
+	if c.pod != nil {
+		c.pod.Close()
+	}
 	if c.m == nil {
 		return nil
 	}
 	return c.m.Close()
+}
+
+// podProxy is the egress proxy served for the driver's sandboxes.
+type podProxy struct {
+	l net.Listener
+	s *podproxy.Server
+}
+
+func (p *podProxy) Close() {
+	_ = p.l.Close()
+	_ = p.s.Close()
+}
+
+// sandboxLocator is a driver that knows a sandbox by its address
+// (kubernetes.Driver.SandboxAt).
+type sandboxLocator interface {
+	SandboxAt(ip netip.Addr) (string, bool)
+}
+
+// openPodProxy serves the egress proxy of a driver whose sandboxes reach
+// it over a shared network, on Egress.PodProxyListen: connections are
+// known by source address (the driver's SandboxAt), their policy and
+// secrets read from the store (mgr.Egress). The CA is DataDir/egress's,
+// as on a single host: replicas must share it.
+func openPodProxy(cfg Config, mgr *sandbox.Manager) (egressCloser, error) {
+	loc, ok := cfg.Driver.(sandboxLocator)
+	if !ok {
+		return egressCloser{}, fmt.Errorf("egress proxy on %s: the %s driver cannot tell its sandboxes by address", cfg.Egress.PodProxyListen, cfg.Driver.Name())
+	}
+	ca, err := secrets.LoadOrCreateCA(filepath.Join(cfg.DataDir, "egress"))
+	if err != nil {
+		return egressCloser{}, fmt.Errorf("egress CA: %w", err)
+	}
+	guard := policy.NewGuard(cfg.Egress.Exempt...)
+	mgr.EnableDriverEgress(ca, guard)
+	l, err := net.Listen("tcp", cfg.Egress.PodProxyListen)
+	if err != nil {
+		return egressCloser{}, fmt.Errorf("egress proxy: %w", err)
+	}
+	var res proxy.Resolver
+	if cfg.Egress.Resolver != nil {
+		res = cfg.Egress.Resolver
+	}
+	s := &podproxy.Server{Identify: loc.SandboxAt, Load: mgr.Egress, Resolver: res, Guard: guard,
+		CA: ca, UpstreamRoots: cfg.Egress.UpstreamRoots, Log: cfg.Log}
+	go func() {
+		if err := s.Serve(l); err != nil {
+			cfg.Log.Error("egress proxy stopped", "err", err)
+		}
+	}()
+	return egressCloser{pod: &podProxy{l: l, s: s}}, nil
 }
 
 // openEgress loads (or creates) the Runtime CA in DataDir/egress, starts the
@@ -103,6 +169,9 @@ func (c egressCloser) Close() error {
 // observe hears each proxied connection (metrics; may be nil).
 func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out, in int64)) (egressCloser, error) {
 	if cfg.Egress.Disabled {
+		if cfg.Egress.PodProxyListen != "" && cfg.Driver != nil {
+			return openPodProxy(cfg, mgr)
+		}
 		return egressCloser{}, nil
 	}
 	extraCAs, err := loadSandboxCAs(cfg.Egress.SandboxCAs)
@@ -130,7 +199,7 @@ func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out
 	}
 	mgr.EnableNetwork(m, ca)
 	mgr.TrustCAs(extraCAs)
-	return egressCloser{m}, nil
+	return egressCloser{m: m}, nil
 }
 
 // upstreamFromEnv is the upstream proxy from this process's HTTPS_PROXY,

@@ -65,12 +65,13 @@ type server struct {
 	runtimeClass string
 	templates    string
 	running      func() int // containers or processes still on the node
+	extraArgs    []string   // more serve flags
 	stop         func()     // stops the server (start starts it again)
 }
 
 // startServer starts a control plane, a node (WITHRUNTIME_K8S_NODE) and
 // the server; everything stops when the test ends.
-func startServer(t *testing.T) *server {
+func startServer(t *testing.T, extraArgs ...string) *server {
 	templates := os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
 	if templates == "" {
 		templates = "/var/lib/withruntime/templates"
@@ -106,7 +107,7 @@ func startServer(t *testing.T) *server {
 	running := startNode(t, c, templates, agent, bin, nodeDir)
 
 	s := &server{c: c, wr: wr, addr: freeAddr(t), data: t.TempDir(), nodeDir: nodeDir, runtimeClass: runtimeClass,
-		running: running, templates: templates}
+		running: running, templates: templates, extraArgs: extraArgs}
 	s.start(t)
 	return s
 }
@@ -119,6 +120,7 @@ func (s *server) start(t *testing.T) {
 	serve := exec.Command(s.wr, "serve", "--driver", "kubernetes", "--kubeconfig", s.c.Kubeconfig,
 		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", s.runtimeClass, "--listen", s.addr, "--data-dir", s.data,
 		"--templates-dir", s.templates, "--no-build", "--pool-size", "0")
+	serve.Args = append(serve.Args, s.extraArgs...)
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := serve.Start(); err != nil {

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,6 +123,43 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("server args %v, want --driver=kubernetes --kubernetes-namespace=%s", args, testNS)
 	}
 
+	// The egress proxy: the server serves it on 3128, the Service
+	// withruntime-egress fronts it (its address reaches the server's args
+	// through service links), and the server's NetworkPolicy lets the
+	// sandboxes' namespace in on 3128 (and anyone on the API port).
+	if !slices.Contains(args, "--kubernetes-egress-proxy=$(WITHRUNTIME_EGRESS_SERVICE_HOST):$(WITHRUNTIME_EGRESS_SERVICE_PORT)") ||
+		!slices.Contains(args, "--kubernetes-egress-proxy-listen=:3128") {
+		t.Errorf("server args %v, want the egress proxy flags", args)
+	}
+	svc, err := e.c.Client.CoreV1().Services(DefaultServerNamespace).Get(ctx, "withruntime-egress", metav1.GetOptions{})
+	if err != nil || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 3128 || svc.Spec.Ports[0].TargetPort.String() != "egress-proxy" ||
+		svc.Spec.Selector[k] != v {
+		t.Errorf("egress Service: %v %+v, want port 3128 to the server pods' egress-proxy", err, svc)
+	}
+	ports, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "ports")
+	proxyPort := false
+	for _, p := range ports {
+		pm := p.(map[string]any)
+		proxyPort = proxyPort || pm["name"] == "egress-proxy" && pm["containerPort"] == int64(3128)
+	}
+	if !proxyPort {
+		t.Errorf("server ports %v, want egress-proxy 3128", ports)
+	}
+	snp, err := e.c.Client.NetworkingV1().NetworkPolicies(DefaultServerNamespace).Get(ctx, "withruntime-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the server's NetworkPolicy: %v", err)
+	}
+	fromSandboxes := false
+	for _, r := range snp.Spec.Ingress {
+		if len(r.From) == 1 && r.From[0].NamespaceSelector != nil && r.From[0].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] == testNS &&
+			len(r.Ports) == 1 && r.Ports[0].Port.IntValue() == 3128 {
+			fromSandboxes = true
+		}
+	}
+	if !fromSandboxes {
+		t.Errorf("server NetworkPolicy ingress %+v: want the sandboxes' namespace on 3128", snp.Spec.Ingress)
+	}
+
 	// The driver as the server's ServiceAccount.
 	sa := rest.CopyConfig(e.c.Config)
 	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:withruntime-system:withruntime-server"}
@@ -129,13 +167,15 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(ctx, Config{Client: client, Namespace: testNS, AgentImage: "withruntime/agent:test"})
+	d, err := New(ctx, Config{Client: client, Namespace: testNS, AgentImage: "withruntime/agent:test",
+		EgressProxy: netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIP), 3128), EgressProxyPort: 3128})
 	if err != nil {
 		t.Fatalf("driver as the server's ServiceAccount: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
 	spec := testSpec("sbx_rbac")
-	spec.Policy = &policy.Policy{Allow: []string{"203.0.113.0/24"}}
+	spec.Policy = &policy.Policy{Allow: []string{"203.0.113.0/24", "example.com"}}
+	spec.TrustPEM = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
 	h, err := d.Create(ctx, spec)
 	if err != nil {
 		t.Fatalf("create as the server's ServiceAccount: %v", err)

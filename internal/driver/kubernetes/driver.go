@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -77,6 +78,17 @@ type Config struct {
 	// DNSPeer is the cluster DNS a sandbox with internet on may query
 	// (default DefaultDNSPeer()). Sandboxes without internet get no DNS.
 	DNSPeer networkingv1.NetworkPolicyPeer
+	// EgressProxy, when valid, is where sandbox pods reach Runtime's egress
+	// proxy (package podproxy, served by the server's pods): an address,
+	// so that no DNS is needed (the proxy Service's cluster IP) and its
+	// port. With it, host names, wildcards and secrets are enforced: every
+	// pod gets HTTP_PROXY and HTTPS_PROXY naming it and may reach
+	// ServerPeer on EgressProxyPort. Without it they are refused.
+	EgressProxy netip.AddrPort
+	// EgressProxyPort is the port the server's pods serve the proxy on
+	// (the Service's targetPort), which each sandbox's NetworkPolicy lets
+	// out to ServerPeer. Default: EgressProxy's port.
+	EgressProxyPort int
 }
 
 // Driver runs sandboxes as pods.
@@ -129,6 +141,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.ServerPeer.PodSelector == nil && cfg.ServerPeer.NamespaceSelector == nil && cfg.ServerPeer.IPBlock == nil {
 		cfg.ServerPeer = DefaultServerPeer()
+	}
+	if cfg.EgressProxy.IsValid() && cfg.EgressProxyPort == 0 {
+		cfg.EgressProxyPort = int(cfg.EgressProxy.Port())
 	}
 	if cfg.DNSPeer.PodSelector == nil && cfg.DNSPeer.NamespaceSelector == nil && cfg.DNSPeer.IPBlock == nil {
 		cfg.DNSPeer = DefaultDNSPeer()

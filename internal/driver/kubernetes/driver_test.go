@@ -30,7 +30,7 @@ type env struct {
 	d    *Driver
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	t.Helper()
 	c := kubetest.Start(t, kubetest.Options{Scheduler: true})
 	ctx := context.Background()
@@ -56,7 +56,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(node.Stop)
-	d, err := New(ctx, Config{Client: c.Client, Namespace: testNS, AgentImage: "withruntime/agent:test", ReadyTimeout: time.Minute})
+	cfg := Config{Client: c.Client, Namespace: testNS, AgentImage: "withruntime/agent:test", ReadyTimeout: time.Minute}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	d, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

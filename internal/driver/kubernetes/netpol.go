@@ -47,14 +47,21 @@ func DefaultDNSPeer() networkingv1.NetworkPolicyPeer {
 	}
 }
 
-// noEgressProxy is why host names and secrets are refused here.
+// noEgressProxy is why host names and secrets are refused without the
+// egress proxy.
 const noEgressProxy = "the Kubernetes driver enforces network policies as NetworkPolicy objects, which match addresses only; " +
-	"host names, wildcards and secrets need Runtime's egress proxy in the cluster, which is not built yet"
+	"host names, wildcards and secrets need Runtime's egress proxy in the cluster, which this server was not given " +
+	"(serve --kubernetes-egress-proxy, see README, Kubernetes)"
 
 // CheckNetwork implements driver.Networker: internet on or off, and allow
-// and deny lists of addresses and CIDRs, are enforced; host names,
-// wildcards and secrets are refused (errs.Invalid), never ignored.
+// and deny lists of addresses and CIDRs, are always enforced (NetworkPolicy
+// ipBlocks); host names, wildcards and secrets only with Config.EgressProxy
+// (through the proxy) and are refused (errs.Invalid) without it, never
+// ignored.
 func (d *Driver) CheckNetwork(p policy.Policy, secrets int) error {
+	if d.cfg.EgressProxy.IsValid() {
+		return nil
+	}
 	if secrets > 0 {
 		return errs.New(errs.Invalid, "secrets: %s; create the sandbox without secrets on this server", noEgressProxy)
 	}
@@ -66,6 +73,17 @@ func (d *Driver) CheckNetwork(p policy.Policy, secrets int) error {
 		}
 	}
 	return nil
+}
+
+// hasNames says whether list holds an entry that is not an address or a
+// CIDR (a host name or a wildcard).
+func hasNames(list []string) bool {
+	for _, e := range list {
+		if _, err := parseNet(e); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // parseNet reads a normalized allow or deny entry that is an address or a
@@ -118,6 +136,12 @@ func (d *Driver) SetNetwork(ctx context.Context, id string, p policy.Policy) err
 // sandbox may reach (policy.BlockedPrefixes: private, loopback,
 // link-local, CGNAT, metadata, ...) stay closed, as on a single host; with
 // internet on, DNS to the cluster DNS pods is let out too.
+//
+// With the egress proxy, the server's pods on its port are let out too
+// (always: the proxy itself refuses what p does not allow, at once instead
+// of a silent drop), and host names go through it only: an allow list's
+// names add no ipBlock, and a deny list with names takes the direct
+// internet away (the proxy, which checks names, is then the only way out).
 func (d *Driver) networkPolicy(spec driver.Spec, p *policy.Policy) *networkingv1.NetworkPolicy {
 	tcp := corev1.ProtocolTCP
 	udp := corev1.ProtocolUDP
@@ -139,6 +163,13 @@ func (d *Driver) networkPolicy(spec driver.Spec, p *policy.Policy) *networkingv1
 			Egress: []networkingv1.NetworkPolicyEgressRule{}, // none: nothing out
 		},
 	}
+	if d.cfg.EgressProxy.IsValid() {
+		proxyPort := intstr.FromInt32(int32(d.cfg.EgressProxyPort))
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{d.cfg.ServerPeer},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &proxyPort}},
+		})
+	}
 	if p == nil {
 		return np
 	}
@@ -150,7 +181,9 @@ func (d *Driver) networkPolicy(spec driver.Spec, p *policy.Policy) *networkingv1
 	}
 	never := append(policy.BlockedPrefixes(), deny...)
 	var allow []netip.Prefix
-	if p.Internet {
+	if p.Internet && hasNames(p.Deny) {
+		// Names are denied: only the proxy can tell them apart.
+	} else if p.Internet {
 		allow = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
 		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
 			To:    []networkingv1.NetworkPolicyPeer{d.cfg.DNSPeer},

@@ -14,6 +14,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentauth"
 	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/egress/podproxy"
 )
 
 // Labels on every object the driver makes.
@@ -36,7 +37,11 @@ const (
 	mainContainer  = "sandbox"                       // the container whose PID 1 is the agent
 	initContainer  = "agent-install"                 // copies the agent into agentDir
 	imageAgentPath = "/withruntime-agent"            // the agent in Config.AgentImage
+	trustFile      = "trust.crt"                     // Spec.TrustPEM, in the credentials secret
 )
+
+// noProxy is the pods' NO_PROXY: their own loopback only.
+const noProxy = "localhost,127.0.0.1,::1"
 
 // leaseBackstop is added to the lease when setting activeDeadlineSeconds:
 // the server ends the sandbox at its lease, the agent a few seconds later
@@ -89,13 +94,42 @@ func templateName(rootfs string) string {
 
 // secret is the sandbox's channel credentials as the agent reads them.
 func (d *Driver) secret(spec driver.Spec, c agentauth.Credentials) *corev1.Secret {
-	return &corev1.Secret{
+	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(spec.ID), Namespace: d.cfg.Namespace, Labels: d.labels(spec)},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			agentauth.CertFile: c.CertPEM, agentauth.KeyFile: c.KeyPEM, agentauth.TokenFile: []byte(c.Token),
 		},
 	}
+	if len(spec.TrustPEM) > 0 {
+		s.Data[trustFile] = spec.TrustPEM
+	}
+	return s
+}
+
+// proxyEnv is the environment that points a pod's programs at the egress
+// proxy (both spellings: tools read one or the other), without the
+// variables the create set itself; nil without the proxy.
+func (d *Driver) proxyEnv(spec driver.Spec) []corev1.EnvVar {
+	if !d.cfg.EgressProxy.IsValid() {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, kv := range spec.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	url := podproxy.ProxyURL(d.cfg.EgressProxy)
+	var env []corev1.EnvVar
+	for _, kv := range [][2]string{
+		{"HTTP_PROXY", url}, {"HTTPS_PROXY", url}, {"http_proxy", url}, {"https_proxy", url},
+		{"NO_PROXY", noProxy}, {"no_proxy", noProxy},
+	} {
+		if !set[kv[0]] {
+			env = append(env, corev1.EnvVar{Name: kv[0], Value: kv[1]})
+		}
+	}
+	return env
 }
 
 // pod is the sandbox's pod: the template's image with the agent as PID 1,
@@ -118,6 +152,9 @@ func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod 
 	if spec.PidsLimit > 0 {
 		args = append(args, "-pids-limit", strconv.FormatInt(spec.PidsLimit, 10))
 	}
+	if len(spec.TrustPEM) > 0 {
+		args = append(args, "-trust", credentialsDir+"/"+trustFile)
+	}
 	var deadline *int64
 	if !spec.LeaseEndsAt.IsZero() {
 		args = append(args, "-lease-ends-at", strconv.FormatInt(spec.LeaseEndsAt.Unix(), 10))
@@ -125,7 +162,7 @@ func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod 
 		deadline = &secs
 		*deadline = max(1, secs)
 	}
-	env := make([]corev1.EnvVar, 0, len(spec.Env))
+	env := d.proxyEnv(spec)
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		env = append(env, corev1.EnvVar{Name: k, Value: v})
