@@ -3,6 +3,7 @@ package agent
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -95,13 +96,14 @@ func TestParseMeminfo(t *testing.T) {
 // it stops itself (sudo_suspend_parent). Its child, sleep, writes to a
 // pipe that the parent reads: an idle pipeline of the parent and child.
 const sudoLike = `
-import os, signal, subprocess
+import os, signal, subprocess, sys
 p = subprocess.Popen(["sleep", "30"], stdout=subprocess.PIPE)
 def onchld(sig, frame):
     pid, status = os.waitpid(p.pid, os.WUNTRACED | os.WNOHANG)
     if pid and os.WIFSTOPPED(status):
         os.kill(os.getpid(), signal.SIGSTOP)
 signal.signal(signal.SIGCHLD, onchld)
+open(sys.argv[1], "w").close()  # ready: the handler is in place
 p.stdout.read()
 `
 
@@ -119,30 +121,37 @@ func TestKickerLeavesParentsRunning(t *testing.T) {
 		}
 		return false
 	}
-	parentAndChild := func(p *proc) (int, int) {
-		time.Sleep(300 * time.Millisecond) // let it start sleep and install its handler
-		for range 100 {
-			for _, e := range scanProcs() {
-				if e.ppid == p.pid {
-					return p.pid, e.pid
-				}
+	live := newLiveSet()
+	// start runs the sudo-like parent and returns it and its child once
+	// its handler is in place.
+	start := func() (int, int) {
+		ready := filepath.Join(t.TempDir(), "ready")
+		p := startIn(t, live, "exec python3 -c '"+sudoLike+"' "+ready)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(ready); err == nil {
+				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatal("the sudo-like parent never got ready")
+			}
 		}
-		t.Fatal("the sudo-like parent started no child")
+		for _, e := range scanProcs() {
+			if e.ppid == p.pid {
+				return p.pid, e.pid
+			}
+		}
+		t.Fatal("the sudo-like parent has no child")
 		return 0, 0
 	}
-	const hold = 300 * time.Millisecond // long enough for the parent to look
+	const hold = 300 * time.Millisecond // time enough for a parent to look
 
-	live := newLiveSet()
-	p := startIn(t, live, "exec python3 -c '"+sudoLike+"'")
-	parent, child := parentAndChild(p)
+	parent, child := start()
 	byPid := map[int]procEntry{}
 	procs := scanProcs()
 	for _, e := range procs {
 		byPid[e.pid] = e
 	}
-	order := parentsFirst(treeOf(procs, p.pid), byPid)
+	order := parentsFirst(treeOf(procs, parent), byPid)
 	if !slices.Equal(order, []int{parent, child}) {
 		t.Fatalf("order %v, want parent %d then child %d", order, parent, child)
 	}
@@ -152,13 +161,16 @@ func TestKickerLeavesParentsRunning(t *testing.T) {
 		t.Errorf("after a kick of the whole command: parent stopped %v, child stopped %v", stopped(parent), stopped(child))
 	}
 
-	// The control: the pair alone, as the kicker once did.
-	q := startIn(t, live, "exec python3 -c '"+sudoLike+"'")
-	parent, child = parentAndChild(q)
-	stopAndContinue([]int{child}, hold)
-	time.Sleep(time.Second)
+	// The control: the child alone stopped, as the kicker once did: the
+	// parent stops itself.
+	parent, child = start()
+	_ = syscall.Kill(child, syscall.SIGSTOP)
+	for deadline := time.Now().Add(30 * time.Second); !stopped(parent) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(child, syscall.SIGCONT)
 	if !stopped(parent) {
-		t.Errorf("stopping only the child left the sudo-like parent running: the test shows nothing")
+		t.Errorf("with its child stopped the sudo-like parent did not stop itself: the test shows nothing")
 	}
 	_ = syscall.Kill(parent, syscall.SIGCONT)
 }
