@@ -296,7 +296,11 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
 		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
-		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute)}
+		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute),
+		// Its boot (and warm-up) yields the host's cores to running
+		// sandboxes, a just-claimed one's first commands above all; the
+		// claim restores the weight.
+		Background: true}
 	if m.network != nil {
 		att, err := m.network.egress.Attach(ctx, id, egress.Policy{})
 		if err != nil {
@@ -432,6 +436,15 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		return store.Sandbox{}, err
 	}
 	defer m.unreserve()
+	if fg, ok := m.driver.(driver.Foregrounder); ok {
+		// Before anything else, so that the claim's own calls run at the
+		// weight of the sandbox it becomes.
+		if err := fg.Foreground(ctx, ps.id); err != nil {
+			m.log.Warn("warm pool: cannot raise a pooled sandbox's CPU weight; starting one cold", "sandbox", ps.id, "err", err)
+			m.destroyPooled(ctx, ps)
+			return store.Sandbox{}, errPooledGone
+		}
+	}
 	end := m.now().UTC().Truncate(time.Millisecond).Add(time.Duration(p.TimeoutSeconds) * time.Second)
 	if err := configureAgent(ctx, ps.handle, agentapi.ConfigureRequest{Env: p.Env, LeaseEndsAt: &end}); err != nil {
 		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
