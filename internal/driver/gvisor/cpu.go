@@ -38,14 +38,16 @@ func (d *Driver) SetCPU(ctx context.Context, id string, cpu float64) error {
 var _ driver.Foregrounder = (*Driver)(nil)
 
 // CPU weights of a sandbox's host cgroup, as cgroup v1 cpu.shares (runsc
-// turns them into v2 cpu.weight: 1024 is 100, the kernel's default; 16
-// is 1). Under contention a cgroup gets CPU time in proportion to its
-// weight among its siblings (the other sandboxes), so a background
-// sandbox's boot takes what the running ones leave, and its own limit
-// (the quota) still holds.
+// turns them into v2 cpu.weight: 128 becomes 5; the default is 1024, or
+// 100 in v2). Under contention a cgroup gets CPU time in proportion to its
+// weight among its siblings (the other sandboxes), so on a core it shares
+// with a running sandbox a background boot gets one ninth. Not less: at 16
+// (one sixty-fifth) the warm pool's refill took 5-10 s instead of 0.6 s
+// while other work kept this 2-core host busy, and a pool that does not
+// refill sends the next creates to cold boots at full weight anyway.
 const (
 	foregroundShares = 1024
-	backgroundShares = 16
+	backgroundShares = 128
 )
 
 // cpuShares is the bundle's cpu.shares: nil (the default weight) unless
