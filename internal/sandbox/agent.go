@@ -18,16 +18,14 @@ import (
 
 // postAgent sends one JSON request to the agent of h on a connection of its
 // own and returns the answer's status, the body drained.
-func postAgent(ctx context.Context, h *driver.Handle, path string, in any) (int, error) {
+// postAgentVia sends one JSON request to an agent over the connections of
+// tr (a one-off connection, or a pooled sandbox's agentConns, kept open)
+// and returns the answer's status, the body drained.
+func postAgentVia(ctx context.Context, tr http.RoundTripper, path string, in any) (int, error) {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return 0, err
 	}
-	tr := &http.Transport{
-		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) },
-		DisableKeepAlives: true,
-	}
-	defer tr.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -45,7 +43,17 @@ func postAgent(ctx context.Context, h *driver.Handle, path string, in any) (int,
 // configureAgent sends a sandbox's agent its settings: a claimed pooled
 // sandbox's environment, a lease end.
 func configureAgent(ctx context.Context, h *driver.Handle, conf agentapi.ConfigureRequest) error {
-	status, err := postAgent(ctx, h, "/configure", conf)
+	tr := &http.Transport{
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) },
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	return configureVia(ctx, tr, conf)
+}
+
+// configureVia is configureAgent over the connections of tr.
+func configureVia(ctx context.Context, tr http.RoundTripper, conf agentapi.ConfigureRequest) error {
+	status, err := postAgentVia(ctx, tr, "/configure", conf)
 	if err != nil {
 		return err
 	}
@@ -67,7 +75,7 @@ const warmUpCommand = "command -v python3 >/dev/null 2>&1 && python3 -c pass; tr
 // code-interpreter sandbox is ready to run code when claimed: 2-3 s more
 // per pooled sandbox, before it joins the pool); a failure only costs the
 // claim that speed.
-func warmUp(ctx context.Context, h *driver.Handle) {
-	_, _ = postAgent(ctx, h, "/exec", agentapi.ExecRequest{Command: warmUpCommand, TimeoutSeconds: 10})
-	_ = configureAgent(ctx, h, agentapi.ConfigureRequest{WarmKernel: true})
+func warmUp(ctx context.Context, tr http.RoundTripper) {
+	_, _ = postAgentVia(ctx, tr, "/exec", agentapi.ExecRequest{Command: warmUpCommand, TimeoutSeconds: 10})
+	_ = configureVia(ctx, tr, agentapi.ConfigureRequest{WarmKernel: true})
 }
