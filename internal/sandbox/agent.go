@@ -63,12 +63,19 @@ func configureVia(ctx context.Context, tr http.RoundTripper, conf agentapi.Confi
 	return nil
 }
 
-// warmUpCommand runs once in every pooled sandbox before it joins the pool.
+// warmUpCommand runs (warmUpRuns times) in every pooled sandbox before it
+// joins the pool.
 // The first start of an interpreter in a new gVisor sandbox is slower than
 // the next (the sandbox kernel's file and page caches are cold): measured
 // here, python3 -c 'print(6*7)' took 100 ms first and 83 ms after. Its CPU
 // is used before the claim, so nobody is billed for it.
 const warmUpCommand = "command -v python3 >/dev/null 2>&1 && python3 -c pass; true"
+
+// warmUpRuns is how many times warmUpCommand runs. Once was not enough:
+// the first command after a claim still took 1.22-1.26x the same command
+// in a sandbox that had run all along (bench/suite claim, paired medians);
+// after two runs, 0.82-1.01 (four runs of 20 samples; shared 2-core host).
+const warmUpRuns = 2
 
 // warmUp runs warmUpCommand in a booted sandbox, and has a sandbox with
 // Jupyter kernels start its default code context (so that a pooled
@@ -76,6 +83,8 @@ const warmUpCommand = "command -v python3 >/dev/null 2>&1 && python3 -c pass; tr
 // per pooled sandbox, before it joins the pool); a failure only costs the
 // claim that speed.
 func warmUp(ctx context.Context, tr http.RoundTripper) {
-	_, _ = postAgentVia(ctx, tr, "/exec", agentapi.ExecRequest{Command: warmUpCommand, TimeoutSeconds: 10})
+	for range warmUpRuns {
+		_, _ = postAgentVia(ctx, tr, "/exec", agentapi.ExecRequest{Command: warmUpCommand, TimeoutSeconds: 10})
+	}
 	_ = configureVia(ctx, tr, agentapi.ConfigureRequest{WarmKernel: true})
 }
