@@ -16,8 +16,6 @@ import (
 // The manager's own calls to a sandbox's agent (clients' requests go
 // through internal/api's forwarder instead).
 
-// postAgent sends one JSON request to the agent of h on a connection of its
-// own and returns the answer's status, the body drained.
 // postAgentVia sends one JSON request to an agent over the connections of
 // tr (a one-off connection, or a pooled sandbox's agentConns, kept open)
 // and returns the answer's status, the body drained.
