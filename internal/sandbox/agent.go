@@ -69,11 +69,13 @@ func configureVia(ctx context.Context, tr http.RoundTripper, conf agentapi.Confi
 // is used before the claim, so nobody is billed for it.
 const warmUpCommand = "command -v python3 >/dev/null 2>&1 && python3 -c pass; true"
 
-// warmUpRuns is how many times warmUpCommand runs. Once was not enough:
-// the first command after a claim still took 1.22-1.26x the same command
-// in a sandbox that had run all along (bench/suite claim, paired medians);
-// after two runs, 0.82-1.01 (four runs of 20 samples; shared 2-core host).
-const warmUpRuns = 2
+// warmUpRuns is how many times warmUpCommand runs. Two runs were tried:
+// the first command after a claim came to 0.82-1.01x the same command in
+// a sandbox that had run all along (bench/suite claim, paired; 1.22-1.26
+// with one), but the pooled create+exec did not gain (paired 1.07, 1.10
+// against 0.89, 1.04 with one, interleaved runs) and every refill took
+// one python3 longer (3.25-3.35x a cold create against 2.64-3.01x).
+const warmUpRuns = 1
 
 // warmUp runs warmUpCommand in a booted sandbox, and has a sandbox with
 // Jupyter kernels start its default code context (so that a pooled
