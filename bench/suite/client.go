@@ -274,29 +274,48 @@ func (c *apiClient) createToFirstOutputFrom(ctx context.Context, tpl string, arg
 	}
 	s.created = time.Now()
 	s.create = s.created.Sub(start)
-	resp, err := c.do(ctx, "POST", "/v1/sandboxes/"+s.id+"/exec", agentapi.ExecRequest{Argv: argv}, agentapi.ContentTypeNDJSON)
+	at, err := c.streamToFirstOutput(ctx, s.id, argv, want)
+	s.total = at.Sub(start)
+	return s, err
+}
+
+// execToFirstOutput times a streamed exec (POST .../exec, NDJSON) of argv
+// in the running sandbox id, sent to its first stdout event, which must
+// start with want.
+func (c *apiClient) execToFirstOutput(ctx context.Context, id string, argv []string, want string) (time.Duration, error) {
+	start := time.Now()
+	at, err := c.streamToFirstOutput(ctx, id, argv, want)
+	return at.Sub(start), err
+}
+
+// streamToFirstOutput sends a streamed exec of argv to sandbox id and
+// reads its events up to the first stdout event, which must start with
+// want; the rest of the stream is read and dropped. It returns when the
+// stdout event arrived.
+func (c *apiClient) streamToFirstOutput(ctx context.Context, id string, argv []string, want string) (at time.Time, err error) {
+	resp, err := c.do(ctx, "POST", "/v1/sandboxes/"+id+"/exec", agentapi.ExecRequest{Argv: argv}, agentapi.ContentTypeNDJSON)
 	if err != nil {
-		return s, err
+		return at, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		var ev agentapi.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return s, err
+			return at, err
 		}
 		switch ev.Type {
 		case "stdout":
-			s.total = time.Since(start)
+			at = time.Now()
 			_, _ = io.Copy(io.Discard, resp.Body)
 			if !strings.HasPrefix(want, ev.Data) {
-				return s, fmt.Errorf("first output %q, want %q", ev.Data, want)
+				return at, fmt.Errorf("first output %q, want %q", ev.Data, want)
 			}
-			return s, nil
+			return at, nil
 		case "stderr", "exit", "error":
 			_, _ = io.Copy(io.Discard, resp.Body)
-			return s, fmt.Errorf("exec %q: %s event before any output: %s", argv, ev.Type, sc.Text())
+			return at, fmt.Errorf("exec %q: %s event before any output: %s", argv, ev.Type, sc.Text())
 		}
 	}
-	return s, fmt.Errorf("exec stream ended early: %v", sc.Err())
+	return at, fmt.Errorf("exec stream ended early: %v", sc.Err())
 }

@@ -10,6 +10,9 @@
 //	             the API, cold and from the warm pool (and the pool's
 //	             refill time); baselines: a bare `runsc run` of an equal
 //	             bundle, bubblewrap over the same root, the host's python3
+//	claim        the first, second and third streamed exec of the python3
+//	             in a just-claimed pooled sandbox while the pool refills;
+//	             baseline: the same in a sandbox that has run all along
 //	exec         collected exec round trip of `true` and of the python3 on a
 //	             running sandbox; baseline: `runsc exec` into a running bare
 //	             runsc sandbox
@@ -56,7 +59,7 @@ import (
 	"time"
 )
 
-var allSections = []string{"startup", "exec", "concurrency", "burst", "memory", "image", "pause", "code"}
+var allSections = []string{"startup", "claim", "exec", "concurrency", "burst", "memory", "image", "pause", "code"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -222,6 +225,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.pause(ctx)
 		case "code":
 			runErr = env.codeSection(ctx)
+		case "claim":
+			runErr = env.claim(ctx)
 		}
 		fmt.Fprintf(os.Stderr, "suite: %s done in %s\n", s, time.Since(t0).Round(time.Second))
 		if runErr != nil {

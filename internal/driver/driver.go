@@ -67,6 +67,21 @@ type Spec struct {
 	// sandbox with secrets): added to its system CA bundle at boot. Other
 	// drivers ignore it (Network.CABundle is the whole bundle).
 	TrustPEM []byte
+
+	// Background boots the sandbox at a low host CPU weight (a warm-pool
+	// sandbox booted ahead), so that on a busy host its boot yields the
+	// cores to running sandboxes; Foregrounder raises it when it is claimed.
+	// Drivers that are not Foregrounders ignore it.
+	Background bool
+}
+
+// Foregrounder is implemented by drivers that honour Spec.Background.
+//
+// Foreground gives a sandbox booted with Background the host CPU weight of
+// any other sandbox (a no-op for one already there). Its CPU limit and the
+// CPU count it sees are unchanged.
+type Foregrounder interface {
+	Foreground(ctx context.Context, id string) error
 }
 
 // Networker is implemented by drivers whose sandboxes get their network

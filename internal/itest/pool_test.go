@@ -66,12 +66,26 @@ func TestPoolClaim(t *testing.T) {
 	if len(list.Sandboxes) != 0 {
 		t.Fatalf("pooled sandboxes are listed as the key's: %+v", list.Sandboxes)
 	}
+	// Pooled sandboxes wait at a low host CPU weight (their boots yield
+	// the cores to running sandboxes); a claimed one gets the default.
+	pooled, err := os.ReadDir(filepath.Join(e.dataDir, "gvisor", "sandboxes"))
+	if err != nil || len(pooled) != 2 {
+		t.Fatalf("pooled sandboxes on disk: %v %v", pooled, err)
+	}
+	for _, d := range pooled {
+		if w, v1 := cpuWeight(t, d.Name()); (v1 && w != 128) || (!v1 && w != 5) {
+			t.Errorf("pooled sandbox %s: cpu weight %d, want the background's (v1 shares 128, v2 weight 5)", d.Name(), w)
+		}
+	}
 	time.Sleep(1500 * time.Millisecond)
 	before := time.Now()
 	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 60, Env: map[string]string{"GREETING": "hello pool"},
 		Metadata: map[string]string{"task": "t1"}, Network: &api.NetworkPolicy{Allow: []string{"example.test"}}})
 	if up := e.uptime(sb.ID); up < 1.5 {
 		t.Errorf("sandbox up %.2f s: the create did not take a pooled sandbox (booted before the request)", up)
+	}
+	if w, v1 := cpuWeight(t, sb.ID); (v1 && w != 1024) || (!v1 && w != 100) {
+		t.Errorf("claimed sandbox: cpu weight %d, want the default (v1 shares 1024, v2 weight 100)", w)
 	}
 	if res := e.sh(sb.ID, `echo "$GREETING"`); res.Stdout != "hello pool\n" {
 		t.Errorf("env of the create not applied: %+v", res)
@@ -187,4 +201,20 @@ func cpuQuota(t *testing.T, id string) int64 {
 	}
 	t.Fatalf("no cpu cgroup for %s", id)
 	return 0
+}
+
+// cpuWeight reads the CPU weight of a sandbox's host cgroup: v1
+// cpu.shares (v1 true) or v2 cpu.weight.
+func cpuWeight(t *testing.T, id string) (w int64, v1 bool) {
+	t.Helper()
+	for _, dir := range cgroupsOf(id) {
+		for _, f := range []string{"cpu.shares", "cpu.weight"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				return v, f == "cpu.shares"
+			}
+		}
+	}
+	t.Fatalf("no cpu cgroup for %s", id)
+	return 0, false
 }

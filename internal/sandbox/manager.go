@@ -386,15 +386,28 @@ func (m *Manager) unreserve() {
 	m.mu.Unlock()
 }
 
-// adopt starts tracking a running sandbox, arms its lease timer and, when
-// the driver can, watches for the sandbox dying on its own.
-func (m *Manager) adopt(id string, h *driver.Handle, leaseEnd time.Time) {
-	tr := &http.Transport{
+// agentConns is the connection pool to one sandbox's agent: every
+// connection is dialled by h.Dial, which checks the socket and its
+// listener each time.
+func agentConns(h *driver.Handle) *http.Transport {
+	return &http.Transport{
 		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return h.Dial(ctx) },
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
+}
+
+// adopt starts tracking a running sandbox, arms its lease timer and, when
+// the driver can, watches for the sandbox dying on its own.
+func (m *Manager) adopt(id string, h *driver.Handle, leaseEnd time.Time) {
+	m.adoptWith(id, h, leaseEnd, agentConns(h))
+}
+
+// adoptWith is adopt with the agent connections tr (agentConns of h)
+// already open: a claimed pooled sandbox keeps those of its warm-up and
+// claim, so that its first command needs no new connection.
+func (m *Manager) adoptWith(id string, h *driver.Handle, leaseEnd time.Time, tr *http.Transport) {
 	ls := &liveSandbox{handle: h, transport: tr, gone: make(chan struct{})}
 	ls.reqCtx, ls.cancelReqs = context.WithCancelCause(context.Background())
 	m.mu.Lock()

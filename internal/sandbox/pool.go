@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime"
 	"slices"
 	"sync"
@@ -109,7 +110,10 @@ type pooled struct {
 	template string
 	rootfs   string // the template's root when it booted; a rebuilt template retires it
 	handle   *driver.Handle
-	born     time.Time
+	// conns are its agent connections (agentConns), opened by the warm-up
+	// and kept for the claim and the first command.
+	conns *http.Transport
+	born  time.Time
 }
 
 // StartPool boots and keeps the warm pool in the background until Close,
@@ -309,7 +313,11 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
 		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
-		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute)}
+		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute),
+		// Its boot (and warm-up) yields the host's cores to running
+		// sandboxes, a just-claimed one's first commands above all; the
+		// claim restores the weight.
+		Background: true}
 	if m.network != nil {
 		att, err := m.network.egress.Attach(ctx, id, egress.Policy{})
 		if err != nil {
@@ -328,8 +336,9 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		m.detachNetwork(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
-	warmUp(ctx, h)
-	return &pooled{id: id, template: template, rootfs: rootfs, handle: h, born: m.now()}, nil
+	conns := agentConns(h)
+	warmUp(ctx, conns)
+	return &pooled{id: id, template: template, rootfs: rootfs, handle: h, conns: conns, born: m.now()}, nil
 }
 
 // retireOld destroys pooled sandboxes older than MaxAge, and the oldest
@@ -359,6 +368,7 @@ func (m *Manager) retireOld(ctx context.Context, p *pool) {
 
 // destroyPooled removes an unclaimed sandbox and its network.
 func (m *Manager) destroyPooled(ctx context.Context, ps *pooled) {
+	ps.conns.CloseIdleConnections()
 	if err := m.driver.Destroy(context.WithoutCancel(ctx), ps.id); err != nil {
 		m.log.Error("warm pool: destroy", "sandbox", ps.id, "err", err)
 	}
@@ -449,8 +459,17 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		return store.Sandbox{}, err
 	}
 	defer m.unreserve()
+	if fg, ok := m.driver.(driver.Foregrounder); ok {
+		// Before anything else, so that the claim's own calls run at the
+		// weight of the sandbox it becomes.
+		if err := fg.Foreground(ctx, ps.id); err != nil {
+			m.log.Warn("warm pool: cannot raise a pooled sandbox's CPU weight; starting one cold", "sandbox", ps.id, "err", err)
+			m.destroyPooled(ctx, ps)
+			return store.Sandbox{}, errPooledGone
+		}
+	}
 	end := m.now().UTC().Truncate(time.Millisecond).Add(time.Duration(p.TimeoutSeconds) * time.Second)
-	if err := configureAgent(ctx, ps.handle, agentapi.ConfigureRequest{Env: p.Env, LeaseEndsAt: &end}); err != nil {
+	if err := configureVia(ctx, ps.conns, agentapi.ConfigureRequest{Env: p.Env, LeaseEndsAt: &end}); err != nil {
 		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, errPooledGone
@@ -479,7 +498,7 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	m.meterStart(ctx, sb)
-	m.adopt(sb.ID, ps.handle, sb.LeaseEndsAt)
+	m.adoptWith(sb.ID, ps.handle, sb.LeaseEndsAt, ps.conns)
 	return sb, nil
 }
 

@@ -120,7 +120,7 @@ func ociSpec(spec driver.Spec, socketDir string) *specs.Spec {
 			CgroupsPath: cgroupPath(spec.ID),
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &memLimit},
-				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
+				CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period, Shares: cpuShares(spec.Background)},
 				Pids:   &specs.LinuxPids{Limit: pids},
 			},
 			Namespaces: []specs.LinuxNamespace{
