@@ -1,0 +1,167 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"withruntime.dev/runtime/internal/store"
+)
+
+// The leader's reconciliation of what a dead server left (several servers
+// on one store). A server that dies mid-create leaves a record "starting"
+// and maybe a pod; one that dies mid-stop leaves a record "stopped" and its
+// pod; a dead leader leaves its warm pool's pods, which have no record.
+// Start-up recovery cannot clean these up when other servers run (the
+// record may be another server's create under way), so the leader does,
+// every ReconcileInterval:
+//   - a record "starting" created more than OrphanGrace ago is failed and
+//     what the driver has of it destroyed (the stop does both);
+//   - a sandbox the driver runs whose record says stopped, ended more than
+//     a minute ago, is destroyed (the stopping server's own destroy comes
+//     first when it lives);
+//   - a sandbox the driver runs with no record, not in this leader's warm
+//     pool, seen so by OrphanGrace of consecutive passes, is destroyed.
+//
+// Why the grace is safe: a create inserts its record ("starting") before it
+// asks the driver for anything, and a live server's create of a sandbox
+// ends (running, or failed and destroyed) within the driver's ready
+// timeout (Kubernetes: 2 minutes by default), far below OrphanGrace (10
+// minutes): a "starting" record older than that has no live creator. Were
+// it to finish after all, MarkRunning finds the record no longer
+// "starting" and that create destroys its sandbox itself. A sandbox with no
+// record is a warm pool's (only a leader boots them, and this leader's
+// ready ones are skipped) or a claim between the pool and its record
+// (milliseconds): one that has had no record for OrphanGrace belongs to no
+// live server. The clocks of the servers need to agree to well within the
+// grace (CreatedAt is the creating server's clock).
+
+// Reconcile defaults.
+const (
+	DefaultReconcileInterval = 30 * time.Second
+	DefaultOrphanGrace       = 10 * time.Minute
+	// stoppedGrace is how long after a record says stopped the leader
+	// leaves its sandbox to the server that stopped it.
+	stoppedGrace = time.Minute
+)
+
+// reconcileState is the leader's reconciliation settings and memory.
+type reconcileState struct {
+	interval time.Duration
+	grace    time.Duration
+	// suspects maps sandboxes the driver runs with no record to when this
+	// term first saw them so (reset at each term).
+	suspects map[string]time.Time
+	last     time.Time
+}
+
+// SetReconcile sets how often the leader reconciles (interval) and how old
+// a record "starting", or a sandbox without a record, must be before it is
+// taken for a dead server's leftover (grace); 0 keeps a default
+// (DefaultReconcileInterval, DefaultOrphanGrace). grace must exceed the
+// longest create (the driver's ready timeout): see above. Call it before
+// Lead.
+func (m *Manager) SetReconcile(interval, grace time.Duration) {
+	if interval > 0 {
+		m.lead.rec.interval = interval
+	}
+	if grace > 0 {
+		m.lead.rec.grace = grace
+	}
+}
+
+// reconcileDue runs reconcileOnce when the interval has passed since the
+// last (called by the sweep, on the leader only).
+func (m *Manager) reconcileDue(ctx context.Context) {
+	r := &m.lead.rec
+	if r.interval == 0 {
+		r.interval = DefaultReconcileInterval
+	}
+	if r.grace == 0 {
+		r.grace = DefaultOrphanGrace
+	}
+	if now := m.now(); now.Sub(r.last) >= r.interval {
+		r.last = now
+		m.reconcileOnce(ctx)
+	}
+}
+
+// reconcileOnce is one pass (see above).
+func (m *Manager) reconcileOnce(ctx context.Context) {
+	r := &m.lead.rec
+	now := m.now()
+	starting, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: store.StateStarting})
+	if err != nil {
+		m.log.Warn("reconcile", "err", err)
+		return
+	}
+	for _, sb := range starting {
+		if ctx.Err() != nil {
+			return
+		}
+		if now.Sub(sb.CreatedAt) < r.grace {
+			continue
+		}
+		m.log.Warn("failing a create no live server finishes", "sandbox", sb.ID, "createdAt", sb.CreatedAt)
+		if err := m.stop(ctx, sb.ID, EndFailed); err != nil {
+			m.log.Error("fail interrupted create", "sandbox", sb.ID, "err", err)
+		}
+	}
+	ids, err := m.driver.List(ctx)
+	if err != nil {
+		m.log.Warn("reconcile", "err", err)
+		return
+	}
+	pooled := m.pooledIDs()
+	seen := map[string]time.Time{}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		if pooled[id] {
+			continue
+		}
+		sb, err := m.store.GetSandbox(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			first, ok := r.suspects[id]
+			if !ok {
+				first = now
+			}
+			seen[id] = first
+			if now.Sub(first) < r.grace {
+				continue
+			}
+		case err != nil:
+			m.log.Warn("reconcile", "sandbox", id, "err", err)
+			continue
+		case sb.State == store.StateStopped && sb.EndedAt != nil && now.Sub(*sb.EndedAt) >= stoppedGrace:
+		default:
+			continue
+		}
+		m.log.Info("destroying a sandbox a dead server left", "sandbox", id, "recorded", err == nil)
+		if err := m.driver.Destroy(ctx, id); err != nil {
+			m.log.Error("destroy leftover", "sandbox", id, "err", err)
+			continue
+		}
+		delete(seen, id)
+	}
+	r.suspects = seen
+}
+
+// pooledIDs are the warm pool's ready sandboxes (this server's).
+func (m *Manager) pooledIDs() map[string]bool {
+	out := map[string]bool{}
+	p := m.currentPool()
+	if p == nil {
+		return out
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, list := range p.ready {
+		for _, ps := range list {
+			out[ps.id] = true
+		}
+	}
+	return out
+}
