@@ -58,7 +58,7 @@ type reconcileState struct {
 // SetReconcile sets how often the leader reconciles (interval) and how old
 // a record "starting", or a sandbox without a record, must be before it is
 // taken for a dead server's leftover (grace); 0 keeps a default
-// (DefaultReconcileInterval, DefaultOrphanGrace). grace must exceed the
+// (DefaultReconcileInterval, or grace when shorter; DefaultOrphanGrace). grace must exceed the
 // longest create (the driver's ready timeout): see above. Call it before
 // Lead.
 func (m *Manager) SetReconcile(interval, grace time.Duration) {
@@ -74,11 +74,11 @@ func (m *Manager) SetReconcile(interval, grace time.Duration) {
 // last (called by the sweep, on the leader only).
 func (m *Manager) reconcileDue(ctx context.Context) {
 	r := &m.lead.rec
-	if r.interval == 0 {
-		r.interval = DefaultReconcileInterval
-	}
 	if r.grace == 0 {
 		r.grace = DefaultOrphanGrace
+	}
+	if r.interval == 0 {
+		r.interval = min(DefaultReconcileInterval, r.grace)
 	}
 	if now := m.now(); now.Sub(r.last) >= r.interval {
 		r.last = now

@@ -6,13 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to read the ledger
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/driver"
+	kdriver "withruntime.dev/runtime/internal/driver/kubernetes"
+	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/store/pgtest"
 	withruntime "withruntime.dev/runtime/sdk/go"
 )
@@ -52,11 +59,17 @@ func leaderOf(s *server) (api.LeaderStatus, bool) {
 // And nothing is left in the cluster: no pod, secret, network policy or
 // pod process.
 func TestReplicasSurviveLeaderKill(t *testing.T) {
+	// A short grace, so that the survivor cleans up what the dead server
+	// left within the test; the creates here take well under a second, and
+	// that none is taken for a leftover while the leader runs is checked
+	// too (every sandbox answers to the end).
+	const orphanGrace = 3 * time.Second
 	pg := pgtest.New(t)
 	dsn := pg.NewDatabase(t)
 	base := prepareServer(t)
 	election := func(id string) []string {
 		return []string{"--store", dsn, "--meter-interval", "1s", "--leader-election", "--leader-election-namespace", ns,
+			"--leader-election-orphan-grace", orphanGrace.String(),
 			"--leader-election-identity", id, "--leader-election-lease-duration", "3s",
 			"--leader-election-renew-deadline", "2s", "--leader-election-retry-period", "250ms"}
 	}
@@ -143,6 +156,13 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 	}
 	sandboxes = sandboxes[1:]
 
+	// What a dead server leaves: a pod with no record (a warm pool's, a
+	// create that died between pool and record) and a record still
+	// "starting" an hour ago with its pod (a create that died). Made here
+	// by hand through the driver and the store, as the dead server would
+	// have left them.
+	orphan, stuck := leaveDebris(t, base, dsn)
+
 	// Kill the leader, abruptly, while commands run through the survivor.
 	time.Sleep(2 * time.Second) // the leader's sampler has run: the ledger has intervals of its term
 	t0 := time.Now()
@@ -163,6 +183,7 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 	for _, m := range sandboxes {
 		exec(other, m.id)
 	}
+	waitDebrisCleaned(t, base, dsn, orphan, stuck, orphanGrace)
 	all := []string{gone.id}
 	for _, m := range sandboxes {
 		sbx, err := clients[other].Connect(ctx, m.id)
@@ -229,5 +250,71 @@ func checkLedger(t *testing.T, dsn string, ids []string) {
 			t.Errorf("%s: cursor at %d closed=%d, want closed at the ledger's end %d", id, last, closed, at)
 		}
 		t.Logf("%s: %d intervals %s", id, n, strings.Join(spans, " "))
+	}
+}
+
+// leaveDebris makes what a server that died leaves: the pod of a sandbox
+// with no record (orphan) and a record "starting" since an hour ago, with
+// its pod (stuck).
+func leaveDebris(t *testing.T, s *server, dsn string) (orphan, stuck string) {
+	t.Helper()
+	ctx := context.Background()
+	drv, err := kdriver.New(ctx, kdriver.Config{Client: s.c.Client, Namespace: ns, AgentImage: "withruntime/agent:test", RuntimeClass: s.runtimeClass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	orphan, stuck = "sbx_orphanpodaaaaaaa", "sbx_stuckstartaaaaaa"
+	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	if err := st.InsertSandbox(ctx, store.Sandbox{ID: stuck, Template: "base", State: store.StateStarting, CPU: 1, MemoryMiB: 256,
+		DiskMiB: 1024, CreatedAt: created, LeaseEndsAt: created.Add(2 * time.Hour), Driver: "kubernetes", TimeoutSeconds: 7200}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{orphan, stuck} {
+		if _, err := drv.Create(ctx, driver.Spec{ID: id, RootFS: filepath.Join(s.templates, "base", "rootfs"), CPU: 1,
+			MemoryBytes: 256 << 20, DiskBytes: 1 << 30, TmpBytes: 64 << 20, PidsLimit: 64, LeaseEndsAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return orphan, stuck
+}
+
+// waitDebrisCleaned waits until a leader has deleted both pods and failed
+// the stuck record.
+func waitDebrisCleaned(t *testing.T, s *server, dsn, orphan, stuck string, grace time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now()
+	for deadline := t0.Add(3*grace + 10*time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left := 0
+		for _, id := range []string{orphan, stuck} {
+			if _, err := s.c.Client.CoreV1().Pods(ns).Get(ctx, "wr-"+strings.ReplaceAll(id, "_", "-"), metav1.GetOptions{}); err == nil {
+				left++
+			}
+		}
+		sb, err := st.GetSandbox(ctx, stuck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 && sb.State == store.StateStopped {
+			if sb.EndReason != sandbox.EndFailed {
+				t.Errorf("the stuck create ended %q, want %q", sb.EndReason, sandbox.EndFailed)
+			}
+			t.Logf("the leader (the killed one or the survivor, whichever led when the grace had passed) cleaned up the leftovers; %v after the survivor led", time.Since(t0).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leftovers after %v: %d pods, the stuck record %s", time.Since(t0), left, sb.State)
+		}
 	}
 }
