@@ -150,13 +150,22 @@ func TestDeployManifests(t *testing.T) {
 		if _, ok := vm["persistentVolumeClaim"]; ok {
 			t.Errorf("volume %v: a ReadWriteOnce claim holds the replicas to one node; want none", vm["name"])
 		}
-		if name, _, _ := unstructured.NestedString(vm, "secret", "secretName"); name == "withruntime-secrets-key" {
+		if name, _, _ := unstructured.NestedString(vm, "secret", "secretName"); name == "withruntime-secrets-key" || name == "withruntime-egress-ca" {
 			if mode, _, _ := unstructured.NestedInt64(vm, "secret", "defaultMode"); mode&0o077 != 0 {
-				t.Errorf("secrets key volume mode %o: want its owner's only", mode)
+				t.Errorf("%s volume mode %o: want its owner's only", name, mode)
 			}
 		}
 	}
-	for _, name := range []string{"withruntime-store", "withruntime-secrets-key"} {
+	mounts := map[string]string{}
+	vmounts, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "volumeMounts")
+	for _, m := range vmounts {
+		mm := m.(map[string]any)
+		mounts[mm["name"].(string)] = mm["mountPath"].(string)
+	}
+	if mounts["egress-ca"] != "/var/lib/withruntime/data/egress" {
+		t.Errorf("server mounts %v: want the shared egress CA on DATA_DIR/egress", mounts)
+	}
+	for _, name := range []string{"withruntime-store", "withruntime-secrets-key", "withruntime-egress-ca"} {
 		if _, err := e.c.Client.CoreV1().Secrets(DefaultServerNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("Secret %s: %v", name, err)
 		}
