@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the Kubernetes suite: the Kubernetes driver, leader election between
-# servers (internal/leader) and the README's main job
+# servers (internal/leader), two API replicas on one PostgreSQL surviving
+# the leader's death (test/kubernetes, TestReplicasSurviveLeaderKill) and
+# the README's main job
 # through `withruntime serve --driver kubernetes`, against a real control
 # plane (etcd, kube-apiserver, kube-scheduler started on loopback by the
 # tests). It builds the control plane first when it is not cached

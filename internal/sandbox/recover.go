@@ -37,7 +37,8 @@ import (
 // re-attaches the running sandboxes whose lease runs on: a record still
 // "starting" may be another server's create under way, a sandbox with no
 // record the leader's warm pool, and ended leases and retentions are the
-// leader's sweep's.
+// leader's sweep's (what a dead server left, the leader's reconciliation
+// cleans up: reconcile.go).
 func (m *Manager) Recover(ctx context.Context) error {
 	if m.lead.gated {
 		return m.recoverShared(ctx)
