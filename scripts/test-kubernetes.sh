@@ -15,7 +15,8 @@
 # the test binary runs in a network namespace of its own (unshare --net),
 # so nothing of the node touches the host's network.
 #
-# Needs root and the base template (scripts/install.sh --template).
+# Needs root, the base template (scripts/install.sh --template) and
+# Debian's postgresql package (the replicas test starts a throwaway cluster).
 # Usage: scripts/test-kubernetes.sh [--real-node] [go test flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."

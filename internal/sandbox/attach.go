@@ -64,7 +64,11 @@ func (m *Manager) attached(ctx context.Context, sb store.Sandbox) (*liveSandbox,
 // attach re-attaches sandbox sb through the driver and holds it. The driver
 // checks that the sandbox is the one the record names (Kubernetes: the
 // pod's name and UID) and that its agent proves the pinned identity
-// stored at create; the network policy is re-applied from the store.
+// stored at create. Its network policy is the cluster's already (the
+// server that created or changed it applied it), so nothing is re-applied.
+// A sandbox the driver cannot reach is not stopped here: it may be
+// another server's network trouble, not the sandbox's; its holder's
+// watcher or the leader's reconciliation (reconcile.go) ends a dead one.
 func (m *Manager) attach(ctx context.Context, sb store.Sandbox) error {
 	if sb.State != store.StateRunning || len(sb.DriverState) == 0 {
 		_, err := m.Running(ctx, sb.ID)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -14,14 +15,18 @@ import (
 // pod; a dead leader leaves its warm pool's pods, which have no record.
 // Start-up recovery cannot clean these up when other servers run (the
 // record may be another server's create under way), so the leader does,
-// every ReconcileInterval:
+// every ReconcileInterval, over a driver every server shares
+// (driver.Shared: Kubernetes; a per-host driver's list is one host's):
 //   - a record "starting" created more than OrphanGrace ago is failed and
 //     what the driver has of it destroyed (the stop does both);
 //   - a sandbox the driver runs whose record says stopped, ended more than
 //     a minute ago, is destroyed (the stopping server's own destroy comes
 //     first when it lives);
 //   - a sandbox the driver runs with no record, not in this leader's warm
-//     pool, seen so by OrphanGrace of consecutive passes, is destroyed.
+//     pool, seen so by OrphanGrace of consecutive passes, is destroyed;
+//   - a record "running" whose sandbox the driver no longer has (its pod
+//     deleted, its node lost, while no server watched it) is stopped as
+//     failed (out_of_memory when the driver can tell).
 //
 // Why the grace is safe: a create inserts its record ("starting") before it
 // asks the driver for anything, and a live server's create of a sandbox
@@ -80,6 +85,9 @@ func (m *Manager) reconcileDue(ctx context.Context) {
 	if r.interval == 0 {
 		r.interval = min(DefaultReconcileInterval, r.grace)
 	}
+	if _, ok := m.driver.(driver.Shared); !ok {
+		return // a per-host driver: another host's sandboxes would look orphaned
+	}
 	if now := m.now(); now.Sub(r.last) >= r.interval {
 		r.last = now
 		m.reconcileOnce(ctx)
@@ -107,11 +115,20 @@ func (m *Manager) reconcileOnce(ctx context.Context) {
 			m.log.Error("fail interrupted create", "sandbox", sb.ID, "err", err)
 		}
 	}
+	// Records first: a record running now had its sandbox before (a create
+	// marks it running only once the driver made it), so one the driver's
+	// list, taken after, does not have is gone.
+	running, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: store.StateRunning})
+	if err != nil {
+		m.log.Warn("reconcile", "err", err)
+		return
+	}
 	ids, err := m.driver.List(ctx)
 	if err != nil {
 		m.log.Warn("reconcile", "err", err)
 		return
 	}
+	m.endVanished(ctx, running, ids)
 	pooled := m.pooledIDs()
 	seen := map[string]time.Time{}
 	for _, id := range ids {
@@ -147,6 +164,27 @@ func (m *Manager) reconcileOnce(ctx context.Context) {
 		delete(seen, id)
 	}
 	r.suspects = seen
+}
+
+// endVanished stops (failed, or out of memory when the driver can tell)
+// the running sandboxes whose record says running and that the driver no
+// longer has: their pod was deleted or their node lost while no server
+// held them, and nothing else would end them before their lease.
+func (m *Manager) endVanished(ctx context.Context, running []store.Sandbox, ids []string) {
+	have := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		have[id] = true
+	}
+	for _, sb := range running {
+		if have[sb.ID] || ctx.Err() != nil {
+			continue
+		}
+		reason := m.lostReason(ctx, sb.ID)
+		m.log.Warn("a running sandbox's pod is gone; stopping it", "sandbox", sb.ID, "reason", reason)
+		if err := m.stop(ctx, sb.ID, reason); err != nil {
+			m.log.Error("stop vanished sandbox", "sandbox", sb.ID, "err", err)
+		}
+	}
 }
 
 // pooledIDs are the warm pool's ready sandboxes (this server's).

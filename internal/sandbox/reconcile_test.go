@@ -18,6 +18,7 @@ type listingDriver struct {
 }
 
 func (d *listingDriver) List(context.Context) ([]string, error) { return d.ids, nil }
+func (d *listingDriver) SharedAcrossServers()                   {}
 
 // TestReconcileSparesLiveCreates: the leader's reconciliation deletes only
 // what no live server can still be making. A create under way (record
@@ -25,7 +26,8 @@ func (d *listingDriver) List(context.Context) ([]string, error) { return d.ids, 
 // alone; a create "starting" for longer than the grace is failed and
 // destroyed; a pod with no record is destroyed only once it has been seen
 // without one for the grace; a stopped record's pod is left to the server
-// stopping it for a minute, then destroyed.
+// stopping it for a minute, then destroyed; a running record whose pod is
+// gone is stopped as failed.
 func TestReconcileSparesLiveCreates(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "runtime.db"))
@@ -54,6 +56,7 @@ func TestReconcileSparesLiveCreates(t *testing.T) {
 	insert("sbx_running", store.StateRunning, now.Add(-time.Hour+time.Minute))
 	insert("sbx_stoppednow", store.StateRunning, now.Add(-time.Minute))
 	insert("sbx_stoppedlong", store.StateRunning, now.Add(-time.Minute))
+	insert("sbx_vanished", store.StateRunning, now.Add(-time.Minute)) // its pod is not in the driver's list
 	if err := st.MarkStopped(ctx, "sbx_stoppednow", EndDeleted, now.Add(-10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +72,14 @@ func TestReconcileSparesLiveCreates(t *testing.T) {
 	}
 
 	m.reconcileOnce(ctx)
-	if got, want := destroyed(), []string{"sbx_stoppedlong", "sbx_stuck"}; !slices.Equal(got, want) {
+	if got, want := destroyed(), []string{"sbx_stoppedlong", "sbx_stuck", "sbx_vanished"}; !slices.Equal(got, want) {
 		t.Fatalf("first pass destroyed %v, want %v", got, want)
 	}
 	if sb, _ := st.GetSandbox(ctx, "sbx_stuck"); sb.State != store.StateStopped || sb.EndReason != EndFailed {
 		t.Errorf("the stuck create: %s %s, want stopped failed", sb.State, sb.EndReason)
+	}
+	if sb, _ := st.GetSandbox(ctx, "sbx_vanished"); sb.State != store.StateStopped || sb.EndReason != EndFailed {
+		t.Errorf("the running sandbox whose pod is gone: %s %s, want stopped failed", sb.State, sb.EndReason)
 	}
 	if sb, _ := st.GetSandbox(ctx, "sbx_creating"); sb.State != store.StateStarting {
 		t.Errorf("the create under way: %s, want still starting", sb.State)

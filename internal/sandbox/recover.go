@@ -127,16 +127,24 @@ func (m *Manager) lostReason(ctx context.Context, id string) string {
 }
 
 // recoverShared is Recover with GateLeaderWork: re-attach the running
-// sandboxes whose lease runs on, change nothing else.
+// sandboxes whose lease runs on, change nothing else (not even a sandbox it
+// cannot reach: another server may well reach it).
 func (m *Manager) recoverShared(ctx context.Context) error {
 	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: store.StateRunning})
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	for _, sb := range records {
-		if sb.LeaseEndsAt.After(m.now()) {
-			m.recoverOne(ctx, sb)
+		if !sb.LeaseEndsAt.After(m.now()) {
+			continue
 		}
+		// Not recoverOne: a sandbox this server cannot reach now is left
+		// running (attach.go; the leader ends one that is really gone).
+		if _, err := m.attached(ctx, sb); err != nil {
+			m.log.Warn("could not attach at start; a request will try again", "sandbox", sb.ID, "err", err)
+			continue
+		}
+		m.reattachNetwork(ctx, sb.ID)
 	}
 	m.cleanupNetworks(ctx)
 	return nil

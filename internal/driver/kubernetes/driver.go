@@ -45,6 +45,7 @@ var (
 	_ driver.Driver  = (*Driver)(nil)
 	_ driver.Watcher = (*Driver)(nil)
 	_ driver.Closer  = (*Driver)(nil)
+	_ driver.Shared  = (*Driver)(nil)
 )
 
 // Config configures the Kubernetes driver.
@@ -171,6 +172,10 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return "kubernetes" }
+
+// SharedAcrossServers implements driver.Shared: every server on the cluster
+// sees and reaches every sandbox pod (the namespace and its label).
+func (d *Driver) SharedAcrossServers() {}
 
 // Close implements driver.Closer: it stops the informer. Pods keep running.
 func (d *Driver) Close() error {
