@@ -19,9 +19,11 @@ import (
 // (driver.Shared: Kubernetes; a per-host driver's list is one host's):
 //   - a record "starting" created more than OrphanGrace ago is failed and
 //     what the driver has of it destroyed (the stop does both);
-//   - a sandbox the driver runs whose record says stopped, ended more than
-//     a minute ago, is destroyed (the stopping server's own destroy comes
-//     first when it lives);
+//   - a sandbox the driver has (a pod, or the secret or policy a destroy
+//     cut short left) whose record says stopped, ended more than
+//     min(OrphanGrace, a minute) ago, is destroyed (the stopping server's
+//     own last sample and destroy, milliseconds and a second or so after
+//     the record, come first when it lives; a second destroy is harmless);
 //   - a sandbox the driver runs with no record, not in this leader's warm
 //     pool, seen so by OrphanGrace of consecutive passes, is destroyed;
 //   - a record "running" whose sandbox the driver no longer has (its pod
@@ -45,8 +47,8 @@ import (
 const (
 	DefaultReconcileInterval = 30 * time.Second
 	DefaultOrphanGrace       = 10 * time.Minute
-	// stoppedGrace is how long after a record says stopped the leader
-	// leaves its sandbox to the server that stopped it.
+	// stoppedGrace is the longest the leader leaves a stopped record's
+	// sandbox to the server that stopped it (at most the orphan grace).
 	stoppedGrace = time.Minute
 )
 
@@ -152,7 +154,7 @@ func (m *Manager) reconcileOnce(ctx context.Context) {
 		case err != nil:
 			m.log.Warn("reconcile", "sandbox", id, "err", err)
 			continue
-		case sb.State == store.StateStopped && sb.EndedAt != nil && now.Sub(*sb.EndedAt) >= stoppedGrace:
+		case sb.State == store.StateStopped && sb.EndedAt != nil && now.Sub(*sb.EndedAt) >= min(stoppedGrace, r.grace):
 		default:
 			continue
 		}

@@ -154,9 +154,11 @@ func (s *server) start(t *testing.T) {
 		once.Do(func() {
 			serve.Process.Kill()
 			<-served
-			if t.Failed() {
-				t.Logf("server log:\n%s", serveLog.String())
-			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("log of the server killed:\n%s", serveLog.String())
+				}
+			})
 		})
 	}
 	t.Cleanup(s.stop)

@@ -284,8 +284,10 @@ func leaveDebris(t *testing.T, s *server, dsn string) (orphan, stuck string) {
 	return orphan, stuck
 }
 
-// waitDebrisCleaned waits until a leader has deleted both pods and failed
-// the stuck record.
+// waitDebrisCleaned waits until a leader has deleted both sandboxes (pod,
+// secret, network policy: the leader killed in the middle of a destroy
+// leaves the last two, which the next one deletes) and failed the stuck
+// record.
 func waitDebrisCleaned(t *testing.T, s *server, dsn, orphan, stuck string, grace time.Duration) {
 	t.Helper()
 	ctx := context.Background()
@@ -296,9 +298,16 @@ func waitDebrisCleaned(t *testing.T, s *server, dsn, orphan, stuck string, grace
 	defer st.Close()
 	t0 := time.Now()
 	for deadline := t0.Add(3*grace + 10*time.Second); ; time.Sleep(100 * time.Millisecond) {
-		left := 0
+		left := 0 // pods, secrets and network policies of the two
 		for _, id := range []string{orphan, stuck} {
-			if _, err := s.c.Client.CoreV1().Pods(ns).Get(ctx, "wr-"+strings.ReplaceAll(id, "_", "-"), metav1.GetOptions{}); err == nil {
+			name := "wr-" + strings.ReplaceAll(id, "_", "-")
+			if _, err := s.c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				left++
+			}
+			if _, err := s.c.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				left++
+			}
+			if _, err := s.c.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
 				left++
 			}
 		}
@@ -314,7 +323,7 @@ func waitDebrisCleaned(t *testing.T, s *server, dsn, orphan, stuck string, grace
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("leftovers after %v: %d pods, the stuck record %s", time.Since(t0), left, sb.State)
+			t.Fatalf("leftovers after %v: %d objects (pods, secrets, policies), the stuck record %s", time.Since(t0), left, sb.State)
 		}
 	}
 }
