@@ -47,7 +47,8 @@ func leaderOf(s *server) (api.LeaderStatus, bool) {
 // answered as stopped by the first (no stale state). Then the leader is
 // killed (SIGKILL, no clean shutdown): the survivor takes the Lease, and
 // every sandbox still answers exec through it, those the dead server
-// created included. After all are deleted through the survivor:
+// created included, and one whose lease ends after the kill is ended by the
+// survivor (lease_ended). After all are deleted through the survivor:
 //
 // The ledger check, per sandbox: its intervals, ordered by start, begin at
 // the sandbox's creation, each begins exactly where the one before ended
@@ -163,6 +164,14 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 	// have left them.
 	orphan, stuck := leaveDebris(t, base, dsn)
 
+	// A sandbox whose lease ends after the leader is killed: the survivor's
+	// sweep ends it, and its ledger stops at its lease end.
+	short, err := clients[lead].Create(ctx, withruntime.Options{Template: "base", TimeoutSeconds: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(other, short.ID())
+
 	// Kill the leader, abruptly, while commands run through the survivor.
 	time.Sleep(2 * time.Second) // the leader's sampler has run: the ledger has intervals of its term
 	t0 := time.Now()
@@ -184,7 +193,16 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 		exec(other, m.id)
 	}
 	waitDebrisCleaned(t, base, dsn, orphan, stuck, orphanGrace)
-	all := []string{gone.id}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		info, err := clients[other].Connect(ctx, short.ID())
+		if errors.Is(err, withruntime.ErrLeaseEnded) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the short lease of %s did not end through the survivor: %v %v", short.ID(), info, err)
+		}
+	}
+	all := []string{gone.id, short.ID()}
 	for _, m := range sandboxes {
 		sbx, err := clients[other].Connect(ctx, m.id)
 		if err != nil {
