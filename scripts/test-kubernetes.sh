@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the Kubernetes suite: the Kubernetes driver, leader election between
-# servers (internal/leader) and the README's main job
+# servers (internal/leader), two API replicas on one PostgreSQL surviving
+# the leader's death (test/kubernetes, TestReplicasSurviveLeaderKill) and
+# the README's main job
 # through `withruntime serve --driver kubernetes`, against a real control
 # plane (etcd, kube-apiserver, kube-scheduler started on loopback by the
 # tests). It builds the control plane first when it is not cached
@@ -13,7 +15,8 @@
 # the test binary runs in a network namespace of its own (unshare --net),
 # so nothing of the node touches the host's network.
 #
-# Needs root and the base template (scripts/install.sh --template).
+# Needs root, the base template (scripts/install.sh --template) and
+# Debian's postgresql package (the replicas test starts a throwaway cluster).
 # Usage: scripts/test-kubernetes.sh [--real-node] [go test flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."

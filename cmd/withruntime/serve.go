@@ -45,6 +45,7 @@ func newServeCmd() *cobra.Command {
 	var login server.LoginConfig
 	var newDriver func(context.Context) (driver.Driver, string, error)
 	var newElector func(*slog.Logger) (leader.Elector, error)
+	var orphanGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Runtime API server (needs root)",
@@ -81,7 +82,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, Elector: el, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			srv, err := server.Open(ctx, server.Config{Driver: drv, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -176,6 +177,7 @@ func newServeCmd() *cobra.Command {
 	meter = addMeterFlags(cmd)
 	newDriver = addDriverFlags(cmd)
 	newElector = addLeaderFlags(cmd)
+	cmd.Flags().DurationVar(&orphanGrace, "leader-election-orphan-grace", sandbox.DefaultOrphanGrace, "with --leader-election: how old a record still starting, or a sandbox pod with no record, must be before the leader takes it for what a dead server left and deletes it; must exceed the longest create (the Kubernetes driver's pod ready timeout, 2 minutes)")
 	return cmd
 }
 

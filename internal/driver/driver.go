@@ -207,6 +207,17 @@ type Watcher interface {
 	Wait(ctx context.Context, id string) (Exit, error)
 }
 
+// Shared is implemented by drivers whose sandboxes every server on one
+// store sees and reaches the same way (Kubernetes: one cluster): List
+// answers for all servers' sandboxes and Recover works from any server.
+// Only over such a driver does the leader of several servers clean up what
+// a dead one left (sandbox.Manager's reconciliation); a per-host driver's
+// List sees one host only, and another host's sandboxes would look
+// orphaned.
+type Shared interface {
+	SharedAcrossServers()
+}
+
 // Closer is implemented by drivers that hold host resources beyond their
 // sandboxes (mounts, files). Close releases them; running sandboxes are not
 // affected and a later driver on the same state directory works as before.

@@ -16,7 +16,9 @@ import (
 //   - the warm pool's refill and retirement (pool.go);
 //   - ending leases and paused retentions: the per-sandbox timers act only
 //     while leading, and the leader sweeps the store for the leases and
-//     retentions of every server's sandboxes (sweepLeases).
+//     retentions of every server's sandboxes (sweepLeases);
+//   - cleaning up what a dead server left: creates it never finished,
+//     sandboxes with no record or a stopped one (reconcile.go).
 //
 // Everything a request does (create, exec, stop, pause, the ledger's first
 // and last interval of a sandbox) runs on every server, leader or not.
@@ -49,6 +51,9 @@ type leadState struct {
 	poolCfg *PoolConfig
 	// closed is set by Close: no Lead starts after it.
 	closed bool
+	// rec is the reconciliation of dead servers' leftovers (reconcile.go),
+	// used by the sweep only.
+	rec reconcileState
 }
 
 // GateLeaderWork makes the leader-only work (see above) run only inside
@@ -108,6 +113,7 @@ func (m *Manager) Lead(ctx context.Context) {
 	}
 	done := make(chan struct{})
 	m.lead.ctx, m.lead.cancel, m.lead.done = ctx, cancel, done
+	m.lead.rec.suspects, m.lead.rec.last = nil, time.Time{} // a new term looks afresh, at once
 	poolCfg := m.lead.poolCfg
 	m.lead.mu.Unlock()
 	defer func() {
@@ -191,4 +197,5 @@ func (m *Manager) sweepOnce(ctx context.Context) {
 			m.endRetention(ctx, sb.ID)
 		}
 	}
+	m.reconcileDue(ctx)
 }

@@ -97,6 +97,9 @@ type Manager struct {
 	closed bool
 	// closing is closed by Close, to end the retries of failed destroys.
 	closing chan struct{}
+	// attaching holds the attaches to other servers' sandboxes under way
+	// (attach.go), closed when each ends.
+	attaching map[string]chan struct{}
 	// retrying holds the sandboxes whose stop failed and is being retried
 	// (retryStop).
 	retrying map[string]bool
@@ -526,6 +529,9 @@ func (m *Manager) Get(ctx context.Context, id string) (store.Sandbox, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Sandbox{}, errs.New(errs.NotFound, "no sandbox %q; list yours with GET /v1/sandboxes", id)
 	}
+	if err == nil {
+		m.dropStale(sb) // stopped by another server (attach.go)
+	}
 	return sb, err
 }
 
@@ -666,13 +672,12 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		return store.Sandbox{}, errs.New(errs.Invalid, "timeoutSeconds must be between 1 and %d; got %d",
 			int64(m.limits.MaxTimeout/time.Second), seconds)
 	}
-	sb, err := m.usable(ctx, id)
+	// Held (attached when another server started it), so that the agent's
+	// backstop moves with the lease wherever the request lands.
+	sb, ls, err := m.heldOrAttach(ctx, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
-	m.mu.Lock()
-	ls := m.live[id]
-	m.mu.Unlock()
 	if ls != nil {
 		ls.leaseMu.Lock()
 		defer ls.leaseMu.Unlock()

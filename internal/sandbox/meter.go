@@ -123,7 +123,9 @@ func (m *Manager) meterLoop(ctx context.Context) {
 	}
 }
 
-// sampleAll samples every running and paused sandbox, a few at a time.
+// sampleAll samples every running and paused sandbox, a few at a time:
+// those this server holds, and with GateLeaderWork (the leader samples for
+// every server) those the store has running or paused.
 func (m *Manager) sampleAll(ctx context.Context) {
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.live)+len(m.paused))
@@ -134,19 +136,67 @@ func (m *Manager) sampleAll(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	m.mu.Unlock()
+	held := len(ids)
+	if m.lead.gated {
+		ids = append(ids, m.sharedIDs(ctx)...)
+	}
+	seen := map[string]bool{}
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for i, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if i >= held {
+				// Another server's: sampled once its creator opened its
+				// ledger (meterStart), so that the CPU of its boot is not
+				// billed.
+				if _, err := m.store.GetUsageCursor(ctx, id); err != nil {
+					return
+				}
+			}
 			if err := m.sample(ctx, id, false); err != nil && ctx.Err() == nil {
 				m.log.Warn("metering", "sandbox", id, "err", err)
 			}
 		}()
 	}
 	wg.Wait()
+	if m.lead.gated {
+		// Forget the locks of sandboxes that ended on other servers (a
+		// lock dropped while in use costs nothing: the store's cursor
+		// still writes each interval once).
+		m.meter.mu.Lock()
+		for id := range m.meter.locks {
+			if !seen[id] {
+				delete(m.meter.locks, id)
+			}
+		}
+		m.meter.mu.Unlock()
+	}
+}
+
+// sharedIDs are the sandboxes the store has running or paused (any
+// server's).
+func (m *Manager) sharedIDs(ctx context.Context) []string {
+	var ids []string
+	for _, state := range []string{store.StateRunning, store.StatePaused} {
+		sbs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: state})
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("metering: list sandboxes", "err", err)
+			}
+			continue
+		}
+		for _, sb := range sbs {
+			ids = append(ids, sb.ID)
+		}
+	}
+	return ids
 }
 
 func (m *Manager) meterLock(id string) *sync.Mutex {

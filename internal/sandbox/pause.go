@@ -111,11 +111,9 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	if sb, err = m.Running(ctx, id); err != nil {
 		return sb, err
 	}
-	m.mu.Lock()
-	ls := m.live[id]
-	m.mu.Unlock()
-	if ls == nil {
-		return sb, errs.New(errs.Conflict, "sandbox %s is not attached to this server", id)
+	ls, err := m.attached(ctx, sb) // another server may have started it
+	if err != nil {
+		return sb, err
 	}
 	// The driver stops the sandbox once it is saved: no watcher may take
 	// that for a crash, no lease timer may stop it meanwhile.

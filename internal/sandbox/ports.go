@@ -45,14 +45,9 @@ func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	if port < 1 || port > 65535 {
 		return nil, errs.New(errs.Invalid, "port %d is not a TCP port: give a number from 1 to 65535", port)
 	}
-	if _, err := m.usable(ctx, id); err != nil {
+	_, ls, err := m.heldOrAttach(ctx, id)
+	if err != nil {
 		return nil, err
-	}
-	m.mu.Lock()
-	ls := m.live[id]
-	m.mu.Unlock()
-	if ls == nil {
-		return nil, errs.New(errs.Conflict, "sandbox %s is not attached to this server", id)
 	}
 	conn, err := ls.handle.Dial(ctx)
 	if err != nil {

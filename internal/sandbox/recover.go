@@ -37,7 +37,8 @@ import (
 // re-attaches the running sandboxes whose lease runs on: a record still
 // "starting" may be another server's create under way, a sandbox with no
 // record the leader's warm pool, and ended leases and retentions are the
-// leader's sweep's.
+// leader's sweep's (what a dead server left, the leader's reconciliation
+// cleans up: reconcile.go).
 func (m *Manager) Recover(ctx context.Context) error {
 	if m.lead.gated {
 		return m.recoverShared(ctx)
@@ -126,16 +127,24 @@ func (m *Manager) lostReason(ctx context.Context, id string) string {
 }
 
 // recoverShared is Recover with GateLeaderWork: re-attach the running
-// sandboxes whose lease runs on, change nothing else.
+// sandboxes whose lease runs on, change nothing else (not even a sandbox it
+// cannot reach: another server may well reach it).
 func (m *Manager) recoverShared(ctx context.Context) error {
 	records, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: store.StateRunning})
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	for _, sb := range records {
-		if sb.LeaseEndsAt.After(m.now()) {
-			m.recoverOne(ctx, sb)
+		if !sb.LeaseEndsAt.After(m.now()) {
+			continue
 		}
+		// Not recoverOne: a sandbox this server cannot reach now is left
+		// running (attach.go; the leader ends one that is really gone).
+		if _, err := m.attached(ctx, sb); err != nil {
+			m.log.Warn("could not attach at start; a request will try again", "sandbox", sb.ID, "err", err)
+			continue
+		}
+		m.reattachNetwork(ctx, sb.ID)
 	}
 	m.cleanupNetworks(ctx)
 	return nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
-	"withruntime.dev/runtime/internal/errs"
 )
 
 // AgentTransport returns the HTTP transport to a running sandbox's agent,
@@ -19,14 +18,9 @@ import (
 // sandbox died or was stopped meanwhile, the transport returns only once the
 // record says so, so that the caller's Running check explains the failure.
 func (m *Manager) AgentTransport(ctx context.Context, id string) (http.RoundTripper, error) {
-	if _, err := m.usable(ctx, id); err != nil {
+	_, ls, err := m.heldOrAttach(ctx, id)
+	if err != nil {
 		return nil, err
-	}
-	m.mu.Lock()
-	ls := m.live[id]
-	m.mu.Unlock()
-	if ls == nil {
-		return nil, errs.New(errs.Conflict, "sandbox %s is not attached to this server", id)
 	}
 	return agentTransport{ls}, nil
 }

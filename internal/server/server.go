@@ -90,6 +90,12 @@ type Config struct {
 	// every server serves the API. nil (the default, one server): the
 	// server does all of it from the start, as ever.
 	Elector leader.Elector
+	// OrphanGrace, with Elector, is how old a record still "starting", or a
+	// sandbox the driver runs with no record, must be before the leader
+	// takes it for a dead server's leftover and destroys it (0:
+	// sandbox.DefaultOrphanGrace, 10 minutes). It must exceed the longest
+	// create (sandbox.Manager.SetReconcile).
+	OrphanGrace time.Duration
 }
 
 // Server is a running Runtime server.
@@ -205,6 +211,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	src := metrics.Sources{SandboxStates: st.CountSandboxesByState, Pool: mgr.PoolStatus}
 	if cfg.Elector != nil {
 		mgr.GateLeaderWork(0)
+		mgr.SetReconcile(0, cfg.OrphanGrace)
 		src.Leader = func() (string, bool) { return cfg.Elector.Status().Identity, mgr.Leading() }
 	}
 	met := metrics.New(src, cfg.Log)

@@ -67,11 +67,19 @@ type server struct {
 	running      func() int // containers or processes still on the node
 	extraArgs    []string   // more serve flags
 	stop         func()     // stops the server (start starts it again)
+	kill         func()     // kills the server at once (SIGKILL), as a crash would
 }
 
 // startServer starts a control plane, a node (WITHRUNTIME_K8S_NODE) and
 // the server; everything stops when the test ends.
 func startServer(t *testing.T, extraArgs ...string) *server {
+	s := prepareServer(t, extraArgs...)
+	s.start(t)
+	return s
+}
+
+// prepareServer is startServer without starting the server.
+func prepareServer(t *testing.T, extraArgs ...string) *server {
 	templates := os.Getenv("WITHRUNTIME_TEMPLATES_DIR")
 	if templates == "" {
 		templates = "/var/lib/withruntime/templates"
@@ -108,7 +116,6 @@ func startServer(t *testing.T, extraArgs ...string) *server {
 
 	s := &server{c: c, wr: wr, addr: freeAddr(t), data: t.TempDir(), nodeDir: nodeDir, runtimeClass: runtimeClass,
 		running: running, templates: templates, extraArgs: extraArgs}
-	s.start(t)
 	return s
 }
 
@@ -141,6 +148,17 @@ func (s *server) start(t *testing.T) {
 			if t.Failed() {
 				t.Logf("server log:\n%s", serveLog.String())
 			}
+		})
+	}
+	s.kill = func() {
+		once.Do(func() {
+			serve.Process.Kill()
+			<-served
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("log of the server killed:\n%s", serveLog.String())
+				}
+			})
 		})
 	}
 	t.Cleanup(s.stop)

@@ -123,6 +123,54 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("server args %v, want --driver=kubernetes --kubernetes-namespace=%s", args, testNS)
 	}
 
+	// Two replicas on the shared PostgreSQL store, electing a leader: the
+	// store's URL and password and the secrets key (the same for every
+	// replica) come from Secrets, nothing from a volume only one pod can
+	// mount.
+	if n, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); n != 2 || !slices.Contains(args, "--leader-election") {
+		t.Errorf("server: %d replicas, args %v; want 2 with --leader-election", n, args)
+	}
+	env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+	fromSecret := map[string]string{}
+	for _, e := range env {
+		em := e.(map[string]any)
+		if ref, ok, _ := unstructured.NestedStringMap(em, "valueFrom", "secretKeyRef"); ok {
+			fromSecret[em["name"].(string)] = ref["name"] + "/" + ref["key"]
+		} else if em["name"] == "WITHRUNTIME_SECRETS_KEY_FILE" {
+			fromSecret[em["name"].(string)] = em["value"].(string)
+		}
+	}
+	if fromSecret["WITHRUNTIME_STORE"] != "withruntime-store/url" || fromSecret["PGPASSWORD"] != "withruntime-store/password" ||
+		fromSecret["WITHRUNTIME_SECRETS_KEY_FILE"] != "/var/run/withruntime/secrets-key/secrets.key" {
+		t.Errorf("server env %v: want the store from withruntime-store and the secrets key file mounted from its Secret", fromSecret)
+	}
+	volumes, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
+	for _, v := range volumes {
+		vm := v.(map[string]any)
+		if _, ok := vm["persistentVolumeClaim"]; ok {
+			t.Errorf("volume %v: a ReadWriteOnce claim holds the replicas to one node; want none", vm["name"])
+		}
+		if name, _, _ := unstructured.NestedString(vm, "secret", "secretName"); name == "withruntime-secrets-key" || name == "withruntime-egress-ca" {
+			if mode, _, _ := unstructured.NestedInt64(vm, "secret", "defaultMode"); mode&0o077 != 0 {
+				t.Errorf("%s volume mode %o: want its owner's only", name, mode)
+			}
+		}
+	}
+	mounts := map[string]string{}
+	vmounts, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "volumeMounts")
+	for _, m := range vmounts {
+		mm := m.(map[string]any)
+		mounts[mm["name"].(string)] = mm["mountPath"].(string)
+	}
+	if mounts["egress-ca"] != "/var/lib/withruntime/data/egress" {
+		t.Errorf("server mounts %v: want the shared egress CA on DATA_DIR/egress", mounts)
+	}
+	for _, name := range []string{"withruntime-store", "withruntime-secrets-key", "withruntime-egress-ca"} {
+		if _, err := e.c.Client.CoreV1().Secrets(DefaultServerNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Secret %s: %v", name, err)
+		}
+	}
+
 	// The egress proxy: the server serves it on 3128, the Service
 	// withruntime-egress fronts it (its address reaches the server's args
 	// through service links), and the server's NetworkPolicy lets the

@@ -14,7 +14,10 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +45,7 @@ var (
 	_ driver.Driver  = (*Driver)(nil)
 	_ driver.Watcher = (*Driver)(nil)
 	_ driver.Closer  = (*Driver)(nil)
+	_ driver.Shared  = (*Driver)(nil)
 )
 
 // Config configures the Kubernetes driver.
@@ -168,6 +172,10 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 
 // Name implements driver.Driver.
 func (d *Driver) Name() string { return "kubernetes" }
+
+// SharedAcrossServers implements driver.Shared: every server on the cluster
+// sees and reaches every sandbox pod (the namespace and its label).
+func (d *Driver) SharedAcrossServers() {}
 
 // Close implements driver.Closer: it stops the informer. Pods keep running.
 func (d *Driver) Close() error {
@@ -371,6 +379,29 @@ func ping(ctx context.Context, dial func(context.Context) (net.Conn, error)) err
 	return nil
 }
 
+// checkPinned checks the credentials a stored state pins before any
+// connection: a certificate made for sandbox id (agentauth.New names it)
+// and a token of 64 hex digits. They come from the server's own store, never
+// from the pod or the cluster; a state that does not hold them (written by
+// something else) attaches to nothing.
+func checkPinned(id string, st state) error {
+	block, _ := pem.Decode(st.CertPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return fmt.Errorf("stored state pins no certificate: %w", driver.ErrChannel)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("stored certificate: %v: %w", err, driver.ErrChannel)
+	}
+	if cert.Subject.CommonName != id {
+		return fmt.Errorf("stored certificate names %q, not this sandbox: %w", cert.Subject.CommonName, driver.ErrChannel)
+	}
+	if _, err := hex.DecodeString(st.Token); err != nil || len(st.Token) != 64 {
+		return fmt.Errorf("stored token is not 64 hex digits: %w", driver.ErrChannel)
+	}
+	return nil
+}
+
 // Recover implements driver.Driver: the pod of the stored state, if it
 // still runs (same UID) and its agent answers with the stored credentials.
 func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Handle, error) {
@@ -380,6 +411,9 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 	}
 	if st.Pod != objectName(id) || st.Namespace != d.cfg.Namespace {
 		return nil, fmt.Errorf("kubernetes recover %s: state names pod %s/%s: %w", id, st.Namespace, st.Pod, driver.ErrNotFound)
+	}
+	if err := checkPinned(id, st); err != nil {
+		return nil, fmt.Errorf("kubernetes recover %s: %w: %w", id, err, driver.ErrNotFound)
 	}
 	pod, err := d.cfg.Client.CoreV1().Pods(st.Namespace).Get(ctx, st.Pod, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || err == nil && (string(pod.UID) != st.UID || pod.Status.Phase != corev1.PodRunning) {

@@ -180,8 +180,17 @@ func TestChannelRefusesOtherCredentials(t *testing.T) {
 		t.Fatalf("dial of a's agent with b's credentials: %v, want ErrChannel", err)
 	}
 	raw, _ := json.Marshal(mixed)
-	if _, err := e.d.Recover(ctx, "sbx_a", raw); !errors.Is(err, driver.ErrNotFound) {
-		t.Fatalf("Recover with b's credentials: %v, want ErrNotFound", err)
+	if _, err := e.d.Recover(ctx, "sbx_a", raw); !errors.Is(err, driver.ErrNotFound) || !errors.Is(err, driver.ErrChannel) {
+		t.Fatalf("Recover with b's credentials: %v, want ErrNotFound and ErrChannel (b's certificate names sbx_b)", err)
+	}
+	// Another server attaching from a's record (internal/sandbox/attach.go)
+	// checks the pinned credentials before any connection: a state whose
+	// token is not one agentauth makes attaches to nothing.
+	badToken := sa
+	badToken.Token = "not-a-token"
+	raw, _ = json.Marshal(badToken)
+	if _, err := e.d.Recover(ctx, "sbx_a", raw); !errors.Is(err, driver.ErrChannel) {
+		t.Fatalf("Recover with a malformed token: %v, want ErrChannel", err)
 	}
 	// a's state cannot name b's pod.
 	if _, err := e.d.Recover(ctx, "sbx_a", b.State); !errors.Is(err, driver.ErrNotFound) {
