@@ -587,6 +587,15 @@ func (m *Manager) stopAt(ctx context.Context, id, reason string, endedAt time.Ti
 	return op.err
 }
 
+// stopHeld is stopAt now, for a caller that holds the sandbox's lock (a
+// failed resume): stopAt would wait for that lock for ever (seen in CI: a
+// resume that failed under load hung its request and every later one). A
+// stop of id waiting for the lock meanwhile runs after it and finds the
+// sandbox stopped (MarkStopped and Destroy take a stopped sandbox again).
+func (m *Manager) stopHeld(ctx context.Context, id, reason string) error {
+	return m.stopLocked(ctx, id, reason, time.Time{})
+}
+
 // stopLocked is stopAt with the sandbox's lock held.
 func (m *Manager) stopLocked(ctx context.Context, id, reason string, endedAt time.Time) error {
 	m.mu.Lock()

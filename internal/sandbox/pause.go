@@ -231,7 +231,7 @@ func (m *Manager) resumeLocked(ctx context.Context, id string, timeoutSeconds in
 	if err != nil {
 		m.log.Error("resume failed; destroying the sandbox", "sandbox", id, "err", err)
 		m.dropRetention(id)
-		if serr := m.stopAt(ctx, id, EndFailed, time.Time{}); serr != nil {
+		if serr := m.stopHeld(ctx, id, EndFailed); serr != nil {
 			m.log.Error("destroy after a failed resume", "sandbox", id, "err", serr)
 		}
 		return sb, errs.New(errs.Stopped, "sandbox %s could not be resumed (%v) and was destroyed; create a new sandbox", id, err)
