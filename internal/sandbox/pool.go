@@ -309,7 +309,7 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
 		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
-		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute)}
+		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute), Pooled: true}
 	if m.network != nil {
 		att, err := m.network.egress.Attach(ctx, id, egress.Policy{})
 		if err != nil {
@@ -454,6 +454,13 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, errPooledGone
+	}
+	if c, ok := m.driver.(driver.Claimer); ok {
+		if err := c.Claim(ctx, ps.id, p.KeyID, end); err != nil {
+			m.log.Warn("warm pool: cannot claim a pooled sandbox; starting one cold", "sandbox", ps.id, "err", err)
+			m.destroyPooled(ctx, ps)
+			return store.Sandbox{}, errPooledGone
+		}
 	}
 	if p.CPU != m.limits.DefaultCPU {
 		if err := m.driver.(driver.CPUSetter).SetCPU(ctx, ps.id, p.CPU); err != nil {
