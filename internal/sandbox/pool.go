@@ -440,8 +440,9 @@ func (m *Manager) closePool() {
 var errPooledGone = errors.New("pooled sandbox gone")
 
 // claim turns a pooled sandbox into the create's sandbox: its environment
-// goes to the agent, then the record (billed from now), the network policy
-// and the lease. It fails with errPooledGone when the pooled sandbox does
+// goes to the agent, the driver binds it to its owner and lease (when it
+// is a driver.Claimer), then the record (billed from now), the network
+// policy and the lease. It fails with errPooledGone when the pooled sandbox does
 // not answer, after destroying it.
 func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *netPlan) (store.Sandbox, error) {
 	if err := m.reserve(); err != nil {

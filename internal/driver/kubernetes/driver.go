@@ -7,9 +7,10 @@
 // It speaks to the API with client-go's typed clients and a pod informer
 // limited to its own namespace and label; there is no kubectl. Each
 // sandbox's network policy is a NetworkPolicy object selecting its pod
-// (netpol.go; it needs a CNI that enforces them). What it does not do yet
-// (stats, pause, a warm pool of pods) the manager finds missing through
-// the driver's optional interfaces.
+// (netpol.go; it needs a CNI that enforces them). Warm-pool pods are bound
+// to the create that claims them by Claim (claim.go). What it does not do
+// yet (pause) the manager finds missing through the driver's optional
+// interfaces.
 package kubernetes
 
 import (
