@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +99,10 @@ type Driver struct {
 	pods    listersv1.PodLister
 	stop    chan struct{}
 	changed *broadcast
+
+	mu      sync.Mutex
+	known   map[string]state   // sandboxes made or recovered here, for Stats
+	cpuSeen map[string]float64 // the last CPU seconds Stats reported, by sandbox
 }
 
 // state is what the manager persists for Recover: the pod's identity and
@@ -152,7 +157,8 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	inf := f.Core().V1().Pods()
-	d := &Driver{cfg: cfg, pods: inf.Lister(), stop: make(chan struct{}), changed: newBroadcast()}
+	d := &Driver{cfg: cfg, pods: inf.Lister(), stop: make(chan struct{}), changed: newBroadcast(),
+		known: map[string]state{}, cpuSeen: map[string]float64{}}
 	notify := func(any) { d.changed.notify() }
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify,
@@ -243,6 +249,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		return nil, fmt.Errorf("kubernetes create: agent did not answer: %w", err)
 	}
 	raw, _ := json.Marshal(st)
+	d.remember(spec.ID, st)
 	return &driver.Handle{ID: spec.ID, State: raw, Dial: dial}, nil
 }
 
@@ -395,6 +402,7 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 	if err := waitReady(pctx, dial); err != nil {
 		return nil, fmt.Errorf("kubernetes recover %s: agent does not answer (%v): %w", id, err, driver.ErrNotFound)
 	}
+	d.remember(id, st)
 	return &driver.Handle{ID: id, State: raw, Dial: dial}, nil
 }
 
@@ -406,6 +414,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return fmt.Errorf("kubernetes destroy: %w", err)
 	}
+	d.forget(id)
 	name := objectName(id)
 	pods := d.cfg.Client.CoreV1().Pods(d.cfg.Namespace)
 	grace := int64(1)
