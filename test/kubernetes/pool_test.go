@@ -141,7 +141,11 @@ func TestWarmPoolOfPods(t *testing.T) {
 	if err != nil || cpod.Labels["withruntime.dev/owner"] != owner {
 		t.Fatalf("cold pod: %v, owner %q, want %q", err, cpod.Labels["withruntime.dev/owner"], owner)
 	}
-	t.Logf("create that claimed a pooled pod: %v; cold create: %v (fake node)", warm.Round(time.Millisecond), coldTook.Round(time.Millisecond))
+	node := "fake node"
+	if s.nodeDir == "" {
+		node = "real node"
+	}
+	t.Logf("create that claimed a pooled pod: %v; cold create: %v (%s)", warm.Round(time.Millisecond), coldTook.Round(time.Millisecond), node)
 
 	if status, b := call(t, "DELETE", "http://"+s.addr+"/v1/sandboxes/"+cold, s.key, ""); status != http.StatusOK && status != http.StatusNoContent {
 		t.Fatalf("delete %s: %d %s", cold, status, b)
