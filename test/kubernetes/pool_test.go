@@ -1,15 +1,21 @@
 package kubernetes_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"withruntime.dev/runtime/internal/store"
 )
 
 // poolReady is how many pooled base sandboxes GET /v1/health says are ready.
@@ -151,5 +157,60 @@ func TestWarmPoolOfPods(t *testing.T) {
 		t.Fatalf("delete %s: %d %s", cold, status, b)
 	}
 	s.stop() // the pool's pod goes with the server
+	assertNothingLeft(t, s)
+}
+
+// TestWarmPoolWithSecrets: with the egress proxy, pooled pods boot
+// trusting the Runtime CA (in their Secret), so a create with secrets
+// claims one too: its commands get the secret's placeholder (never the
+// value) and the CA bundle variables, and the store binds the secret to
+// the sandbox for the proxy.
+func TestWarmPoolWithSecrets(t *testing.T) {
+	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
+		t.Skip("on a real node TestEgressProxyOnRealNode sends a pod's traffic through the proxy")
+	}
+	proxyAddr := freeAddr(t)
+	s := startServer(t, "--pool-size", "1", "--pool-max", "1",
+		"--kubernetes-egress-proxy", proxyAddr, "--kubernetes-egress-proxy-listen", proxyAddr)
+	ctx, api := context.Background(), "http://"+s.addr
+	pooled := waitPool(t, s, "")
+	sec, err := s.c.Client.CoreV1().Secrets(ns).Get(ctx, pooled.Name, metav1.GetOptions{})
+	ca, caErr := os.ReadFile(s.data + "/egress/ca.pem")
+	if err != nil || caErr != nil || !bytes.Equal(sec.Data["trust.crt"], ca) {
+		t.Fatalf("the pooled pod's trust.crt: %v %v, want the server's Runtime CA", err, caErr)
+	}
+	if status, b := call(t, "POST", api+"/v1/secrets", s.key, `{"name": "API_TOKEN", "value": "s3cret-value", "hosts": ["api.example.com"]}`); status/100 != 2 {
+		t.Fatalf("create secret: %d %s", status, b)
+	}
+	id, _ := create(t, s, `{"template": "base", "network": {"allow": ["api.example.com"]}, "secrets": ["API_TOKEN"]}`)
+	if want := pooled.Labels["withruntime.dev/sandbox"]; id != want {
+		t.Fatalf("the create with a secret made sandbox %s, want the pooled pod's %s", id, want)
+	}
+	status, b := call(t, "POST", api+"/v1/sandboxes/"+id+"/exec", s.key, `{"command": "echo \"$API_TOKEN|$SSL_CERT_FILE\""}`)
+	if status != http.StatusOK {
+		t.Fatalf("exec: %d %s", status, b)
+	}
+	var res struct{ Stdout string }
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	token, bundle, _ := strings.Cut(strings.TrimSpace(res.Stdout), "|")
+	if token == "" || strings.Contains(token, "s3cret") || bundle != "/etc/ssl/certs/ca-certificates.crt" {
+		t.Fatalf("in the claimed sandbox API_TOKEN=%q SSL_CERT_FILE=%q; want a placeholder and the CA bundle", token, bundle)
+	}
+	// The proxy reads the sandbox's secrets from the store.
+	st, err := store.Open(ctx, filepath.Join(s.data, "runtime.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetSandboxNetwork(ctx, id)
+	st.Close()
+	if err != nil || !slices.Contains(rec.Secrets, "API_TOKEN") {
+		t.Errorf("the sandbox's network record: %v %+v, want its secret API_TOKEN", err, rec)
+	}
+	if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+id, s.key, ""); status/100 != 2 {
+		t.Fatalf("delete: %d %s", status, b)
+	}
+	s.stop()
 	assertNothingLeft(t, s)
 }
