@@ -17,6 +17,7 @@ type procEntry struct {
 	threads              int
 	rssPages             int64
 	cpuTicks             int64  // user and system time, in clock ticks
+	childTicks           int64  // user and system time of its reaped children (cutime + cstime)
 	start                uint64 // start time, in clock ticks after boot
 }
 
@@ -61,10 +62,13 @@ func parseStat(pid int, data []byte) (procEntry, bool) {
 	e.ppid, _ = strconv.Atoi(f[1])
 	e.pgid, _ = strconv.Atoi(f[2])
 	e.sid, _ = strconv.Atoi(f[3])
-	if len(f) > 21 { // fields 14, 15, 20, 22 and 24 of stat(5)
+	if len(f) > 21 { // fields 14 to 17, 20, 22 and 24 of stat(5)
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		cutime, _ := strconv.ParseInt(f[13], 10, 64)
+		cstime, _ := strconv.ParseInt(f[14], 10, 64)
 		e.cpuTicks = utime + stime
+		e.childTicks = max(0, cutime) + max(0, cstime)
 		e.threads, _ = strconv.Atoi(f[17])
 		e.start, _ = strconv.ParseUint(f[19], 10, 64)
 		e.rssPages, _ = strconv.ParseInt(f[21], 10, 64)

@@ -139,6 +139,7 @@ func (s *Server) Handler() http.Handler {
 		})
 	}
 	route("GET", "/health", s.handleHealth)
+	route("GET", "/usage", s.handleUsage)
 	route("POST", "/configure", s.handleConfigure)
 	route("POST", "/checkpoint", s.handleCheckpoint)
 	route("POST", "/exec", s.handleExec)
@@ -164,7 +165,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/code", s.handleRunCode)
 	route("POST", "/ports/{port}/connect", s.handlePortConnect)
 	// Method-less patterns catch a known path with a wrong method.
-	for _, p := range []string{"/health", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
+	for _, p := range []string{"/health", "/usage", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename", "/contexts", "/contexts/{contextId}",
 		"/contexts/{contextId}/restart", "/code", "/ports/{port}/connect"} {

@@ -12,6 +12,7 @@
 // /v1/sandboxes/{id}):
 //
 //	GET    /health                      -> 200 Health
+//	GET    /usage                       -> 200 Usage (the sandbox's CPU as the agent counts it)
 //	POST   /exec           ExecRequest  -> 200 ExecResult, or an NDJSON stream of
 //	                                       Event when Accept: application/x-ndjson
 //	POST   /processes      ExecRequest  -> 201 Process (a background command)
@@ -268,6 +269,17 @@ type Health struct {
 	OK bool `json:"ok"`
 	// Version of the agent binary.
 	Version string `json:"version"`
+}
+
+// Usage is the sandbox's CPU time as the agent counts it from inside (GET
+// /usage), for drivers that cannot measure the sandbox from the host
+// (Kubernetes). It comes from inside the sandbox, so the host caps and
+// checks it (a hostile agent may lie).
+type Usage struct {
+	// CPUSeconds is the user plus system CPU time, in seconds, of the agent
+	// and every process it started or inherited since it started: the
+	// ended ones (reaped) and the live ones.
+	CPUSeconds float64 `json:"cpuSeconds"`
 }
 
 // Error is the body of every error: {"error": {"code", "message"}}.

@@ -62,6 +62,10 @@ type Spec struct {
 	// nothing out. Other drivers ignore it (the egress manager enforces
 	// the policy of their Network).
 	Policy *policy.Policy
+	// Pooled says the sandbox is booted for the warm pool: it belongs to
+	// no one (Owner ""), and a create claims it later (Claimer, when the
+	// driver is one). LeaseEndsAt is then only how long it may wait.
+	Pooled bool
 	// TrustPEM is, for a driver that is a Networker, CA certificates (PEM)
 	// the sandbox trusts besides its image's roots (the Runtime CA of a
 	// sandbox with secrets): added to its system CA bundle at boot. Other
@@ -181,6 +185,19 @@ func VisibleCPUs(cpu float64) int {
 // (VisibleCPUs of its boot-time grant).
 type CPUSetter interface {
 	SetCPU(ctx context.Context, id string, cpu float64) error
+}
+
+// Claimer is implemented by drivers that must bind a warm-pool sandbox
+// (booted with Spec.Pooled) to the create that claims it before it is
+// handed out (Kubernetes: the owner label and the lease deadline on the
+// pod). The manager calls Claim once per pooled sandbox, after the agent
+// took the create's settings and before the sandbox is recorded; an error
+// makes the create start a sandbox cold and destroys the pooled one.
+type Claimer interface {
+	// Claim binds pooled sandbox id to owner (the API key id) with a lease
+	// ending at leaseEndsAt. It fails when the sandbox is not an unclaimed
+	// pooled one (a sandbox is claimed at most once).
+	Claim(ctx context.Context, id, owner string, leaseEndsAt time.Time) error
 }
 
 // StatsReader is implemented by drivers that can sample resource use.

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +27,9 @@ import (
 // driver can change it: driver.CPUSetter). A create that asks for another
 // memory or disk size or another visible CPU count (driver.VisibleCPUs; all
 // fixed when gVisor boots), or for secrets
-// (whose CA bundle is written into the sandbox at boot), starts cold, as does
+// (whose CA bundle is written into the sandbox at boot; except with a
+// driver whose pooled sandboxes boot trusting the Runtime CA: pooledTrust),
+// starts cold, as does
 // any create while the pool is empty: a burst larger than the pool is slower,
 // never refused for it.
 //
@@ -313,7 +317,7 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
 		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
-		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute),
+		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute), Pooled: true,
 		// Its boot (and warm-up) yields the host's cores to running
 		// sandboxes, a just-claimed one's first commands above all; the
 		// claim restores the weight.
@@ -330,6 +334,11 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 			return nil, err
 		}
 		spec.Network.CABundle, spec.Env = bundle, env
+	}
+	if m.pooledTrust() {
+		// So that a create with secrets can claim it: the CA a sandbox
+		// must trust is fixed at boot; the placeholders come at the claim.
+		spec.TrustPEM = m.driverEgress.ca.CertPEM()
 	}
 	h, err := m.driver.Create(ctx, spec)
 	if err != nil {
@@ -384,7 +393,7 @@ func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 	_, canSetCPU := m.driver.(driver.CPUSetter)
 	// The CPU count a sandbox sees is fixed at boot: another count starts cold.
 	sameCPUs := driver.VisibleCPUs(p.CPU) == driver.VisibleCPUs(m.limits.DefaultCPU)
-	if pl == nil || len(p.Secrets) > 0 || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
+	if pl == nil || (len(p.Secrets) > 0 && !m.pooledTrust()) || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
 		p.MemoryMiB != m.limits.DefaultMemoryMiB || p.DiskMiB != m.limits.DefaultDiskMiB ||
 		!slices.Contains(pl.cfg.Templates, p.Template) {
 		return nil
@@ -406,6 +415,16 @@ func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 		return nil
 	}
 	return ps
+}
+
+// pooledTrust says whether pooled sandboxes boot trusting the Runtime CA,
+// so that creates with secrets can claim them: with a driver that enforces
+// policies itself and serves an egress proxy with a CA (Kubernetes), whose
+// sandboxes get the CA through Spec.TrustPEM. A sandbox without secrets
+// that trusts it gains nothing: the proxy intercepts only the hosts of a
+// sandbox's own secrets.
+func (m *Manager) pooledTrust() bool {
+	return m.netDriver != nil && m.driverEgress != nil && m.driverEgress.ca != nil
 }
 
 // wakePool makes the pool look at its size again (after a claim or a
@@ -450,8 +469,9 @@ func (m *Manager) closePool() {
 var errPooledGone = errors.New("pooled sandbox gone")
 
 // claim turns a pooled sandbox into the create's sandbox: its environment
-// goes to the agent, then the record (billed from now), the network policy
-// and the lease. It fails with errPooledGone when the pooled sandbox does
+// goes to the agent, the driver binds it to its owner and lease (when it
+// is a driver.Claimer), then the record (billed from now), the network
+// policy and the lease. It fails with errPooledGone when the pooled sandbox does
 // not answer, after destroying it.
 func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *netPlan) (store.Sandbox, error) {
 	if err := m.reserve(); err != nil {
@@ -469,10 +489,35 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		}
 	}
 	end := m.now().UTC().Truncate(time.Millisecond).Add(time.Duration(p.TimeoutSeconds) * time.Second)
-	if err := configureVia(ctx, ps.conns, agentapi.ConfigureRequest{Env: p.Env, LeaseEndsAt: &end}); err != nil {
+	env := p.Env
+	if m.driverEgress != nil && plan != nil && len(plan.secrets) > 0 {
+		// The secrets' placeholders and the CA bundle's variables (the
+		// bundle holds the Runtime CA since the pooled sandbox booted).
+		secretEnv, _, err := m.driverSecrets(ps.id, plan)
+		if err != nil {
+			m.destroyPooled(ctx, ps)
+			return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+		}
+		env = maps.Clone(p.Env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		for _, kv := range secretEnv {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	}
+	if err := configureVia(ctx, ps.conns, agentapi.ConfigureRequest{Env: env, LeaseEndsAt: &end}); err != nil {
 		m.log.Warn("warm pool: a pooled sandbox did not answer; starting one cold", "sandbox", ps.id, "err", err)
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, errPooledGone
+	}
+	if c, ok := m.driver.(driver.Claimer); ok {
+		if err := c.Claim(ctx, ps.id, p.KeyID, end); err != nil {
+			m.log.Warn("warm pool: cannot claim a pooled sandbox; starting one cold", "sandbox", ps.id, "err", err)
+			m.destroyPooled(ctx, ps)
+			return store.Sandbox{}, errPooledGone
+		}
 	}
 	if p.CPU != m.limits.DefaultCPU {
 		if err := m.driver.(driver.CPUSetter).SetCPU(ctx, ps.id, p.CPU); err != nil {
@@ -509,7 +554,11 @@ func (m *Manager) applyPooledNetwork(ctx context.Context, id string, plan *netPl
 		return nil
 	}
 	pol, _ := json.Marshal(plan.policy)
-	if err := m.store.SetSandboxNetwork(ctx, id, store.SandboxNetwork{Policy: pol}); err != nil {
+	net := store.SandboxNetwork{Policy: pol}
+	if len(plan.names) > 0 {
+		net.Secrets, net.SecretOwner = plan.names, plan.owner // claimed with secrets (pooledTrust)
+	}
+	if err := m.store.SetSandboxNetwork(ctx, id, net); err != nil {
 		return err
 	}
 	if plan.policy.None() {

@@ -234,6 +234,18 @@ func TestDeployManifests(t *testing.T) {
 	if err := d.SetNetwork(ctx, "sbx_rbac", policy.Policy{Internet: true}); err != nil {
 		t.Fatalf("network change as the server's ServiceAccount: %v", err)
 	}
+	// A warm-pool pod claimed by a create, as the server's ServiceAccount.
+	pooled := testSpec("sbx_rbac_pooled")
+	pooled.Owner, pooled.Pooled = "", true
+	if _, err := d.Create(ctx, pooled); err != nil {
+		t.Fatalf("pooled create as the server's ServiceAccount: %v", err)
+	}
+	if err := d.Claim(ctx, "sbx_rbac_pooled", "key_alice", time.Now().Add(time.Hour)); err != nil {
+		t.Fatalf("claim as the server's ServiceAccount: %v", err)
+	}
+	if err := d.Destroy(ctx, "sbx_rbac_pooled"); err != nil {
+		t.Fatalf("destroy of the claimed pod as the server's ServiceAccount: %v", err)
+	}
 	if ids, err := d.List(ctx); err != nil || len(ids) != 1 {
 		t.Fatalf("List as the server's ServiceAccount: %v %v", ids, err)
 	}

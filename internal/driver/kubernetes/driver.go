@@ -7,9 +7,10 @@
 // It speaks to the API with client-go's typed clients and a pod informer
 // limited to its own namespace and label; there is no kubectl. Each
 // sandbox's network policy is a NetworkPolicy object selecting its pod
-// (netpol.go; it needs a CNI that enforces them). What it does not do yet
-// (stats, pause, a warm pool of pods) the manager finds missing through
-// the driver's optional interfaces.
+// (netpol.go; it needs a CNI that enforces them). Warm-pool pods are bound
+// to the create that claims them by Claim (claim.go). What it does not do
+// yet (pause) the manager finds missing through the driver's optional
+// interfaces.
 package kubernetes
 
 import (
@@ -25,6 +26,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +103,10 @@ type Driver struct {
 	pods    listersv1.PodLister
 	stop    chan struct{}
 	changed *broadcast
+
+	mu      sync.Mutex
+	known   map[string]state   // sandboxes made or recovered here, for Stats
+	cpuSeen map[string]float64 // the last CPU seconds Stats reported, by sandbox
 }
 
 // state is what the manager persists for Recover: the pod's identity and
@@ -155,7 +161,8 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + managedBy }))
 	inf := f.Core().V1().Pods()
-	d := &Driver{cfg: cfg, pods: inf.Lister(), stop: make(chan struct{}), changed: newBroadcast()}
+	d := &Driver{cfg: cfg, pods: inf.Lister(), stop: make(chan struct{}), changed: newBroadcast(),
+		known: map[string]state{}, cpuSeen: map[string]float64{}}
 	notify := func(any) { d.changed.notify() }
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) }, DeleteFunc: notify,
@@ -250,6 +257,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		return nil, fmt.Errorf("kubernetes create: agent did not answer: %w", err)
 	}
 	raw, _ := json.Marshal(st)
+	d.remember(spec.ID, st)
 	return &driver.Handle{ID: spec.ID, State: raw, Dial: dial}, nil
 }
 
@@ -428,6 +436,7 @@ func (d *Driver) Recover(ctx context.Context, id string, raw []byte) (*driver.Ha
 	if err := waitReady(pctx, dial); err != nil {
 		return nil, fmt.Errorf("kubernetes recover %s: agent does not answer (%v): %w", id, err, driver.ErrNotFound)
 	}
+	d.remember(id, st)
 	return &driver.Handle{ID: id, State: raw, Dial: dial}, nil
 }
 
@@ -439,6 +448,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return fmt.Errorf("kubernetes destroy: %w", err)
 	}
+	d.forget(id)
 	name := objectName(id)
 	pods := d.cfg.Client.CoreV1().Pods(d.cfg.Namespace)
 	grace := int64(1)

@@ -48,6 +48,13 @@ const noProxy = "localhost,127.0.0.1,::1"
 // (agent.LeaseGrace), and Kubernetes only after both failed.
 const leaseBackstop = time.Minute
 
+// deadlineSeconds is the activeDeadlineSeconds (counted from start, at
+// least 1) of a pod whose lease ends at end: the lease plus leaseBackstop.
+func deadlineSeconds(end, start time.Time) *int64 {
+	secs := max(1, int64(math.Ceil(end.Add(leaseBackstop).Sub(start).Seconds())))
+	return &secs
+}
+
 // objectName is the pod's and the secret's name for sandbox id: ids are
 // [a-z0-9_-], names DNS labels, so '_' becomes '-'.
 func objectName(id string) string { return "wr-" + strings.ReplaceAll(id, "_", "-") }
@@ -158,9 +165,12 @@ func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod 
 	var deadline *int64
 	if !spec.LeaseEndsAt.IsZero() {
 		args = append(args, "-lease-ends-at", strconv.FormatInt(spec.LeaseEndsAt.Unix(), 10))
-		secs := int64(math.Ceil(spec.LeaseEndsAt.Add(leaseBackstop).Sub(now).Seconds()))
-		deadline = &secs
-		*deadline = max(1, secs)
+		if !spec.Pooled {
+			deadline = deadlineSeconds(spec.LeaseEndsAt, now)
+		}
+		// A pooled pod gets its deadline when a create claims it (Claim):
+		// the API lets a running pod's activeDeadlineSeconds be added or
+		// lowered, never raised, and the claim's lease is not known yet.
 	}
 	env := d.proxyEnv(spec)
 	for _, kv := range spec.Env {
