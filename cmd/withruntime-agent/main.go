@@ -53,14 +53,18 @@ func main() {
 		agent.StartReaping()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "agent")
-	if agent.IsPID1() {
+	// Only in a sandbox (PID 1 on gVisor's kernel) does the agent change
+	// /etc: PID 1 in a PID namespace on a host's filesystem once appended
+	// the Runtime CA to the host's own CA bundle.
+	inSandbox := agent.IsPID1() && agent.InGVisor()
+	if inSandbox {
 		// /etc/hosts, resolv.conf and the CA bundle come from the host's
 		// read-only directory (see agent.LinkHostFiles).
 		if err := agent.LinkHostFiles(agent.HostFilesDir); err != nil {
 			log.Error("cannot link the host's files into /etc", "err", err)
 		}
 	}
-	if *trust != "" && agent.IsPID1() { // never a host's bundle
+	if *trust != "" && inSandbox { // never a host's bundle
 		if err := agent.AddTrust(*trust); err != nil {
 			log.Error("cannot add the Runtime CA to the sandbox's CA bundle", "err", err)
 		}

@@ -12,6 +12,16 @@ import (
 // inherits every orphaned process and must reap it.
 func IsPID1() bool { return os.Getpid() == 1 }
 
+// InGVisor reports whether the agent runs on gVisor's kernel (its /proc
+// has a gvisor directory). PID 1 alone does not make a sandbox: a process
+// in a new PID namespace on a host's own filesystem is PID 1 too (the
+// Kubernetes tests' test double of a node runs pods so), and what the
+// agent changes at boot in /etc must then never be the host's.
+func InGVisor() bool {
+	_, err := os.Stat("/proc/gvisor")
+	return err == nil
+}
+
 // The agent is PID 1 itself and reaps orphans in a goroutine. It used to
 // re-execute itself as a child of a reaping PID 1 (as Coder's agent does),
 // which kept a wait4(-1) loop from stealing commands' exit statuses from
