@@ -26,10 +26,10 @@ import (
 // commands (through /proc files kept open, see statCache: this costs well
 // under 1% of a CPU). When two processes that share a pipe (not one of the
 // agent's own output pipes) have both used no CPU for stallAfter, their
-// command is stopped and continued (stopAndContinue). For a pipeline that was merely idle (`sleep 100 | cat`) that
-// is harmless: Linux restarts the interrupted calls, or returns EINTR from
-// the few that are not restarted (epoll_wait, for one), which programs
-// retry. Such a pair is kicked again only after a doubling pause (up to
+// command is stopped and continued (stopAndContinue). For a pipeline that
+// was merely idle (`sleep 100 | cat`) that is harmless: Linux restarts the
+// interrupted calls, or returns EINTR from the few that are not restarted
+// (epoll_wait, for one), which programs retry. Such a pair is kicked again only after a doubling pause (up to
 // stallMaxBackoff), so it is disturbed rarely.
 type kicker struct {
 	log  *slog.Logger
