@@ -287,10 +287,9 @@ func (d *Driver) RecoverPaused(ctx context.Context, id string) (driver.Image, er
 // unload stops a sandbox's container, if it has one, and removes its
 // cgroups, but keeps its directory (bundle, image, socket directory).
 func (d *Driver) unload(ctx context.Context, id string) error {
-	if !d.containerExists(ctx, id) {
-		return removeCgroups(id)
-	}
-	// delete --force kills the sandbox (see Destroy).
+	// delete --force kills the sandbox (see Destroy). It fails for a
+	// container runsc does not know; only then is its state asked, so a
+	// pause starts one runsc, not two.
 	if _, err := d.runsc(ctx, nil, "delete", "--force", id); err != nil && d.containerExists(ctx, id) {
 		return err
 	}
