@@ -40,6 +40,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"withruntime.dev/runtime/bench/internal/benchenv"
 )
 
 type options struct {
@@ -126,10 +128,10 @@ func fatal(err error) {
 
 // autoN is the default N and why.
 func autoN() (int, string) {
-	total, avail := meminfo("MemTotal"), meminfo("MemAvailable")
+	total, avail := benchenv.Meminfo("MemTotal"), benchenv.Meminfo("MemAvailable")
 	headroom := max(int64(minHeadroom), total/10)
 	n := int((avail - headroom) / perSandboxBudget)
-	why := fmt.Sprintf("MemAvailable %.1f GiB − headroom %.1f GiB, ÷ 20 MiB per sandbox = %d", gib(avail), gib(headroom), max(n, 0))
+	why := fmt.Sprintf("MemAvailable %.1f GiB − headroom %.1f GiB, ÷ 20 MiB per sandbox = %d", benchenv.GiB(avail), benchenv.GiB(headroom), max(n, 0))
 	if n > defaultMaxN {
 		n = defaultMaxN
 		why += fmt.Sprintf(", capped at %d", defaultMaxN)
@@ -142,7 +144,7 @@ func autoN() (int, string) {
 func checkTasks(n int) error {
 	need := int64(n) * tasksPerSandbox
 	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
-		limit := readInt(f)
+		limit := benchenv.ReadInt(f)
 		if limit > 0 && need > limit/2 {
 			return fmt.Errorf("%d sandboxes need about %d host tasks, more than half of %s (%d): raise it (scripts/install.sh does) or lower -n",
 				n, need, f, limit)
@@ -153,20 +155,14 @@ func checkTasks(n int) error {
 
 // results is what the JSON file holds.
 type results struct {
-	At      time.Time `json:"at"`
-	Options options   `json:"options"`
-	Host    hostInfo  `json:"host"`
-	Rows    []*row    `json:"rows"`
-	Checks  []check   `json:"checks"`
-	Notes   []string  `json:"notes"`
-	Server  serverUse `json:"server"`
-	Error   string    `json:"error,omitempty"`
-}
-
-// check is one leak check: what was looked at and what was left.
-type check struct {
-	Name string   `json:"name"`
-	Left []string `json:"left"`
+	At      time.Time        `json:"at"`
+	Options options          `json:"options"`
+	Host    hostInfo         `json:"host"`
+	Rows    []*row           `json:"rows"`
+	Checks  []benchenv.Check `json:"checks"`
+	Notes   []string         `json:"notes"`
+	Server  serverUse        `json:"server"`
+	Error   string           `json:"error,omitempty"`
 }
 
 func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {

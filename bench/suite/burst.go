@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/api"
 )
 
@@ -29,20 +30,20 @@ func (e *env) burst(ctx context.Context) (err error) {
 	var coldSamples []time.Duration
 	for i := 0; i < min(e.o.Runs, 10)+1; i++ {
 		t := time.Now()
-		id, err := cold.c.create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
+		id, err := cold.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
 		d := time.Since(t)
 		if err != nil {
 			return fmt.Errorf("cold create: %w", err)
 		}
-		cold.c.remember(id)
-		if err := cold.c.del(ctx, id); err != nil {
+		cold.c.Remember(id)
+		if err := cold.c.Del(ctx, id); err != nil {
 			return err
 		}
 		if i > 0 { // the first warms up
 			coldSamples = append(coldSamples, d)
 		}
 	}
-	base := e.add(sampleRow(sec, "API create (POST answered), cold, one at a time", "ms", msSamples(coldSamples)))
+	base := e.add(sampleRow(sec, "API create (POST answered), cold, one at a time", "ms", stats.MSSamples(coldSamples)))
 	base.Baseline, base.Short = true, "cold create"
 
 	pool, err := e.openServer(ctx, burstKind, e.o.BurstPool, nil)
@@ -54,7 +55,7 @@ func (e *env) burst(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
-	if _, err := pool.c.waitPoolFull(ctx, 3*time.Minute); err != nil {
+	if _, err := pool.c.WaitPoolFull(ctx, 3*time.Minute); err != nil {
 		return err
 	}
 	r, grown, err := e.burstOn(ctx, pool, fmt.Sprintf("API create ×%d at once, warm pool of %d", e.o.Burst, e.o.BurstPool))
@@ -96,13 +97,13 @@ func (e *env) burstOn(ctx context.Context, s *benchServer, name string) (*row, i
 			defer wg.Done()
 			<-start
 			t := time.Now()
-			id, err := s.c.create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
+			id, err := s.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
 			d := time.Since(t)
 			mu.Lock()
 			defer mu.Unlock()
 			if id != "" {
 				ids = append(ids, id)
-				s.c.remember(id)
+				s.c.Remember(id)
 			}
 			if err != nil {
 				errs = append(errs, err)
@@ -113,9 +114,9 @@ func (e *env) burstOn(ctx context.Context, s *benchServer, name string) (*row, i
 	}
 	close(start)
 	wg.Wait()
-	grown, _, _ := s.c.poolReady(ctx)
-	derr := s.c.deleteAll(context.WithoutCancel(ctx), ids, 4)
-	r := e.add(sampleRow("burst", name, "ms", msSamples(ds)))
+	grown, _, _ := s.c.PoolReady(ctx)
+	derr := s.c.DeleteAll(context.WithoutCancel(ctx), ids, 4)
+	r := e.add(sampleRow("burst", name, "ms", stats.MSSamples(ds)))
 	r.Failures = len(errs)
 	if len(errs) > 0 {
 		return r, grown, fmt.Errorf("%s: %d of %d creates failed, first: %w", name, len(errs), e.o.Burst, errs[0])
