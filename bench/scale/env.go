@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/bare"
 	"withruntime.dev/runtime/bench/internal/benchenv"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
@@ -28,6 +29,8 @@ const (
 	workDir    = "/tmp/wr-bench-scale"
 	egressName = "wrbsl" // nftables table and namespace prefix
 	linkPrefix = "wbsl"  // host veth prefix
+	// bareCgroupParent is the cgroup parent of the bare runsc sandboxes.
+	bareCgroupParent = "withruntime-bench-scale"
 )
 
 type hostInfo struct {
@@ -57,6 +60,11 @@ type env struct {
 	served *benchenv.Served
 	srv    *server.Server
 	c      *apiclient.Client
+
+	// bare runs the bare runsc baseline; bareExec is its exec rows (one
+	// bare sandbox, first and second exec among BareN), nil until measured.
+	bare     *bare.Runner
+	bareExec []*row
 }
 
 func newEnv(o options) (*env, error) {
@@ -64,7 +72,8 @@ func newEnv(o options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{o: o, runsc: runsc}
+	e := &env{o: o, runsc: runsc,
+		bare: &bare.Runner{Runsc: runsc, Dir: filepath.Join(workDir, "bare"), CgroupParent: bareCgroupParent}}
 	if err := e.sweep(); err != nil {
 		return nil, fmt.Errorf("sweeping an earlier run's leftovers: %w", err)
 	}
@@ -75,7 +84,7 @@ func newEnv(o options) (*env, error) {
 	if e.agent, err = benchenv.BuildAgent(context.Background(), filepath.Join(workDir, "bin")); err != nil {
 		return nil, err
 	}
-	if _, err := benchenv.BaseRootfs(o.Templates); err != nil {
+	if e.bare.Rootfs, err = benchenv.BaseRootfs(o.Templates); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -179,12 +188,15 @@ func (e *env) leakCheck(when string) benchenv.Check {
 
 // sweep removes whatever a run leaves on the host: sandboxes under the
 // data directory (and their cgroups), the namespaces, veths and nftables
-// table, and the work directory.
+// table, bare runsc sandboxes and their cgroups, and the work directory.
 func (e *env) sweep() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var errList []error
 	if err := benchenv.SweepServer(ctx, e.runsc, e.dataDir(), egressName, linkPrefix); err != nil {
+		errList = append(errList, err)
+	}
+	if err := e.bare.Sweep(); err != nil {
 		errList = append(errList, err)
 	}
 	if err := os.RemoveAll(workDir); err != nil {
@@ -196,6 +208,10 @@ func (e *env) sweep() error {
 // leftovers lists what of the run's remains on the host after a sweep.
 func leftovers() []string {
 	left := benchenv.NetLeftovers(egressName, linkPrefix, true)
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + bareCgroupParent)
+	for _, d := range dirs {
+		left = append(left, "cgroup "+d)
+	}
 	if _, err := os.Stat(workDir); err == nil {
 		left = append(left, workDir)
 	}

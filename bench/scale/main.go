@@ -1,7 +1,9 @@
-// Command scale holds N idle sandboxes on one host through one in-process
-// Runtime server (real gVisor sandboxes of the base template, sandbox
-// networks and metering on, as `withruntime serve` runs them), then, while
-// they idle:
+// Command scale first measures the host's own share: `runsc exec true`
+// among -bare-n (default N) idle bare runsc sandboxes against the same with
+// one, all destroyed before the server starts. It then holds N idle
+// sandboxes on one host through one in-process Runtime server (real gVisor
+// sandboxes of the base template, sandbox networks and metering on, as
+// `withruntime serve` runs them), then, while they idle:
 //
 //   - execs `true` into 100 sandboxes picked at random among them, and
 //     compares that with the same exec measured before on a host holding
@@ -26,7 +28,8 @@
 // is still running); the names are fixed, so a run killed outright is swept
 // by the next (two runs exclude each other with /tmp/wr-bench-scale.lock).
 //
-// Run it as root after scripts/install.sh: go run ./bench/scale [-n N].
+// Run it as root after scripts/install.sh: go run ./bench/scale [-n N]
+// [-bare-n M].
 package main
 
 import (
@@ -48,6 +51,7 @@ type options struct {
 	N           int     `json:"n"`
 	NAuto       bool    `json:"nAuto"`
 	NReason     string  `json:"nReason"`
+	BareN       int     `json:"bareN"`
 	Execs       int     `json:"execs"`
 	FillConc    int     `json:"fillConcurrency"`
 	Churn       int     `json:"churn"`
@@ -72,6 +76,7 @@ func main() {
 	var o options
 	var idleWindow time.Duration
 	flag.IntVar(&o.N, "n", 0, "idle sandboxes to hold (default: 1,000, or what free memory allows: (MemAvailable − max(2 GiB, MemTotal/10)) ÷ 20 MiB)")
+	flag.IntVar(&o.BareN, "bare-n", -1, "idle bare runsc sandboxes for the baseline phase, run before the server's (default: N; 0 skips it)")
 	flag.IntVar(&o.Execs, "execs", 100, "execs of true into random idle sandboxes (and into one sandbox alone, the baseline)")
 	flag.IntVar(&o.FillConc, "fill-conc", 4, "creates at once while filling to N")
 	flag.IntVar(&o.Churn, "churn", 64, "sandboxes created, used and deleted while the N idle")
@@ -94,7 +99,13 @@ func main() {
 	if o.N < 1 {
 		fatal(fmt.Errorf("not enough free memory for even one sandbox (%s); set -n to force", o.NReason))
 	}
-	if err := checkTasks(o.N); err != nil {
+	if o.BareN < 0 {
+		o.BareN = o.N
+	}
+	if err := checkBareMem(o.N, o.BareN); err != nil {
+		fatal(err)
+	}
+	if err := checkTasks(max(o.N, o.BareN)); err != nil {
 		fatal(err)
 	}
 
@@ -137,6 +148,21 @@ func autoN() (int, string) {
 		why += fmt.Sprintf(", capped at %d", defaultMaxN)
 	}
 	return n, why
+}
+
+// checkBareMem refuses a bare N above N that the host's free memory
+// cannot hold (each bare sandbox is budgeted as a Runtime one; the two sets
+// are never held at once, so up to N always fits when N does).
+func checkBareMem(n, bareN int) error {
+	if bareN <= n {
+		return nil
+	}
+	total, avail := benchenv.Meminfo("MemTotal"), benchenv.Meminfo("MemAvailable")
+	if fit := int((avail - max(int64(minHeadroom), total/10)) / perSandboxBudget); bareN > fit {
+		return fmt.Errorf("-bare-n %d: free memory holds about %d (MemAvailable %.1f GiB, 20 MiB each, headroom kept): lower -bare-n",
+			bareN, max(fit, 0), benchenv.GiB(avail))
+	}
+	return nil
 }
 
 // checkTasks refuses an N whose host tasks would not fit under
@@ -187,7 +213,13 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 	res := &results{At: time.Now().UTC(), Options: o, Host: hostInfoNow(e.runsc)}
 	e.res = res
 	fmt.Fprintf(os.Stderr, "scale: N = %d (%s)\n", o.N, o.NReason)
-	runErr := e.scale(ctx, idleWindow)
+	var runErr error
+	if o.BareN > 0 {
+		runErr = e.bareScale(ctx)
+	}
+	if runErr == nil {
+		runErr = e.scale(ctx, idleWindow)
+	}
 	// Teardown gets its own time, also after a signal cancelled ctx.
 	if cerr := e.teardown(); cerr != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("teardown: %w", cerr))

@@ -225,6 +225,7 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 	compare(ra, oneRow)
 	rb := e.add(sampleRow("exec", fmt.Sprintf("API exec true, a random one of %d idle (second exec, right after)", o.N), "ms", stats.MSSamples(again)))
 	compare(rb, oneRow)
+	e.noteHostShare(ra, rb)
 
 	// 5. Churn while they idle.
 	if o.Churn > 0 {

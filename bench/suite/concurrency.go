@@ -75,7 +75,7 @@ func (e *env) concurrency(ctx context.Context) error {
 		bareFails := 0
 		var bareErrs []string
 		bwall, err := benchenv.FanOut(ctx, c, e.o.ConcTotal, func() {
-			d, err := e.bare.runToExit(ctx, []string{"true"})
+			d, err := e.bare.RunToExit(ctx, []string{"true"})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -104,10 +104,10 @@ func (e *env) concurrency(ctx context.Context) error {
 	// Nothing may be left: no runsc container, sandbox directory, cgroup,
 	// namespace or veth of any sandbox the server had.
 	chk := e.leakCheck(cold, "after the concurrency section")
-	if left := e.bare.list(); len(left) > 0 {
+	if left := e.bare.List(); len(left) > 0 {
 		chk.Left = append(chk.Left, "bare runsc containers "+strings.Join(left, " "))
 	}
-	for _, d := range bareCgroups() {
+	for _, d := range e.bare.Cgroups() {
 		chk.Left = append(chk.Left, "bare cgroup "+d)
 	}
 	e.res.Checks = append(e.res.Checks, chk)

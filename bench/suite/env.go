@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/bare"
 	"withruntime.dev/runtime/bench/internal/benchenv"
 	"withruntime.dev/runtime/internal/egress/netns"
 	"withruntime.dev/runtime/internal/sandbox"
@@ -52,7 +53,7 @@ type env struct {
 	runsc  string
 	agent  string
 	rootfs string
-	bare   *bare
+	bare   *bare.Runner
 	res    *results
 
 	mu      sync.Mutex
@@ -82,8 +83,8 @@ func newEnv(ctx context.Context, o options) (*env, error) {
 		return nil, err
 	}
 	e.rootfs = tpl
-	e.bare = &bare{runsc: runsc, rootfs: tpl, dir: filepath.Join(workDir, "bare"), network: false}
-	if err := os.MkdirAll(e.bare.dir, 0o700); err != nil {
+	e.bare = &bare.Runner{Runsc: runsc, Rootfs: tpl, Dir: filepath.Join(workDir, "bare"), CgroupParent: bareCgroupParent}
+	if err := os.MkdirAll(e.bare.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -231,8 +232,8 @@ func (e *env) sweep() error {
 	if err := e.removeImageTemplate(ctx); err != nil {
 		errList = append(errList, err)
 	}
-	b := &bare{runsc: e.runsc, dir: filepath.Join(workDir, "bare")}
-	if err := b.sweep(); err != nil {
+	b := &bare.Runner{Runsc: e.runsc, Dir: filepath.Join(workDir, "bare"), CgroupParent: bareCgroupParent}
+	if err := b.Sweep(); err != nil {
 		errList = append(errList, err)
 	}
 	if err := os.RemoveAll(workDir); err != nil {

@@ -30,12 +30,12 @@ func (e *env) exec(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	bid, err := e.bare.start(ctx, "exec")
+	bid, err := e.bare.Start(ctx, "exec")
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if derr := e.bare.destroy(bid); derr != nil && err == nil {
+		if derr := e.bare.Destroy(bid); derr != nil && err == nil {
 			err = derr
 		}
 	}()
@@ -50,11 +50,11 @@ func (e *env) exec(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		d3, err := e.bare.exec(ctx, bid, trueArgv, "")
+		d3, err := e.bare.Exec(ctx, bid, trueArgv, "")
 		if err != nil {
 			return err
 		}
-		d4, err := e.bare.exec(ctx, bid, pythonArgv, pythonOut)
+		d4, err := e.bare.Exec(ctx, bid, pythonArgv, pythonOut)
 		if err != nil {
 			return err
 		}
@@ -153,18 +153,18 @@ func (e *env) firstAPIExec(ctx context.Context, c *apiclient.Client) (first, sec
 // firstBareExec boots a bare runsc sandbox, then times its first and
 // second `runsc exec` of the python3, then destroys it.
 func (e *env) firstBareExec(ctx context.Context) (first, second time.Duration, err error) {
-	id, err := e.bare.start(ctx, "first")
+	id, err := e.bare.Start(ctx, "first")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() {
-		if derr := e.bare.destroy(id); derr != nil && err == nil {
+		if derr := e.bare.Destroy(id); derr != nil && err == nil {
 			err = derr
 		}
 	}()
-	if first, err = e.bare.exec(ctx, id, pythonArgv, pythonOut); err != nil {
+	if first, err = e.bare.Exec(ctx, id, pythonArgv, pythonOut); err != nil {
 		return 0, 0, err
 	}
-	second, err = e.bare.exec(ctx, id, pythonArgv, pythonOut)
+	second, err = e.bare.Exec(ctx, id, pythonArgv, pythonOut)
 	return first, second, err
 }

@@ -56,7 +56,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	var bareIDs []string
 	defer func() {
 		for _, id := range bareIDs {
-			if derr := e.bare.destroy(id); derr != nil && err == nil {
+			if derr := e.bare.Destroy(id); derr != nil && err == nil {
 				err = derr
 			}
 		}
@@ -112,7 +112,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	// The baseline: idle bare runsc sandboxes (sleep infinity), alongside,
 	// so that shared pages are split among as many processes.
 	for i := 0; i < e.o.BareIdle; i++ {
-		id, err := e.bare.start(ctx, "idle")
+		id, err := e.bare.Start(ctx, "idle")
 		if err != nil {
 			return err
 		}
@@ -200,7 +200,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		}
 	}
 	for _, id := range bareIDs {
-		m, pct, err := measure(id, filepath.Join(e.bare.dir, id), bareCg(id))
+		m, pct, err := measure(id, filepath.Join(e.bare.Dir, id), bareCg(id))
 		if err != nil {
 			return fmt.Errorf("bare sandbox %s: %w", id, err)
 		}
@@ -278,16 +278,16 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		return derr
 	}
 	for _, id := range bareIDs {
-		if err := e.bare.destroy(id); err != nil {
+		if err := e.bare.Destroy(id); err != nil {
 			return err
 		}
 	}
 	bareIDs = nil
 	chk := e.leakCheck(srv, "after deleting the idle sandboxes")
-	if left := e.bare.list(); len(left) > 0 {
+	if left := e.bare.List(); len(left) > 0 {
 		chk.Left = append(chk.Left, "bare runsc containers "+strings.Join(left, " "))
 	}
-	for _, d := range bareCgroups() {
+	for _, d := range e.bare.Cgroups() {
 		chk.Left = append(chk.Left, "bare cgroup "+d)
 	}
 	e.res.Checks = append(e.res.Checks, chk)

@@ -191,7 +191,7 @@ func (e *env) startup(ctx context.Context) (err error) {
 		}
 
 		// Baselines.
-		d, err = e.bare.runFirstOutput(ctx, pythonArgv, pythonOut)
+		d, err = e.bare.RunFirstOutput(ctx, pythonArgv, pythonOut)
 		if err != nil {
 			return fmt.Errorf("bare runsc run: %w", err)
 		}
