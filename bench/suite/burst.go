@@ -80,8 +80,8 @@ func (e *env) burst(ctx context.Context) (err error) {
 	bareP99 := 0.0
 	if bb.P99 != nil && bareBase.Median != nil {
 		bareP99 = *bb.P99
-		bb.Note = fmt.Sprintf("p99 %.2f× bare runsc's one-at-a-time median: the host's own burst tail, to read Runtime's goal (≤ 2) against", *bb.P99 / *bareBase.Median)
-		e.note("burst: bare runsc: %s", bb.Note)
+		bb.Note = fmt.Sprintf("bare runsc's p99 %.2f× its one-at-a-time median: the host's own burst tail, to read Runtime's goal (≤ 2) against", *bb.P99 / *bareBase.Median)
+		e.note("burst: %s", bb.Note)
 	}
 
 	pool, err := e.openServer(ctx, burstKind, e.o.BurstPool, nil)
