@@ -12,8 +12,9 @@ import (
 // Served is an in-process server serving its API on a loopback port, and
 // a client of it.
 type Served struct {
-	Srv    *server.Server
-	C      *apiclient.Client
+	Srv *server.Server    // the server (its Manager, LocalKey)
+	C   *apiclient.Client // a client of its API with its local key
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
