@@ -6,21 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"withruntime.dev/runtime/internal/driver/gvisor"
-	"withruntime.dev/runtime/internal/egress"
-	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/bare"
+	"withruntime.dev/runtime/bench/internal/benchenv"
+	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
 )
@@ -32,6 +29,8 @@ const (
 	workDir    = "/tmp/wr-bench-scale"
 	egressName = "wrbsl" // nftables table and namespace prefix
 	linkPrefix = "wbsl"  // host veth prefix
+	// bareCgroupParent is the cgroup parent of the bare runsc sandboxes.
+	bareCgroupParent = "withruntime-bench-scale"
 )
 
 type hostInfo struct {
@@ -46,17 +45,9 @@ type hostInfo struct {
 }
 
 func hostInfoNow(runsc string) hostInfo {
-	h := hostInfo{CPUs: runtime.NumCPU(), MemTotalMiB: meminfo("MemTotal") >> 20, MemAvailMiB: meminfo("MemAvailable") >> 20,
-		PidMax: readInt("/proc/sys/kernel/pid_max"), ThreadsMax: readInt("/proc/sys/kernel/threads-max"),
-		RunscFlagsEnv: os.Getenv("WITHRUNTIME_RUNSC_FLAGS")}
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		h.Kernel = unix.ByteSliceToString(u.Release[:])
-	}
-	if out, err := exec.Command(runsc, "--version").Output(); err == nil {
-		h.Runsc = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	return h
+	return hostInfo{CPUs: runtime.NumCPU(), MemTotalMiB: benchenv.Meminfo("MemTotal") >> 20, MemAvailMiB: benchenv.Meminfo("MemAvailable") >> 20,
+		PidMax: benchenv.ReadInt("/proc/sys/kernel/pid_max"), ThreadsMax: benchenv.ReadInt("/proc/sys/kernel/threads-max"),
+		RunscFlagsEnv: os.Getenv("WITHRUNTIME_RUNSC_FLAGS"), Kernel: benchenv.KernelRelease(), Runsc: benchenv.RunscVersion(runsc)}
 }
 
 // env is one run: the binaries, the server and what it measured.
@@ -66,22 +57,23 @@ type env struct {
 	agent string
 	res   *results
 
+	served *benchenv.Served
 	srv    *server.Server
-	c      *apiClient
-	cancel context.CancelFunc
-	done   chan struct{}
+	c      *apiclient.Client
+
+	// bare runs the bare runsc baseline; bareExec is its exec rows (one
+	// bare sandbox, first and second exec among BareN), nil until measured.
+	bare     *bare.Runner
+	bareExec []*row
 }
 
 func newEnv(o options) (*env, error) {
-	runsc := os.Getenv("WITHRUNTIME_RUNSC")
-	if runsc == "" {
-		p, err := exec.LookPath("runsc")
-		if err != nil {
-			return nil, errors.New("runsc not found: set WITHRUNTIME_RUNSC or run scripts/install.sh")
-		}
-		runsc = p
+	runsc, err := benchenv.FindRunsc()
+	if err != nil {
+		return nil, err
 	}
-	e := &env{o: o, runsc: runsc}
+	e := &env{o: o, runsc: runsc,
+		bare: &bare.Runner{Runsc: runsc, Dir: filepath.Join(workDir, "bare"), CgroupParent: bareCgroupParent}}
 	if err := e.sweep(); err != nil {
 		return nil, fmt.Errorf("sweeping an earlier run's leftovers: %w", err)
 	}
@@ -89,17 +81,11 @@ func newEnv(o options) (*env, error) {
 		return nil, err
 	}
 	// The agent is built from this checkout (WITHRUNTIME_AGENT overrides).
-	e.agent = os.Getenv("WITHRUNTIME_AGENT")
-	if e.agent == "" {
-		e.agent = filepath.Join(workDir, "bin", "withruntime-agent")
-		build := exec.Command("go", "build", "-o", e.agent, "withruntime.dev/runtime/cmd/withruntime-agent")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building the agent: %w: %s", err, out)
-		}
+	if e.agent, err = benchenv.BuildAgent(context.Background(), filepath.Join(workDir, "bin")); err != nil {
+		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(o.Templates, "base", "rootfs", "usr", "bin", "python3")); err != nil {
-		return nil, fmt.Errorf("template base not built under %s (scripts/install.sh builds it): %w", o.Templates, err)
+	if e.bare.Rootfs, err = benchenv.BaseRootfs(o.Templates); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -123,22 +109,11 @@ func (e *env) open(ctx context.Context) error {
 	} else {
 		cfg.Egress.Disabled = true
 	}
-	srv, err := server.Open(ctx, cfg)
+	s, err := benchenv.Serve(ctx, cfg, httpClient, healthClient)
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return err
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	e.srv, e.cancel, e.done = srv, cancel, make(chan struct{})
-	go func() {
-		defer close(e.done)
-		_ = srv.Serve(sctx, l)
-	}()
-	e.c = newAPIClient("http://"+l.Addr().String(), srv.LocalKey)
+	e.served, e.srv, e.c = s, s.Srv, s.C
 	return nil
 }
 
@@ -152,12 +127,12 @@ func (e *env) deleteEverything() (int, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var errList []error
-	ids, err := e.c.listRunning(ctx)
+	ids, err := e.c.ListRunning(ctx)
 	if err != nil {
 		errList = append(errList, err)
 	}
 	t := time.Now()
-	if err := e.c.deleteAll(ctx, ids, 8); err != nil {
+	if err := e.c.DeleteAll(ctx, ids, 8); err != nil {
 		errList = append(errList, err)
 	}
 	took := time.Since(t)
@@ -173,10 +148,8 @@ func (e *env) teardown() error {
 		if _, _, err := e.deleteEverything(); err != nil {
 			errList = append(errList, err)
 		}
-		e.c.remember(driverIDs(e.runsc, e.dataDir())...)
-		e.cancel()
-		<-e.done
-		if err := e.srv.Close(); err != nil {
+		e.c.Remember(benchenv.DriverIDs(e.runsc, e.dataDir())...)
+		if err := e.served.Stop(); err != nil {
 			errList = append(errList, err)
 		}
 		e.srv = nil
@@ -199,97 +172,31 @@ func (e *env) teardown() error {
 // sandbox directories, the cgroups of every sandbox id it ever had, host
 // processes whose command line names the run's directory, and its network
 // namespaces and veths.
-func (e *env) leakCheck(when string) check {
-	chk := check{Name: "scale server, " + when, Left: []string{}}
-	dd := e.dataDir()
-	out, _ := exec.Command(e.runsc, "--root", filepath.Join(dd, "gvisor", "runsc"), "list", "--quiet").Output()
-	for _, id := range strings.Fields(string(out)) {
-		chk.Left = append(chk.Left, "runsc container "+id)
-	}
-	entries, _ := os.ReadDir(filepath.Join(dd, "gvisor", "sandboxes"))
-	for _, en := range entries {
-		chk.Left = append(chk.Left, "sandbox directory "+en.Name())
-	}
-	for _, id := range e.c.known() {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/withruntime/" + id)
-		for _, d := range dirs {
-			chk.Left = append(chk.Left, "cgroup "+d)
-		}
-	}
+func (e *env) leakCheck(when string) benchenv.Check {
+	chk := benchenv.Check{Name: "scale server, " + when, Left: []string{}}
+	chk.Left = append(chk.Left, benchenv.ServerLeftovers(e.runsc, e.dataDir(), e.c.Known())...)
 	self := os.Getpid()
-	for pid, cmd := range procIndex() {
+	for pid, cmd := range benchenv.ProcIndex() {
 		if pid != self && strings.Contains(cmd, workDir+"/") {
 			chk.Left = append(chk.Left, fmt.Sprintf("process %d (%.60s)", pid, cmd))
 		}
 	}
-	chk.Left = append(chk.Left, netLeftovers(false)...)
+	chk.Left = append(chk.Left, benchenv.NetLeftovers(egressName, linkPrefix, false)...)
 	slices.Sort(chk.Left)
 	return chk
 }
 
-// netLeftovers lists the run's network namespaces and veths (and, with
-// table, its nftables table, which a closed server keeps).
-func netLeftovers(table bool) []string {
-	var left []string
-	entries, _ := os.ReadDir("/run/netns")
-	for _, en := range entries {
-		if strings.HasPrefix(en.Name(), egressName+"-") {
-			left = append(left, "network namespace "+en.Name())
-		}
-	}
-	ifs, _ := net.Interfaces()
-	for _, i := range ifs {
-		if strings.HasPrefix(i.Name, linkPrefix) {
-			left = append(left, "link "+i.Name)
-		}
-	}
-	if table {
-		if fw, err := firewall.New(egressName, linkPrefix); err == nil {
-			if ok, _ := fw.Exists(); ok {
-				left = append(left, "nftables table inet "+egressName)
-			}
-		}
-	}
-	return left
-}
-
-// driverIDs lists the sandboxes the data directory's driver knows.
-func driverIDs(runsc, dataDir string) []string {
-	var ids []string
-	out, _ := exec.Command(runsc, "--root", filepath.Join(dataDir, "gvisor", "runsc"), "list", "--quiet").Output()
-	ids = append(ids, strings.Fields(string(out))...)
-	entries, _ := os.ReadDir(filepath.Join(dataDir, "gvisor", "sandboxes"))
-	for _, en := range entries {
-		ids = append(ids, en.Name())
-	}
-	return ids
-}
-
 // sweep removes whatever a run leaves on the host: sandboxes under the
 // data directory (and their cgroups), the namespaces, veths and nftables
-// table, and the work directory.
+// table, bare runsc sandboxes and their cgroups, and the work directory.
 func (e *env) sweep() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var errList []error
-	state := filepath.Join(e.dataDir(), "gvisor")
-	if _, err := os.Stat(state); err == nil {
-		d, err := gvisor.New(gvisor.Config{Runsc: e.runsc, AgentBinary: "/dev/null", StateDir: state})
-		if err != nil {
-			errList = append(errList, err)
-		} else {
-			ids, _ := d.List(ctx)
-			for _, id := range ids {
-				if err := d.Destroy(ctx, id); err != nil {
-					errList = append(errList, err)
-				}
-			}
-			_ = d.Close()
-		}
-	}
-	if m, err := egress.New(egress.Config{Name: egressName, LinkPrefix: linkPrefix}); err != nil {
+	if err := benchenv.SweepServer(ctx, e.runsc, e.dataDir(), egressName, linkPrefix); err != nil {
 		errList = append(errList, err)
-	} else if err := m.Destroy(ctx); err != nil {
+	}
+	if err := e.bare.Sweep(); err != nil {
 		errList = append(errList, err)
 	}
 	if err := os.RemoveAll(workDir); err != nil {
@@ -300,56 +207,26 @@ func (e *env) sweep() error {
 
 // leftovers lists what of the run's remains on the host after a sweep.
 func leftovers() []string {
-	left := netLeftovers(true)
+	left := benchenv.NetLeftovers(egressName, linkPrefix, true)
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + bareCgroupParent)
+	for _, d := range dirs {
+		left = append(left, "cgroup "+d)
+	}
 	if _, err := os.Stat(workDir); err == nil {
 		left = append(left, workDir)
 	}
 	return left
 }
 
-// meminfo returns a /proc/meminfo field in bytes.
-func meminfo(key string) int64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
-			if f := strings.Fields(v); len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n << 10
-			}
-		}
-	}
-	return 0
-}
+// httpClient and healthClient are the API client's: keep-alive
+// connections to loopback, and health probes on connections of their own.
+var (
+	httpClient   = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}
+	healthClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}, Timeout: 30 * time.Second}
+)
 
-func readInt(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
+// create makes a sandbox with a 6 h lease and returns its id (also on an
+// error after the server made it, for the caller to delete).
+func (e *env) create(ctx context.Context) (string, error) {
+	return e.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 6 * 3600})
 }
-
-// procIndex maps every process on the host to its command line.
-func procIndex() map[int]string {
-	out := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, en := range entries {
-		pid, err := strconv.Atoi(en.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + en.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		out[pid] = strings.ReplaceAll(string(b), "\x00", " ")
-	}
-	return out
-}
-
-func gib(b int64) float64 { return float64(b) / (1 << 30) }
-func mib(b int64) float64 { return float64(b) / (1 << 20) }

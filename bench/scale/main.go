@@ -1,7 +1,9 @@
-// Command scale holds N idle sandboxes on one host through one in-process
-// Runtime server (real gVisor sandboxes of the base template, sandbox
-// networks and metering on, as `withruntime serve` runs them), then, while
-// they idle:
+// Command scale first measures the host's own share: `runsc exec true`
+// among -bare-n (default N) idle bare runsc sandboxes against the same with
+// one, all destroyed before the server starts. It then holds N idle
+// sandboxes on one host through one in-process Runtime server (real gVisor
+// sandboxes of the base template, sandbox networks and metering on, as
+// `withruntime serve` runs them), then, while they idle:
 //
 //   - execs `true` into 100 sandboxes picked at random among them, and
 //     compares that with the same exec measured before on a host holding
@@ -26,7 +28,8 @@
 // is still running); the names are fixed, so a run killed outright is swept
 // by the next (two runs exclude each other with /tmp/wr-bench-scale.lock).
 //
-// Run it as root after scripts/install.sh: go run ./bench/scale [-n N].
+// Run it as root after scripts/install.sh: go run ./bench/scale [-n N]
+// [-bare-n M].
 package main
 
 import (
@@ -40,12 +43,15 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"withruntime.dev/runtime/bench/internal/benchenv"
 )
 
 type options struct {
 	N           int     `json:"n"`
 	NAuto       bool    `json:"nAuto"`
 	NReason     string  `json:"nReason"`
+	BareN       int     `json:"bareN"`
 	Execs       int     `json:"execs"`
 	FillConc    int     `json:"fillConcurrency"`
 	Churn       int     `json:"churn"`
@@ -70,6 +76,7 @@ func main() {
 	var o options
 	var idleWindow time.Duration
 	flag.IntVar(&o.N, "n", 0, "idle sandboxes to hold (default: 1,000, or what free memory allows: (MemAvailable − max(2 GiB, MemTotal/10)) ÷ 20 MiB)")
+	flag.IntVar(&o.BareN, "bare-n", -1, "idle bare runsc sandboxes for the baseline phase, run before the server's (default: N; 0 skips it)")
 	flag.IntVar(&o.Execs, "execs", 100, "execs of true into random idle sandboxes (and into one sandbox alone, the baseline)")
 	flag.IntVar(&o.FillConc, "fill-conc", 4, "creates at once while filling to N")
 	flag.IntVar(&o.Churn, "churn", 64, "sandboxes created, used and deleted while the N idle")
@@ -92,7 +99,13 @@ func main() {
 	if o.N < 1 {
 		fatal(fmt.Errorf("not enough free memory for even one sandbox (%s); set -n to force", o.NReason))
 	}
-	if err := checkTasks(o.N); err != nil {
+	if o.BareN < 0 {
+		o.BareN = o.N
+	}
+	if err := checkBareMem(o.N, o.BareN); err != nil {
+		fatal(err)
+	}
+	if err := checkTasks(max(o.N, o.BareN)); err != nil {
 		fatal(err)
 	}
 
@@ -126,10 +139,10 @@ func fatal(err error) {
 
 // autoN is the default N and why.
 func autoN() (int, string) {
-	total, avail := meminfo("MemTotal"), meminfo("MemAvailable")
+	total, avail := benchenv.Meminfo("MemTotal"), benchenv.Meminfo("MemAvailable")
 	headroom := max(int64(minHeadroom), total/10)
 	n := int((avail - headroom) / perSandboxBudget)
-	why := fmt.Sprintf("MemAvailable %.1f GiB − headroom %.1f GiB, ÷ 20 MiB per sandbox = %d", gib(avail), gib(headroom), max(n, 0))
+	why := fmt.Sprintf("MemAvailable %.1f GiB − headroom %.1f GiB, ÷ 20 MiB per sandbox = %d", benchenv.GiB(avail), benchenv.GiB(headroom), max(n, 0))
 	if n > defaultMaxN {
 		n = defaultMaxN
 		why += fmt.Sprintf(", capped at %d", defaultMaxN)
@@ -137,12 +150,27 @@ func autoN() (int, string) {
 	return n, why
 }
 
+// checkBareMem refuses a bare N above N that the host's free memory
+// cannot hold (each bare sandbox is budgeted as a Runtime one; the two sets
+// are never held at once, so up to N always fits when N does).
+func checkBareMem(n, bareN int) error {
+	if bareN <= n {
+		return nil
+	}
+	total, avail := benchenv.Meminfo("MemTotal"), benchenv.Meminfo("MemAvailable")
+	if fit := int((avail - max(int64(minHeadroom), total/10)) / perSandboxBudget); bareN > fit {
+		return fmt.Errorf("-bare-n %d: free memory holds about %d (MemAvailable %.1f GiB, 20 MiB each, headroom kept): lower -bare-n",
+			bareN, max(fit, 0), benchenv.GiB(avail))
+	}
+	return nil
+}
+
 // checkTasks refuses an N whose host tasks would not fit under
 // kernel.pid_max or kernel.threads-max.
 func checkTasks(n int) error {
 	need := int64(n) * tasksPerSandbox
 	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
-		limit := readInt(f)
+		limit := benchenv.ReadInt(f)
 		if limit > 0 && need > limit/2 {
 			return fmt.Errorf("%d sandboxes need about %d host tasks, more than half of %s (%d): raise it (scripts/install.sh does) or lower -n",
 				n, need, f, limit)
@@ -153,20 +181,14 @@ func checkTasks(n int) error {
 
 // results is what the JSON file holds.
 type results struct {
-	At      time.Time `json:"at"`
-	Options options   `json:"options"`
-	Host    hostInfo  `json:"host"`
-	Rows    []*row    `json:"rows"`
-	Checks  []check   `json:"checks"`
-	Notes   []string  `json:"notes"`
-	Server  serverUse `json:"server"`
-	Error   string    `json:"error,omitempty"`
-}
-
-// check is one leak check: what was looked at and what was left.
-type check struct {
-	Name string   `json:"name"`
-	Left []string `json:"left"`
+	At      time.Time        `json:"at"`
+	Options options          `json:"options"`
+	Host    hostInfo         `json:"host"`
+	Rows    []*row           `json:"rows"`
+	Checks  []benchenv.Check `json:"checks"`
+	Notes   []string         `json:"notes"`
+	Server  serverUse        `json:"server"`
+	Error   string           `json:"error,omitempty"`
 }
 
 func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
@@ -191,7 +213,13 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 	res := &results{At: time.Now().UTC(), Options: o, Host: hostInfoNow(e.runsc)}
 	e.res = res
 	fmt.Fprintf(os.Stderr, "scale: N = %d (%s)\n", o.N, o.NReason)
-	runErr := e.scale(ctx, idleWindow)
+	var runErr error
+	if o.BareN > 0 {
+		runErr = e.bareScale(ctx)
+	}
+	if runErr == nil {
+		runErr = e.scale(ctx, idleWindow)
+	}
 	// Teardown gets its own time, also after a signal cancelled ctx.
 	if cerr := e.teardown(); cerr != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("teardown: %w", cerr))

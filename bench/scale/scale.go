@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/benchenv"
+	"withruntime.dev/runtime/bench/internal/stats"
 )
 
 // serverUse is what the server (this process: the in-process server and
@@ -52,7 +55,7 @@ func (p *prober) set(phase string) {
 	}
 }
 
-func (p *prober) run(ctx context.Context, c *apiClient) {
+func (p *prober) run(ctx context.Context, c *apiclient.Client) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -64,7 +67,7 @@ func (p *prober) run(ctx context.Context, c *apiClient) {
 		p.mu.Lock()
 		phase := p.phase
 		p.mu.Unlock()
-		d, err := c.healthOnce(ctx)
+		d, err := c.HealthOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -83,7 +86,7 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 	o := e.o
 	u := &e.res.Server
 	runtime.GC()
-	avail0 := meminfo("MemAvailable")
+	avail0 := benchenv.Meminfo("MemAvailable")
 	if err := e.open(ctx); err != nil {
 		return err
 	}
@@ -98,7 +101,7 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 		stopProbe()
 		pwg.Wait()
 		for _, ph := range pr.order {
-			r := e.add(sampleRow("health", "GET /v1/health, "+ph, "ms", msSamples(pr.samples[ph])))
+			r := e.add(sampleRow("health", "GET /v1/health, "+ph, "ms", stats.MSSamples(pr.samples[ph])))
 			r.Failures = pr.errs[ph]
 			r.Vs = "every 100 ms"
 		}
@@ -107,13 +110,13 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 	// 1. The baseline: exec into the only sandbox on the host.
 	pr.set("one sandbox")
 	fmt.Fprintf(os.Stderr, "scale: exec into one sandbox (%d samples)\n", o.Execs)
-	first, err := e.c.create(ctx)
+	first, err := e.create(ctx)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
 	var one []time.Duration
 	for i := 0; i < o.Execs+3; i++ {
-		d, err := e.c.execTrue(ctx, first)
+		d, err := e.c.ExecTrue(ctx, first)
 		if err != nil {
 			return err
 		}
@@ -121,7 +124,7 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 			one = append(one, d)
 		}
 	}
-	oneRow := e.add(sampleRow("exec", "API exec true, one sandbox on the host", "ms", msSamples(one)))
+	oneRow := e.add(sampleRow("exec", "API exec true, one sandbox on the host", "ms", stats.MSSamples(one)))
 	oneRow.Short = "one sandbox"
 
 	// 2. Fill to N (the first counts), each used once by an exec of true.
@@ -133,12 +136,12 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 		creates  []time.Duration
 		failures []string
 	)
-	wall, err := fanOut(ctx, o.FillConc, o.N-1, func() {
+	wall, err := benchenv.FanOut(ctx, o.FillConc, o.N-1, func() {
 		t := time.Now()
-		id, err := e.c.create(ctx)
+		id, err := e.create(ctx)
 		d := time.Since(t)
 		if err == nil {
-			_, err = e.c.execTrue(ctx, id)
+			_, err = e.c.ExecTrue(ctx, id)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -151,13 +154,13 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 		}
 		creates = append(creates, d)
 		if n := len(creates) + 1; n%100 == 0 {
-			fmt.Fprintf(os.Stderr, "scale: %d/%d held (MemAvailable %.1f GiB)\n", n, o.N, gib(meminfo("MemAvailable")))
+			fmt.Fprintf(os.Stderr, "scale: %d/%d held (MemAvailable %.1f GiB)\n", n, o.N, benchenv.GiB(benchenv.Meminfo("MemAvailable")))
 		}
 	})
-	rc := e.add(sampleRow("fill", fmt.Sprintf("API create while filling to %d, %d at once", o.N, o.FillConc), "ms", msSamples(creates)))
+	rc := e.add(sampleRow("fill", fmt.Sprintf("API create while filling to %d, %d at once", o.N, o.FillConc), "ms", stats.MSSamples(creates)))
 	rc.Failures = len(failures)
 	if wall > 0 {
-		rc.Value, rc.ValueUnit = f64(float64(len(creates))/wall.Seconds()), "sandboxes/s"
+		rc.Value, rc.ValueUnit = stats.F64(float64(len(creates))/wall.Seconds()), "sandboxes/s"
 		rc.Vs = fmt.Sprintf("%d created in %.0f s", len(creates), wall.Seconds())
 	}
 	if err != nil {
@@ -169,32 +172,32 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 
 	// 3. Held idle: the server's memory, CPU and store.
 	pr.set(fmt.Sprintf("%d idle", o.N))
-	if err := sleepCtx(ctx, 5*time.Second); err != nil { // boot work settles
+	if err := benchenv.SleepCtx(ctx, 5*time.Second); err != nil { // boot work settles
 		return err
 	}
 	runtime.GC()
 	u.RSSHeldMiB, u.HeapHeldMiB, u.StoreHeldBytes = selfRSS(), heapMiB(), storeBytes(e.dataDir())
 	u.Goroutines = runtime.NumGoroutine()
-	u.MemAvailDropMiB = mib(avail0 - meminfo("MemAvailable"))
+	u.MemAvailDropMiB = benchenv.MiB(avail0 - benchenv.Meminfo("MemAvailable"))
 	var tasks, cgMem []float64
 	for _, id := range ids {
-		if n := readInt(cgroupFile("pids", id, "pids.current")); n > 0 {
+		if n := benchenv.ReadInt(cgroupFile("pids", id, "pids.current")); n > 0 {
 			tasks = append(tasks, float64(n))
 		}
-		if b := readInt(cgroupFile("memory", id, "memory.usage_in_bytes")); b > 0 {
-			cgMem = append(cgMem, mib(b))
+		if b := benchenv.ReadInt(cgroupFile("memory", id, "memory.usage_in_bytes")); b > 0 {
+			cgMem = append(cgMem, benchenv.MiB(b))
 		}
 	}
 	rt := e.add(sampleRow("idle", fmt.Sprintf("host tasks (threads) per idle sandbox, %d held", o.N), "tasks", tasks))
-	rt.Value, rt.ValueUnit, rt.Samples = f64(sum(tasks)), "tasks total", nil
+	rt.Value, rt.ValueUnit, rt.Samples = stats.F64(stats.Sum(tasks)), "tasks total", nil
 	rm := e.add(sampleRow("idle", fmt.Sprintf("memory cgroup usage per idle sandbox, %d held", o.N), "MiB", cgMem))
-	rm.Value, rm.ValueUnit, rm.Samples = f64(sum(cgMem)), "MiB total", nil
+	rm.Value, rm.ValueUnit, rm.Samples = stats.F64(stats.Sum(cgMem)), "MiB total", nil
 	rm.Vs = "bench/suite memory has the full figure"
-	c0, t0 := rusageSelf(), time.Now()
-	if err := sleepCtx(ctx, idleWindow); err != nil {
+	c0, t0 := benchenv.RusageSelf(), time.Now()
+	if err := benchenv.SleepCtx(ctx, idleWindow); err != nil {
 		return err
 	}
-	u.IdleCPUPct = 100 * (rusageSelf() - c0) / time.Since(t0).Seconds()
+	u.IdleCPUPct = 100 * (benchenv.RusageSelf() - c0) / time.Since(t0).Seconds()
 
 	// 4. Exec into random idle sandboxes.
 	pr.set(fmt.Sprintf("exec among %d", o.N))
@@ -205,23 +208,24 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 	// measures (a sandbox in use), so the two rows split the cost of
 	// waking from the cost of the other N-1 on the host.
 	var among, again []time.Duration
-	c0, t0 = rusageSelf(), time.Now()
+	c0, t0 = benchenv.RusageSelf(), time.Now()
 	for _, id := range picks {
-		d, err := e.c.execTrue(ctx, id)
+		d, err := e.c.ExecTrue(ctx, id)
 		if err != nil {
 			return err
 		}
-		d2, err := e.c.execTrue(ctx, id)
+		d2, err := e.c.ExecTrue(ctx, id)
 		if err != nil {
 			return err
 		}
 		among, again = append(among, d), append(again, d2)
 	}
-	u.ExecCPUPct = 100 * (rusageSelf() - c0) / time.Since(t0).Seconds()
-	ra := e.add(sampleRow("exec", fmt.Sprintf("API exec true, a random one of %d idle (first exec after idling)", o.N), "ms", msSamples(among)))
+	u.ExecCPUPct = 100 * (benchenv.RusageSelf() - c0) / time.Since(t0).Seconds()
+	ra := e.add(sampleRow("exec", fmt.Sprintf("API exec true, a random one of %d idle (first exec after idling)", o.N), "ms", stats.MSSamples(among)))
 	compare(ra, oneRow)
-	rb := e.add(sampleRow("exec", fmt.Sprintf("API exec true, a random one of %d idle (second exec, right after)", o.N), "ms", msSamples(again)))
+	rb := e.add(sampleRow("exec", fmt.Sprintf("API exec true, a random one of %d idle (second exec, right after)", o.N), "ms", stats.MSSamples(again)))
 	compare(rb, oneRow)
+	e.noteHostShare(ra, rb)
 
 	// 5. Churn while they idle.
 	if o.Churn > 0 {
@@ -229,8 +233,8 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 		fmt.Fprintf(os.Stderr, "scale: create, exec, delete %d sandboxes at concurrency %d\n", o.Churn, o.ChurnConc)
 		var lives []time.Duration
 		var churnErrs []string
-		c0, t0 = rusageSelf(), time.Now()
-		wall, err := fanOut(ctx, o.ChurnConc, o.Churn, func() {
+		c0, t0 = benchenv.RusageSelf(), time.Now()
+		wall, err := benchenv.FanOut(ctx, o.ChurnConc, o.Churn, func() {
 			d, err := e.lifecycle(ctx)
 			mu.Lock()
 			defer mu.Unlock()
@@ -240,11 +244,11 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 			}
 			lives = append(lives, d)
 		})
-		u.ChurnCPUPct = 100 * (rusageSelf() - c0) / time.Since(t0).Seconds()
-		r := e.add(sampleRow("churn", fmt.Sprintf("create, exec true, delete at concurrency %d beside %d idle", o.ChurnConc, o.N), "ms", msSamples(lives)))
+		u.ChurnCPUPct = 100 * (benchenv.RusageSelf() - c0) / time.Since(t0).Seconds()
+		r := e.add(sampleRow("churn", fmt.Sprintf("create, exec true, delete at concurrency %d beside %d idle", o.ChurnConc, o.N), "ms", stats.MSSamples(lives)))
 		r.Failures = len(churnErrs)
 		if wall > 0 {
-			r.Value, r.ValueUnit = f64(float64(len(lives))/wall.Seconds()), "sandboxes/s"
+			r.Value, r.ValueUnit = stats.F64(float64(len(lives))/wall.Seconds()), "sandboxes/s"
 		}
 		if len(churnErrs) > 0 {
 			r.Note = "first error: " + churnErrs[0]
@@ -271,15 +275,15 @@ func (e *env) scale(ctx context.Context, idleWindow time.Duration) error {
 // the exec failed.
 func (e *env) lifecycle(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	id, err := e.c.create(ctx)
+	id, err := e.create(ctx)
 	if err != nil {
 		if id != "" {
-			_ = e.c.del(context.WithoutCancel(ctx), id)
+			_ = e.c.Del(context.WithoutCancel(ctx), id)
 		}
 		return 0, fmt.Errorf("create: %w", err)
 	}
-	_, err = e.c.execTrue(ctx, id)
-	derr := e.c.del(context.WithoutCancel(ctx), id)
+	_, err = e.c.ExecTrue(ctx, id)
+	derr := e.c.Del(context.WithoutCancel(ctx), id)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("exec: %w", err)
@@ -304,42 +308,6 @@ func pick(ids []string, k int) []string {
 	return out
 }
 
-// fanOut runs job total times on c workers and returns the wall time.
-func fanOut(ctx context.Context, c, total int, job func()) (time.Duration, error) {
-	next := make(chan struct{}, total)
-	for i := 0; i < total; i++ {
-		next <- struct{}{}
-	}
-	close(next)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := 0; w < c; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range next {
-				if ctx.Err() != nil {
-					return
-				}
-				job()
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start), ctx.Err()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // selfRSS is this process's VmRSS in MiB.
 func selfRSS() float64 {
 	data, err := os.ReadFile("/proc/self/status")
@@ -360,16 +328,7 @@ func selfRSS() float64 {
 func heapMiB() float64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return mib(int64(ms.HeapInuse))
-}
-
-func rusageSelf() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
+	return benchenv.MiB(int64(ms.HeapInuse))
 }
 
 // storeBytes is the size of the server's database files (runtime.db and
@@ -396,12 +355,4 @@ func cgroupFile(controller, id, name string) string {
 		return filepath.Join("/sys/fs/cgroup/withruntime", id, name)
 	}
 	return filepath.Join("/sys/fs/cgroup", controller, "withruntime", id, name)
-}
-
-func sum(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s
 }

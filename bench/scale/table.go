@@ -3,13 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"sort"
 	"strconv"
-	"strings"
 	"text/tabwriter"
-	"time"
+
+	"withruntime.dev/runtime/bench/internal/benchenv"
+	"withruntime.dev/runtime/bench/internal/stats"
 )
 
 // row is one line of the table.
@@ -31,8 +30,6 @@ type row struct {
 	Short     string    `json:"-"`
 }
 
-func f64(v float64) *float64 { return &v }
-
 func (e *env) add(r *row) *row {
 	e.res.Rows = append(e.res.Rows, r)
 	return r
@@ -49,32 +46,8 @@ func (e *env) note(format string, args ...any) {
 // fewer than 100 samples p99 is the largest).
 func sampleRow(section, name, unit string, samples []float64) *row {
 	r := &row{Section: section, Name: name, Unit: unit, Samples: samples, N: len(samples)}
-	if len(samples) == 0 {
-		return r
-	}
-	s := append([]float64(nil), samples...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	r.Median = f64(m)
-	r.P90 = f64(nearestRank(s, 0.90))
-	r.P99 = f64(nearestRank(s, 0.99))
+	r.Median, r.P90, r.P99 = stats.Summarize(samples)
 	return r
-}
-
-func nearestRank(sorted []float64, q float64) float64 {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-func msSamples(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = float64(d.Nanoseconds()) / 1e6
-	}
-	return out
 }
 
 // compare sets r's ratio to base on the medians, and notes the p99s'.
@@ -82,7 +55,7 @@ func compare(r, base *row) {
 	if r.Median == nil || base.Median == nil || *base.Median == 0 {
 		return
 	}
-	r.Ratio = f64(*r.Median / *base.Median)
+	r.Ratio = stats.F64(*r.Median / *base.Median)
 	r.Vs = fmt.Sprintf("%s× %s (p50)", fx(*r.Ratio), base.Short)
 	if r.P99 != nil && base.P99 != nil && *base.P99 > 0 {
 		r.Vs += fmt.Sprintf(", %s× (p99)", fx(*r.P99 / *base.P99))
@@ -95,15 +68,7 @@ func num(p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	v := *p
-	switch {
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case v >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	default:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
+	return stats.Short(*p)
 }
 
 func printTable(w io.Writer, res *results) {
@@ -132,13 +97,7 @@ func printTable(w io.Writer, res *results) {
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
-	for _, c := range res.Checks {
-		if len(c.Left) == 0 {
-			fmt.Fprintf(w, "leak check (%s): nothing left\n", c.Name)
-		} else {
-			fmt.Fprintf(w, "leak check (%s): LEFT %s\n", c.Name, strings.Join(c.Left, ", "))
-		}
-	}
+	benchenv.PrintChecks(w, res.Checks)
 	if res.Error != "" {
 		fmt.Fprintln(w, "error:", res.Error)
 	}

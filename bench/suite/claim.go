@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/api"
 )
 
@@ -24,38 +25,38 @@ func (e *env) claim(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
-	if _, err := pool.c.waitPoolFull(ctx, 3*time.Minute); err != nil {
+	if _, err := pool.c.WaitPoolFull(ctx, 3*time.Minute); err != nil {
 		return err
 	}
-	runID, err := pool.c.create(ctx, api.CreateSandboxRequest{})
+	runID, err := pool.c.Create(ctx, api.CreateSandboxRequest{})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if derr := pool.c.del(context.WithoutCancel(ctx), runID); derr != nil && err == nil {
+		if derr := pool.c.Del(context.WithoutCancel(ctx), runID); derr != nil && err == nil {
 			err = derr
 		}
 	}()
-	if _, err := pool.c.execCollected(ctx, runID, pythonArgv, pythonOut); err != nil {
+	if _, err := pool.c.ExecCollected(ctx, runID, pythonArgv, pythonOut); err != nil {
 		return err
 	}
 	var first, second, third, running []time.Duration
 	for i := -1; i < e.o.Runs; i++ { // i == -1 warms up, unrecorded
-		if _, err := pool.c.waitPoolFull(ctx, 3*time.Minute); err != nil {
+		if _, err := pool.c.WaitPoolFull(ctx, 3*time.Minute); err != nil {
 			return err
 		}
-		id, err := pool.c.create(ctx, api.CreateSandboxRequest{})
+		id, err := pool.c.Create(ctx, api.CreateSandboxRequest{})
 		if err != nil {
 			return err
 		}
 		var ds [4]time.Duration
 		for j, sb := range []string{id, runID, id, id} {
-			if ds[j], err = pool.c.execToFirstOutput(ctx, sb, pythonArgv, pythonOut); err != nil {
-				_ = pool.c.del(context.WithoutCancel(ctx), id)
+			if ds[j], err = pool.c.ExecToFirstOutput(ctx, sb, pythonArgv, pythonOut); err != nil {
+				_ = pool.c.Del(context.WithoutCancel(ctx), id)
 				return fmt.Errorf("exec %d after a claim: %w", j, err)
 			}
 		}
-		if err := pool.c.del(context.WithoutCancel(ctx), id); err != nil {
+		if err := pool.c.Del(context.WithoutCancel(ctx), id); err != nil {
 			return err
 		}
 		if i >= 0 {
@@ -68,11 +69,11 @@ func (e *env) claim(ctx context.Context) (err error) {
 	}
 	const sec = "claim"
 	rows := []*row{
-		e.add(sampleRow(sec, "API exec→first output, first after a claim", "ms", msSamples(first))),
-		e.add(sampleRow(sec, "API exec→first output, second after a claim", "ms", msSamples(second))),
-		e.add(sampleRow(sec, "API exec→first output, third after a claim", "ms", msSamples(third))),
+		e.add(sampleRow(sec, "API exec→first output, first after a claim", "ms", stats.MSSamples(first))),
+		e.add(sampleRow(sec, "API exec→first output, second after a claim", "ms", stats.MSSamples(second))),
+		e.add(sampleRow(sec, "API exec→first output, third after a claim", "ms", stats.MSSamples(third))),
 	}
-	base := e.add(sampleRow(sec, "API exec→first output, running sandbox", "ms", msSamples(running)))
+	base := e.add(sampleRow(sec, "API exec→first output, running sandbox", "ms", stats.MSSamples(running)))
 	base.Baseline, base.Short = true, "exec in a running sandbox"
 	for i, ds := range [][]time.Duration{first, second, third} {
 		compare(rows[i], base)

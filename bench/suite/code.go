@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/template"
@@ -37,10 +39,10 @@ func (e *env) codeSection(ctx context.Context) (err error) {
 		return err
 	}
 	c := cold.c
-	id, err := c.create(ctx, api.CreateSandboxRequest{Template: template.CodeInterpreter, TimeoutSeconds: 3600})
+	id, err := c.Create(ctx, api.CreateSandboxRequest{Template: template.CodeInterpreter, TimeoutSeconds: 3600})
 	if id != "" {
 		defer func() {
-			if derr := c.del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
+			if derr := c.Del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
 				err = derr
 			}
 		}()
@@ -52,11 +54,11 @@ func (e *env) codeSection(ctx context.Context) (err error) {
 	argv := []string{"python3", "-c", "x=1"}
 	var runs, execs []time.Duration
 	for i := -3; i < e.o.Runs; i++ { // the first round starts the kernel
-		d1, err := c.runCode(ctx, id, agentapi.RunCodeRequest{Code: "x=1"}, "")
+		d1, err := runCode(ctx, c, id, agentapi.RunCodeRequest{Code: "x=1"}, "")
 		if err != nil {
 			return err
 		}
-		d2, err := c.execCollected(ctx, id, argv, "")
+		d2, err := c.ExecCollected(ctx, id, argv, "")
 		if err != nil {
 			return err
 		}
@@ -64,8 +66,8 @@ func (e *env) codeSection(ctx context.Context) (err error) {
 			runs, execs = append(runs, d1), append(execs, d2)
 		}
 	}
-	rRun := e.add(sampleRow(sec, "API run_code `x=1`, warm context", "ms", msSamples(runs)))
-	rExec := e.add(sampleRow(sec, "API exec python3 -c 'x=1', same sandbox", "ms", msSamples(execs)))
+	rRun := e.add(sampleRow(sec, "API run_code `x=1`, warm context", "ms", stats.MSSamples(runs)))
+	rExec := e.add(sampleRow(sec, "API exec python3 -c 'x=1', same sandbox", "ms", stats.MSSamples(execs)))
 	rExec.Baseline, rExec.Short = true, "exec python3 -c"
 	compare(rRun, rExec)
 	againstRuntime(rExec, map[string]*row{"": rRun}, "")
@@ -80,35 +82,35 @@ func (e *env) codeSection(ctx context.Context) (err error) {
 	for i := 0; i < e.heavyRuns(); i++ {
 		s := time.Now()
 		var cc agentapi.Context
-		if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/contexts", agentapi.CreateContextRequest{}, &cc); err != nil {
+		if err := c.GetJSON(ctx, "POST", "/v1/sandboxes/"+id+"/contexts", agentapi.CreateContextRequest{}, &cc); err != nil {
 			return err
 		}
 		starts = append(starts, time.Since(s))
 		chart := agentapi.RunCodeRequest{Code: "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.show()", ContextID: cc.ID}
-		d1, err := c.runCode(ctx, id, chart, "image/png")
+		d1, err := runCode(ctx, c, id, chart, "image/png")
 		if err != nil {
 			return err
 		}
-		d2, err := c.runCode(ctx, id, chart, "image/png")
+		d2, err := runCode(ctx, c, id, chart, "image/png")
 		if err != nil {
 			return err
 		}
 		first, next = append(first, d1), append(next, d2)
-		if err := c.getJSON(ctx, "DELETE", "/v1/sandboxes/"+id+"/contexts/"+cc.ID, nil, nil); err != nil {
+		if err := c.GetJSON(ctx, "DELETE", "/v1/sandboxes/"+id+"/contexts/"+cc.ID, nil, nil); err != nil {
 			return err
 		}
 	}
-	e.add(sampleRow(sec, "API create context (kernel start to ready)", "ms", msSamples(starts)))
-	e.add(sampleRow(sec, "API run_code first matplotlib chart, new context", "ms", msSamples(first)))
-	e.add(sampleRow(sec, "API run_code next chart, same context", "ms", msSamples(next)))
+	e.add(sampleRow(sec, "API create context (kernel start to ready)", "ms", stats.MSSamples(starts)))
+	e.add(sampleRow(sec, "API run_code first matplotlib chart, new context", "ms", stats.MSSamples(first)))
+	e.add(sampleRow(sec, "API run_code next chart, same context", "ms", stats.MSSamples(next)))
 
 	// Create to the first run_code result: cold, and claimed from a pool of
 	// code-interpreter sandboxes whose default kernel is warm.
 	var coldTotal []time.Duration
 	for i := 0; i < e.heavyRuns(); i++ {
-		d, sid, err := c.createToFirstResult(ctx)
+		d, sid, err := createToFirstResult(ctx, c)
 		if sid != "" {
-			if derr := c.del(ctx, sid); derr != nil && err == nil {
+			if derr := c.Del(ctx, sid); derr != nil && err == nil {
 				err = derr
 			}
 		}
@@ -128,12 +130,12 @@ func (e *env) codeSection(ctx context.Context) (err error) {
 	}()
 	var pooled []time.Duration
 	for i := 0; i < e.heavyRuns(); i++ {
-		if _, err := pool.c.waitPoolFullOf(ctx, template.CodeInterpreter, 3*time.Minute); err != nil {
+		if _, err := waitPoolFullOf(ctx, pool.c, template.CodeInterpreter, 3*time.Minute); err != nil {
 			return err
 		}
-		d, sid, err := pool.c.createToFirstResult(ctx)
+		d, sid, err := createToFirstResult(ctx, pool.c)
 		if sid != "" {
-			if derr := pool.c.del(ctx, sid); derr != nil && err == nil {
+			if derr := pool.c.Del(ctx, sid); derr != nil && err == nil {
 				err = derr
 			}
 		}
@@ -142,18 +144,18 @@ func (e *env) codeSection(ctx context.Context) (err error) {
 		}
 		pooled = append(pooled, d)
 	}
-	rCold := e.add(sampleRow(sec, "API create→first run_code result, cold", "ms", msSamples(coldTotal)))
-	rPool := e.add(sampleRow(sec, "API create→first run_code result, pooled", "ms", msSamples(pooled)))
+	rCold := e.add(sampleRow(sec, "API create→first run_code result, cold", "ms", stats.MSSamples(coldTotal)))
+	rPool := e.add(sampleRow(sec, "API create→first run_code result, pooled", "ms", stats.MSSamples(pooled)))
 	compare(rPool, rCold)
 	return nil
 }
 
 // runCode runs a cell (collected) and checks it raised nothing and, when
 // mime is set, returned a result of that type.
-func (c *apiClient) runCode(ctx context.Context, id string, req agentapi.RunCodeRequest, mime string) (time.Duration, error) {
+func runCode(ctx context.Context, c *apiclient.Client, id string, req agentapi.RunCodeRequest, mime string) (time.Duration, error) {
 	start := time.Now()
 	var ex agentapi.Execution
-	if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/code", req, &ex); err != nil {
+	if err := c.GetJSON(ctx, "POST", "/v1/sandboxes/"+id+"/code", req, &ex); err != nil {
 		return 0, err
 	}
 	d := time.Since(start)
@@ -173,14 +175,14 @@ func (c *apiClient) runCode(ctx context.Context, id string, req agentapi.RunCode
 
 // createToFirstResult creates a code-interpreter sandbox and runs `6*7`,
 // timing both until the answer, which must be 42.
-func (c *apiClient) createToFirstResult(ctx context.Context) (time.Duration, string, error) {
+func createToFirstResult(ctx context.Context, c *apiclient.Client) (time.Duration, string, error) {
 	start := time.Now()
-	id, err := c.create(ctx, api.CreateSandboxRequest{Template: template.CodeInterpreter})
+	id, err := c.Create(ctx, api.CreateSandboxRequest{Template: template.CodeInterpreter})
 	if err != nil {
 		return 0, id, err
 	}
 	var ex agentapi.Execution
-	if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/code", agentapi.RunCodeRequest{Code: "6*7"}, &ex); err != nil {
+	if err := c.GetJSON(ctx, "POST", "/v1/sandboxes/"+id+"/code", agentapi.RunCodeRequest{Code: "6*7"}, &ex); err != nil {
 		return 0, id, err
 	}
 	d := time.Since(start)
@@ -194,11 +196,11 @@ func (c *apiClient) createToFirstResult(ctx context.Context) (time.Duration, str
 }
 
 // waitPoolFullOf waits until template's pool is full.
-func (c *apiClient) waitPoolFullOf(ctx context.Context, tpl string, timeout time.Duration) (time.Time, error) {
+func waitPoolFullOf(ctx context.Context, c *apiclient.Client, tpl string, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		var h api.Health
-		if err := c.getJSON(ctx, http.MethodGet, "/v1/health", nil, &h); err != nil {
+		if err := c.GetJSON(ctx, http.MethodGet, "/v1/health", nil, &h); err != nil {
 			return time.Time{}, err
 		}
 		if p, ok := h.Pool[tpl]; ok && p.Ready >= p.Size && p.Size > 0 {

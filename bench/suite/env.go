@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,11 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"withruntime.dev/runtime/internal/driver/gvisor"
-	"withruntime.dev/runtime/internal/egress"
-	"withruntime.dev/runtime/internal/egress/firewall"
+	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/bare"
+	"withruntime.dev/runtime/bench/internal/benchenv"
 	"withruntime.dev/runtime/internal/egress/netns"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/server"
@@ -57,7 +53,7 @@ type env struct {
 	runsc  string
 	agent  string
 	rootfs string
-	bare   *bare
+	bare   *bare.Runner
 	res    *results
 
 	mu      sync.Mutex
@@ -65,13 +61,9 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, o options) (*env, error) {
-	runsc := os.Getenv("WITHRUNTIME_RUNSC")
-	if runsc == "" {
-		p, err := exec.LookPath("runsc")
-		if err != nil {
-			return nil, errors.New("runsc not found: set WITHRUNTIME_RUNSC or run scripts/install.sh")
-		}
-		runsc = p
+	runsc, err := benchenv.FindRunsc()
+	if err != nil {
+		return nil, err
 	}
 	e := &env{o: o, runsc: runsc}
 	// Leftovers of a run killed outright.
@@ -83,46 +75,32 @@ func newEnv(ctx context.Context, o options) (*env, error) {
 	}
 	// The agent is built from this checkout, so the sandboxes run the same
 	// code as the in-process server (WITHRUNTIME_AGENT overrides).
-	e.agent = os.Getenv("WITHRUNTIME_AGENT")
-	if e.agent == "" {
-		e.agent = filepath.Join(workDir, "bin", "withruntime-agent")
-		build := exec.CommandContext(ctx, "go", "build", "-o", e.agent, "withruntime.dev/runtime/cmd/withruntime-agent")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building the agent: %w: %s", err, out)
-		}
+	if e.agent, err = benchenv.BuildAgent(ctx, filepath.Join(workDir, "bin")); err != nil {
+		return nil, err
 	}
-	tpl := filepath.Join(o.Templates, "base", "rootfs")
-	if _, err := os.Stat(filepath.Join(tpl, "usr", "bin", "python3")); err != nil {
-		return nil, fmt.Errorf("template base not built under %s (scripts/install.sh builds it): %w", o.Templates, err)
+	tpl, err := benchenv.BaseRootfs(o.Templates)
+	if err != nil {
+		return nil, err
 	}
 	e.rootfs = tpl
-	e.bare = &bare{runsc: runsc, rootfs: tpl, dir: filepath.Join(workDir, "bare"), network: false}
-	if err := os.MkdirAll(e.bare.dir, 0o700); err != nil {
+	e.bare = &bare.Runner{Runsc: runsc, Rootfs: tpl, Dir: filepath.Join(workDir, "bare"), CgroupParent: bareCgroupParent}
+	if err := os.MkdirAll(e.bare.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
 func (e *env) hostInfo() hostInfo {
-	h := hostInfo{CPUs: runtime.NumCPU(), MemTotalMiB: meminfo("MemTotal") >> 20}
-	var u unix.Utsname
-	if unix.Uname(&u) == nil {
-		h.Kernel = unix.ByteSliceToString(u.Release[:])
-	}
-	if out, err := exec.Command(e.runsc, "--version").Output(); err == nil {
-		h.Runsc = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	return h
+	return hostInfo{CPUs: runtime.NumCPU(), MemTotalMiB: benchenv.Meminfo("MemTotal") >> 20,
+		Kernel: benchenv.KernelRelease(), Runsc: benchenv.RunscVersion(e.runsc)}
 }
 
 // benchServer is one in-process server serving on loopback.
 type benchServer struct {
 	kind   serverKind
+	served *benchenv.Served
 	srv    *server.Server
-	cancel context.CancelFunc
-	done   chan struct{}
-	c      *apiClient
+	c      *apiclient.Client
 	closed bool
 }
 
@@ -145,22 +123,11 @@ func (e *env) openServer(ctx context.Context, kind serverKind, poolSize int, lim
 	} else {
 		cfg.Egress.Disabled = true
 	}
-	srv, err := server.Open(ctx, cfg)
+	served, err := benchenv.Serve(ctx, cfg, httpClient, nil)
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	s := &benchServer{kind: kind, srv: srv, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		_ = srv.Serve(sctx, l)
-	}()
-	s.c = newAPIClient("http://"+l.Addr().String(), srv.LocalKey)
+	s := &benchServer{kind: kind, served: served, srv: served.Srv, c: served.C}
 	e.mu.Lock()
 	e.servers = append(e.servers, s)
 	e.mu.Unlock()
@@ -170,28 +137,26 @@ func (e *env) openServer(ctx context.Context, kind serverKind, poolSize int, lim
 // closeServer deletes every sandbox the server runs (through the API, then
 // the manager for any a cancelled request left), closes it (which destroys
 // the pooled sandboxes) and reports what it left on the host.
-func (e *env) closeServer(s *benchServer) (check, error) {
+func (e *env) closeServer(s *benchServer) (benchenv.Check, error) {
 	if s.closed {
-		return check{}, nil
+		return benchenv.Check{}, nil
 	}
 	s.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var errList []error
-	ids, err := s.c.listRunning(ctx)
+	ids, err := s.c.ListRunning(ctx)
 	if err != nil {
 		errList = append(errList, err)
 	}
-	if err := s.c.deleteAll(ctx, ids, 4); err != nil {
+	if err := s.c.DeleteAll(ctx, ids, 4); err != nil {
 		errList = append(errList, err)
 	}
 	s.srv.Manager.DestroyAll(ctx)
 	// Pooled sandboxes have no record: remember their ids from the driver
 	// so that the leak check looks for their cgroups too.
-	s.c.remember(driverIDs(e.runsc, s.dataDir())...)
-	s.cancel()
-	<-s.done
-	if err := s.srv.Close(); err != nil {
+	s.c.Remember(benchenv.DriverIDs(e.runsc, s.dataDir())...)
+	if err := s.served.Stop(); err != nil {
 		errList = append(errList, err)
 	}
 	chk := e.leakCheck(s, "after closing the "+s.kind.name+" server")
@@ -203,25 +168,12 @@ func (e *env) closeServer(s *benchServer) (check, error) {
 // id it ever had (the cgroup parent is shared with other servers on the
 // host, so only this server's ids are looked for), and its network
 // namespaces and veths.
-func (e *env) leakCheck(s *benchServer, when string) check {
-	chk := check{Name: s.kind.name + " server, " + when, Left: []string{}}
+func (e *env) leakCheck(s *benchServer, when string) benchenv.Check {
+	chk := benchenv.Check{Name: s.kind.name + " server, " + when, Left: []string{}}
 	dd := s.dataDir()
-	live := driverIDs(e.runsc, dd)
-	s.c.remember(live...)
-	out, _ := exec.Command(e.runsc, "--root", filepath.Join(dd, "gvisor", "runsc"), "list", "--quiet").Output()
-	for _, id := range strings.Fields(string(out)) {
-		chk.Left = append(chk.Left, "runsc container "+id)
-	}
-	entries, _ := os.ReadDir(filepath.Join(dd, "gvisor", "sandboxes"))
-	for _, en := range entries {
-		chk.Left = append(chk.Left, "sandbox directory "+en.Name())
-	}
-	for _, id := range s.c.known() {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/withruntime/" + id)
-		for _, d := range dirs {
-			chk.Left = append(chk.Left, "cgroup "+d)
-		}
-	}
+	live := benchenv.DriverIDs(e.runsc, dd)
+	s.c.Remember(live...)
+	chk.Left = append(chk.Left, benchenv.ServerLeftovers(e.runsc, dd, s.c.Known())...)
 	// A running server removes stopped sandboxes' networks in the
 	// background: wait for that; its prepared networks are its own.
 	var prepared []string
@@ -229,7 +181,7 @@ func (e *env) leakCheck(s *benchServer, when string) check {
 		s.srv.Manager.WaitNetworkTeardown()
 		prepared = s.srv.Manager.PreparedNetworks()
 	}
-	for _, l := range netLeftovers(s.kind, false) {
+	for _, l := range benchenv.NetLeftovers(s.kind.egressName, s.kind.linkPrefix, false) {
 		if !slices.ContainsFunc(prepared, func(id string) bool {
 			return l == "network namespace "+s.kind.egressName+"-"+id || l == "link "+(netns.Config{LinkPrefix: s.kind.linkPrefix}).HostIfName(id)
 		}) {
@@ -238,45 +190,6 @@ func (e *env) leakCheck(s *benchServer, when string) check {
 	}
 	slices.Sort(chk.Left)
 	return chk
-}
-
-// netLeftovers lists a server kind's network namespaces and veths (and,
-// with table, its nftables table, which a closed server keeps).
-func netLeftovers(k serverKind, table bool) []string {
-	var left []string
-	entries, _ := os.ReadDir("/run/netns")
-	for _, en := range entries {
-		if strings.HasPrefix(en.Name(), k.egressName+"-") {
-			left = append(left, "network namespace "+en.Name())
-		}
-	}
-	ifs, _ := net.Interfaces()
-	for _, i := range ifs {
-		if strings.HasPrefix(i.Name, k.linkPrefix) {
-			left = append(left, "link "+i.Name)
-		}
-	}
-	if table {
-		if fw, err := firewall.New(k.egressName, k.linkPrefix); err == nil {
-			if ok, _ := fw.Exists(); ok {
-				left = append(left, "nftables table inet "+k.egressName)
-			}
-		}
-	}
-	return left
-}
-
-// driverIDs lists the sandboxes a data directory's driver knows: runsc
-// containers and sandbox directories.
-func driverIDs(runsc, dataDir string) []string {
-	var ids []string
-	out, _ := exec.Command(runsc, "--root", filepath.Join(dataDir, "gvisor", "runsc"), "list", "--quiet").Output()
-	ids = append(ids, strings.Fields(string(out))...)
-	entries, _ := os.ReadDir(filepath.Join(dataDir, "gvisor", "sandboxes"))
-	for _, en := range entries {
-		ids = append(ids, en.Name())
-	}
-	return ids
 }
 
 // cleanup closes every server still open, then sweeps.
@@ -312,32 +225,15 @@ func (e *env) sweep() error {
 	defer cancel()
 	var errList []error
 	for _, k := range allKinds {
-		state := filepath.Join(workDir, k.name, "gvisor")
-		if _, err := os.Stat(state); err == nil {
-			d, err := gvisor.New(gvisor.Config{Runsc: e.runsc, AgentBinary: "/dev/null", StateDir: state})
-			if err != nil {
-				errList = append(errList, err)
-			} else {
-				ids, _ := d.List(ctx)
-				for _, id := range ids {
-					if err := d.Destroy(ctx, id); err != nil {
-						errList = append(errList, err)
-					}
-				}
-				_ = d.Close()
-			}
-		}
-		if m, err := egress.New(egress.Config{Name: k.egressName, LinkPrefix: k.linkPrefix}); err != nil {
-			errList = append(errList, err)
-		} else if err := m.Destroy(ctx); err != nil {
+		if err := benchenv.SweepServer(ctx, e.runsc, filepath.Join(workDir, k.name), k.egressName, k.linkPrefix); err != nil {
 			errList = append(errList, err)
 		}
 	}
 	if err := e.removeImageTemplate(ctx); err != nil {
 		errList = append(errList, err)
 	}
-	b := &bare{runsc: e.runsc, dir: filepath.Join(workDir, "bare")}
-	if err := b.sweep(); err != nil {
+	b := &bare.Runner{Runsc: e.runsc, Dir: filepath.Join(workDir, "bare"), CgroupParent: bareCgroupParent}
+	if err := b.Sweep(); err != nil {
 		errList = append(errList, err)
 	}
 	if err := os.RemoveAll(workDir); err != nil {
@@ -350,7 +246,7 @@ func (e *env) sweep() error {
 func (e *env) leftovers() []string {
 	var left []string
 	for _, k := range allKinds {
-		left = append(left, netLeftovers(k, true)...)
+		left = append(left, benchenv.NetLeftovers(k.egressName, k.linkPrefix, true)...)
 	}
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + bareCgroupParent)
 	for _, d := range dirs {

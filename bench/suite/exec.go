@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/api"
 )
 
@@ -17,10 +19,10 @@ func (e *env) exec(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	id, err := cold.c.create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 3600})
+	id, err := cold.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 3600})
 	if id != "" {
 		defer func() {
-			if derr := cold.c.del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
+			if derr := cold.c.Del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
 				err = derr
 			}
 		}()
@@ -28,31 +30,31 @@ func (e *env) exec(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	bid, err := e.bare.start(ctx, "exec")
+	bid, err := e.bare.Start(ctx, "exec")
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if derr := e.bare.destroy(bid); derr != nil && err == nil {
+		if derr := e.bare.Destroy(bid); derr != nil && err == nil {
 			err = derr
 		}
 	}()
 	trueArgv := []string{"true"}
 	var apiTrue, apiPy, bareTrue, barePy, apiFirst, bareFirst, apiSecond, bareSecond []time.Duration
 	for i := -3; i < e.o.Runs; i++ { // three unrecorded rounds warm up
-		d1, err := cold.c.execCollected(ctx, id, trueArgv, "")
+		d1, err := cold.c.ExecCollected(ctx, id, trueArgv, "")
 		if err != nil {
 			return err
 		}
-		d2, err := cold.c.execCollected(ctx, id, pythonArgv, pythonOut)
+		d2, err := cold.c.ExecCollected(ctx, id, pythonArgv, pythonOut)
 		if err != nil {
 			return err
 		}
-		d3, err := e.bare.exec(ctx, bid, trueArgv, "")
+		d3, err := e.bare.Exec(ctx, bid, trueArgv, "")
 		if err != nil {
 			return err
 		}
-		d4, err := e.bare.exec(ctx, bid, pythonArgv, pythonOut)
+		d4, err := e.bare.Exec(ctx, bid, pythonArgv, pythonOut)
 		if err != nil {
 			return err
 		}
@@ -81,14 +83,14 @@ func (e *env) exec(ctx context.Context) (err error) {
 		}
 	}
 	const sec = "exec"
-	rTrue := e.add(sampleRow(sec, "API exec `true`, running sandbox", "ms", msSamples(apiTrue)))
-	rPy := e.add(sampleRow(sec, "API exec python3, running sandbox", "ms", msSamples(apiPy)))
-	rFirst := e.add(sampleRow(sec, "API exec python3, first in a new sandbox", "ms", msSamples(apiFirst)))
-	rSecond := e.add(sampleRow(sec, "API exec python3, second in a new sandbox", "ms", msSamples(apiSecond)))
-	bTrue := e.add(sampleRow(sec, "bare runsc exec `true`", "ms", msSamples(bareTrue)))
-	bPy := e.add(sampleRow(sec, "bare runsc exec python3", "ms", msSamples(barePy)))
-	bFirst := e.add(sampleRow(sec, "bare runsc exec python3, first in a new sandbox", "ms", msSamples(bareFirst)))
-	bSecond := e.add(sampleRow(sec, "bare runsc exec python3, second in a new sandbox", "ms", msSamples(bareSecond)))
+	rTrue := e.add(sampleRow(sec, "API exec `true`, running sandbox", "ms", stats.MSSamples(apiTrue)))
+	rPy := e.add(sampleRow(sec, "API exec python3, running sandbox", "ms", stats.MSSamples(apiPy)))
+	rFirst := e.add(sampleRow(sec, "API exec python3, first in a new sandbox", "ms", stats.MSSamples(apiFirst)))
+	rSecond := e.add(sampleRow(sec, "API exec python3, second in a new sandbox", "ms", stats.MSSamples(apiSecond)))
+	bTrue := e.add(sampleRow(sec, "bare runsc exec `true`", "ms", stats.MSSamples(bareTrue)))
+	bPy := e.add(sampleRow(sec, "bare runsc exec python3", "ms", stats.MSSamples(barePy)))
+	bFirst := e.add(sampleRow(sec, "bare runsc exec python3, first in a new sandbox", "ms", stats.MSSamples(bareFirst)))
+	bSecond := e.add(sampleRow(sec, "bare runsc exec python3, second in a new sandbox", "ms", stats.MSSamples(bareSecond)))
 	for _, b := range []*row{bTrue, bPy, bFirst, bSecond} {
 		b.Baseline, b.Short = true, "bare runsc exec"
 	}
@@ -106,7 +108,7 @@ func (e *env) exec(ctx context.Context) (err error) {
 		if r.Section == "startup" && r.Name == "API create→first output, pooled" && r.Median != nil && rPy.Median != nil {
 			v := *r.Median / *rPy.Median
 			t := e.add(&row{Section: sec, Name: "pooled create→first output ÷ API exec python3", Unit: "",
-				Value: f64(v), ValueUnit: "×"})
+				Value: stats.F64(v), ValueUnit: "×"})
 			if v <= 1.5 {
 				t.Vs = "target ≤ 1.5: met"
 			} else {
@@ -116,7 +118,7 @@ func (e *env) exec(ctx context.Context) (err error) {
 		if r.Section == "startup" && r.Name == "API create+exec→first output, pooled" && r.Median != nil && rPy.Median != nil {
 			v := *r.Median / *rPy.Median
 			t := e.add(&row{Section: sec, Name: "pooled create+exec→first output ÷ API exec python3", Unit: "",
-				Value: f64(v), ValueUnit: "×"})
+				Value: stats.F64(v), ValueUnit: "×"})
 			if v <= 1.15 {
 				t.Vs = "target ≤ 1.15: met"
 			} else {
@@ -129,11 +131,11 @@ func (e *env) exec(ctx context.Context) (err error) {
 
 // firstAPIExec creates a sandbox, then times its first and second
 // collected execs of the python3, then deletes it.
-func (e *env) firstAPIExec(ctx context.Context, c *apiClient) (first, second time.Duration, err error) {
-	id, err := c.create(ctx, api.CreateSandboxRequest{})
+func (e *env) firstAPIExec(ctx context.Context, c *apiclient.Client) (first, second time.Duration, err error) {
+	id, err := c.Create(ctx, api.CreateSandboxRequest{})
 	if id != "" {
 		defer func() {
-			if derr := c.del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
+			if derr := c.Del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
 				err = derr
 			}
 		}()
@@ -141,28 +143,28 @@ func (e *env) firstAPIExec(ctx context.Context, c *apiClient) (first, second tim
 	if err != nil {
 		return 0, 0, err
 	}
-	if first, err = c.execCollected(ctx, id, pythonArgv, pythonOut); err != nil {
+	if first, err = c.ExecCollected(ctx, id, pythonArgv, pythonOut); err != nil {
 		return 0, 0, err
 	}
-	second, err = c.execCollected(ctx, id, pythonArgv, pythonOut)
+	second, err = c.ExecCollected(ctx, id, pythonArgv, pythonOut)
 	return first, second, err
 }
 
 // firstBareExec boots a bare runsc sandbox, then times its first and
 // second `runsc exec` of the python3, then destroys it.
 func (e *env) firstBareExec(ctx context.Context) (first, second time.Duration, err error) {
-	id, err := e.bare.start(ctx, "first")
+	id, err := e.bare.Start(ctx, "first")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer func() {
-		if derr := e.bare.destroy(id); derr != nil && err == nil {
+		if derr := e.bare.Destroy(id); derr != nil && err == nil {
 			err = derr
 		}
 	}()
-	if first, err = e.bare.exec(ctx, id, pythonArgv, pythonOut); err != nil {
+	if first, err = e.bare.Exec(ctx, id, pythonArgv, pythonOut); err != nil {
 		return 0, 0, err
 	}
-	second, err = e.bare.exec(ctx, id, pythonArgv, pythonOut)
+	second, err = e.bare.Exec(ctx, id, pythonArgv, pythonOut)
 	return first, second, err
 }

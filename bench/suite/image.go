@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/template"
 	"withruntime.dev/runtime/internal/template/image"
@@ -88,9 +89,9 @@ func (e *env) imageSection(ctx context.Context) (err error) {
 	var baseD, imgD []time.Duration
 	for i := -1; i < e.o.Runs; i++ {
 		for _, tpl := range []string{"base", imageTemplate} {
-			s, err := cold.c.createToFirstOutputFrom(ctx, tpl, pythonArgv, pythonOut)
-			if s.id != "" {
-				if derr := cold.c.del(context.WithoutCancel(ctx), s.id); derr != nil && err == nil {
+			s, err := cold.c.CreateToFirstOutputFrom(ctx, tpl, pythonArgv, pythonOut)
+			if s.ID != "" {
+				if derr := cold.c.Del(context.WithoutCancel(ctx), s.ID); derr != nil && err == nil {
 					err = derr
 				}
 			}
@@ -101,9 +102,9 @@ func (e *env) imageSection(ctx context.Context) (err error) {
 				continue
 			}
 			if tpl == "base" {
-				baseD = append(baseD, s.total)
+				baseD = append(baseD, s.Total)
 			} else {
-				imgD = append(imgD, s.total)
+				imgD = append(imgD, s.Total)
 			}
 		}
 		if i >= 0 && (i+1)%10 == 0 {
@@ -111,11 +112,11 @@ func (e *env) imageSection(ctx context.Context) (err error) {
 		}
 	}
 	const sec = "image"
-	rImport := e.add(sampleRow(sec, fmt.Sprintf("import of the base rootfs as an image (%d MiB)", info.SizeBytes>>20), "ms", msSamples([]time.Duration{importTook})))
+	rImport := e.add(sampleRow(sec, fmt.Sprintf("import of the base rootfs as an image (%d MiB)", info.SizeBytes>>20), "ms", stats.MSSamples([]time.Duration{importTook})))
 	rImport.Note = "one sample: tar layer flattened from a gzip stream, made bootable, synced"
-	rBase := e.add(sampleRow(sec, "API create→first output, cold, base", "ms", msSamples(baseD)))
+	rBase := e.add(sampleRow(sec, "API create→first output, cold, base", "ms", stats.MSSamples(baseD)))
 	rBase.Baseline, rBase.Short = true, "base"
-	rImg := e.add(sampleRow(sec, "API create→first output, cold, imported template", "ms", msSamples(imgD)))
+	rImg := e.add(sampleRow(sec, "API create→first output, cold, imported template", "ms", stats.MSSamples(imgD)))
 	compare(rImg, rBase)
 	return nil
 }

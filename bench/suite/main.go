@@ -57,6 +57,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"withruntime.dev/runtime/bench/internal/benchenv"
 )
 
 var allSections = []string{"startup", "claim", "exec", "concurrency", "burst", "memory", "image", "pause", "code"}
@@ -153,13 +155,13 @@ func fatal(err error) {
 
 // results is what the JSON file holds.
 type results struct {
-	At       time.Time `json:"at"`
-	Options  options   `json:"options"`
-	Host     hostInfo  `json:"host"`
-	Rows     []*row    `json:"rows"`
-	Checks   []check   `json:"checks"`
-	Notes    []string  `json:"notes"`
-	Sections []string  `json:"sections"`
+	At       time.Time        `json:"at"`
+	Options  options          `json:"options"`
+	Host     hostInfo         `json:"host"`
+	Rows     []*row           `json:"rows"`
+	Checks   []benchenv.Check `json:"checks"`
+	Notes    []string         `json:"notes"`
+	Sections []string         `json:"sections"`
 	// Memory is the memory section's per-sandbox figures.
 	Memory *memoryDetail `json:"memory,omitempty"`
 }
@@ -169,12 +171,6 @@ type hostInfo struct {
 	MemTotalMiB int64  `json:"memTotalMiB"`
 	Kernel      string `json:"kernel"`
 	Runsc       string `json:"runsc"`
-}
-
-// check is one leak check: what was looked at and what was left.
-type check struct {
-	Name string   `json:"name"`
-	Left []string `json:"left"`
 }
 
 func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {

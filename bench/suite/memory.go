@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/benchenv"
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
 )
@@ -56,14 +56,14 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	var bareIDs []string
 	defer func() {
 		for _, id := range bareIDs {
-			if derr := e.bare.destroy(id); derr != nil && err == nil {
+			if derr := e.bare.Destroy(id); derr != nil && err == nil {
 				err = derr
 			}
 		}
 	}()
 	const sec = "memory"
 	runtime.GC()
-	avail0 := meminfo("MemAvailable")
+	avail0 := benchenv.Meminfo("MemAvailable")
 	heap0 := heapInuse()
 
 	// K sandboxes, four creates at a time.
@@ -75,12 +75,12 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		done     int
 	)
 	fmt.Fprintf(os.Stderr, "suite: memory: creating %d sandboxes\n", k)
-	cwall, err := fanOut(ctx, 4, k, func() {
+	cwall, err := benchenv.FanOut(ctx, 4, k, func() {
 		t := time.Now()
-		id, err := srv.c.create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 3600})
+		id, err := srv.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 3600})
 		d := time.Since(t)
 		if err == nil {
-			_, err = srv.c.execCollected(ctx, id, []string{"true"}, "")
+			_, err = srv.c.ExecCollected(ctx, id, []string{"true"}, "")
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -103,22 +103,22 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		return fmt.Errorf("%d of %d creates failed, e.g. %s", len(failures), k, failures[0])
 	}
 	runtime.GC()
-	avail1 := meminfo("MemAvailable")
+	avail1 := benchenv.Meminfo("MemAvailable")
 	heap1 := heapInuse()
-	rc := e.add(sampleRow(sec, fmt.Sprintf("API create while filling to %d, 4 at once", k), "ms", msSamples(creates)))
-	rc.Value, rc.ValueUnit = f64(float64(len(creates))/cwall.Seconds()), "sandboxes/s"
+	rc := e.add(sampleRow(sec, fmt.Sprintf("API create while filling to %d, 4 at once", k), "ms", stats.MSSamples(creates)))
+	rc.Value, rc.ValueUnit = stats.F64(float64(len(creates))/cwall.Seconds()), "sandboxes/s"
 	rc.Vs = fmt.Sprintf("%d created in %.0f s", len(creates), cwall.Seconds())
 
 	// The baseline: idle bare runsc sandboxes (sleep infinity), alongside,
 	// so that shared pages are split among as many processes.
 	for i := 0; i < e.o.BareIdle; i++ {
-		id, err := e.bare.start(ctx, "idle")
+		id, err := e.bare.Start(ctx, "idle")
 		if err != nil {
 			return err
 		}
 		bareIDs = append(bareIDs, id)
 	}
-	if err := sleepCtx(ctx, 5*time.Second); err != nil { // let boot work settle
+	if err := benchenv.SleepCtx(ctx, 5*time.Second); err != nil { // let boot work settle
 		return err
 	}
 
@@ -133,13 +133,13 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	for _, id := range bareIDs {
 		cpu0[id], _ = cgroupCPU(bareCg(id))
 	}
-	self0 := rusageSelf()
+	self0 := benchenv.RusageSelf()
 	w0 := time.Now()
-	if err := sleepCtx(ctx, window); err != nil {
+	if err := benchenv.SleepCtx(ctx, window); err != nil {
 		return err
 	}
 	cpuSec := time.Since(w0).Seconds()
-	selfCPU := rusageSelf() - self0
+	selfCPU := benchenv.RusageSelf() - self0
 	cpuPct := func(id, cg string) (float64, error) {
 		v, err := cgroupCPU(cg)
 		if err != nil {
@@ -149,7 +149,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	}
 
 	// Memory.
-	procs := procIndex()
+	procs := benchenv.ProcIndex()
 	measure := func(id, key, cg string) (sandboxMem, float64, error) {
 		m := sandboxMem{}
 		pids := map[int]bool{}
@@ -192,7 +192,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 			return fmt.Errorf("sandbox %s: %w", id, err)
 		}
 		rtMem = append(rtMem, m)
-		rtAttr, rtCgU, rtPSS, rtCPU = append(rtAttr, mib(m.Attributed)), append(rtCgU, mib(m.CgUsage)), append(rtPSS, mib(m.PSS)), append(rtCPU, pct)
+		rtAttr, rtCgU, rtPSS, rtCPU = append(rtAttr, benchenv.MiB(m.Attributed)), append(rtCgU, benchenv.MiB(m.CgUsage)), append(rtPSS, benchenv.MiB(m.PSS)), append(rtCPU, pct)
 		rtTasks = append(rtTasks, float64(m.Tasks))
 		outside += m.OutsideCg
 		if m.CgroupMissed || m.Procs == 0 {
@@ -200,12 +200,12 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		}
 	}
 	for _, id := range bareIDs {
-		m, pct, err := measure(id, filepath.Join(e.bare.dir, id), bareCg(id))
+		m, pct, err := measure(id, filepath.Join(e.bare.Dir, id), bareCg(id))
 		if err != nil {
 			return fmt.Errorf("bare sandbox %s: %w", id, err)
 		}
 		bareMem = append(bareMem, m)
-		bAttr, bCgU, bPSS, bCPU = append(bAttr, mib(m.Attributed)), append(bCgU, mib(m.CgUsage)), append(bPSS, mib(m.PSS)), append(bCPU, pct)
+		bAttr, bCgU, bPSS, bCPU = append(bAttr, benchenv.MiB(m.Attributed)), append(bCgU, benchenv.MiB(m.CgUsage)), append(bPSS, benchenv.MiB(m.PSS)), append(bCPU, pct)
 		bTasks = append(bTasks, float64(m.Tasks))
 	}
 	if missed > 0 {
@@ -216,27 +216,27 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	}
 	held := len(ids)
 	rA := e.add(sampleRow(sec, fmt.Sprintf("host memory per idle sandbox (%d held)", held), "MiB", rtAttr))
-	rA.Value, rA.ValueUnit = f64(sum(rtAttr)), "MiB total"
+	rA.Value, rA.ValueUnit = stats.F64(stats.Sum(rtAttr)), "MiB total"
 	rCg := e.add(sampleRow(sec, "  of which: memory cgroup usage", "MiB", rtCgU))
-	rCg.Value, rCg.ValueUnit = f64(sum(rtCgU)), "MiB total"
+	rCg.Value, rCg.ValueUnit = stats.F64(stats.Sum(rtCgU)), "MiB total"
 	rP := e.add(sampleRow(sec, "  of which: PSS of its runsc processes", "MiB", rtPSS))
-	rP.Value, rP.ValueUnit = f64(sum(rtPSS)), "MiB total"
-	mean := sum(rtAttr) / float64(max(1, held))
+	rP.Value, rP.ValueUnit = stats.F64(stats.Sum(rtPSS)), "MiB total"
+	mean := stats.Sum(rtAttr) / float64(max(1, held))
 	rFit := e.add(&row{Section: sec, Name: "idle sandboxes a 24 GiB host holds", Unit: "",
-		Value: f64(24 * 1024 / mean), ValueUnit: "sandboxes"})
+		Value: stats.F64(24 * 1024 / mean), ValueUnit: "sandboxes"})
 	rFit.Vs = fmt.Sprintf("24 GiB ÷ mean %.1f MiB; this host's MemAvailable before: %.0f", mean, float64(avail0)/(1<<20)/mean)
 	drop := float64(avail0-avail1) / (1 << 20) / float64(max(1, held))
 	rDrop := e.add(&row{Section: sec, Name: "host MemAvailable drop per sandbox", Unit: "",
-		Value: f64(drop), ValueUnit: "MiB"})
+		Value: stats.F64(drop), ValueUnit: "MiB"})
 	rDrop.Vs = "whole host, noisy (other users)"
 	rCPU := e.add(sampleRow(sec, fmt.Sprintf("idle CPU per sandbox over %.0f s", cpuSec), "% core", rtCPU))
-	rCPU.Value, rCPU.ValueUnit = f64(sum(rtCPU)), "% core total"
+	rCPU.Value, rCPU.ValueUnit = stats.F64(stats.Sum(rtCPU)), "% core total"
 	rT := e.add(sampleRow(sec, "host tasks (threads) per idle sandbox", "tasks", rtTasks))
-	rT.Value, rT.ValueUnit = f64(sum(rtTasks)), "tasks total"
-	if pidMax := readPidMax(); pidMax > 0 && sum(rtTasks) > 0 {
-		meanTasks := sum(rtTasks) / float64(held)
+	rT.Value, rT.ValueUnit = stats.F64(stats.Sum(rtTasks)), "tasks total"
+	if pidMax := benchenv.ReadInt("/proc/sys/kernel/pid_max"); pidMax > 0 && stats.Sum(rtTasks) > 0 {
+		meanTasks := stats.Sum(rtTasks) / float64(held)
 		rPid := e.add(&row{Section: sec, Name: "idle sandboxes kernel.pid_max allows", Unit: "",
-			Value: f64(float64(pidMax) / meanTasks), ValueUnit: "sandboxes"})
+			Value: stats.F64(float64(pidMax) / meanTasks), ValueUnit: "sandboxes"})
 		rPid.Vs = fmt.Sprintf("pid_max %d ÷ mean %.1f tasks (before anything else on the host)", pidMax, meanTasks)
 	}
 	if len(bareIDs) > 0 {
@@ -266,28 +266,28 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		rss += m.RSS
 	}
 	e.note("memory: per idle sandbox: RSS %.1f MiB (counts shared pages in full); server CPU (this process) over the idle window %.2f%% of a core; server Go heap %+.1f KiB per sandbox",
-		mib(rss)/float64(max(1, held)), 100*selfCPU/cpuSec, float64(heap1-heap0)/1024/float64(max(1, held)))
+		benchenv.MiB(rss)/float64(max(1, held)), 100*selfCPU/cpuSec, float64(heap1-heap0)/1024/float64(max(1, held)))
 	e.res.Memory = &memoryDetail{Runtime: rtMem, Bare: bareMem, IDs: ids, BareIDs: bareIDs,
 		MemAvailableBefore: avail0, MemAvailableAfter: avail1, WindowSec: cpuSec, ServerCPUSec: selfCPU}
 
 	// Delete them all, four at a time, and check that nothing is left.
 	t := time.Now()
-	derr := srv.c.deleteAll(context.WithoutCancel(ctx), ids, 4)
+	derr := srv.c.DeleteAll(context.WithoutCancel(ctx), ids, 4)
 	e.note("memory: deleted %d sandboxes in %.1f s (4 at once)", held, time.Since(t).Seconds())
 	if derr != nil {
 		return derr
 	}
 	for _, id := range bareIDs {
-		if err := e.bare.destroy(id); err != nil {
+		if err := e.bare.Destroy(id); err != nil {
 			return err
 		}
 	}
 	bareIDs = nil
 	chk := e.leakCheck(srv, "after deleting the idle sandboxes")
-	if left := e.bare.list(); len(left) > 0 {
+	if left := e.bare.List(); len(left) > 0 {
 		chk.Left = append(chk.Left, "bare runsc containers "+strings.Join(left, " "))
 	}
-	for _, d := range bareCgroups() {
+	for _, d := range e.bare.Cgroups() {
 		chk.Left = append(chk.Left, "bare cgroup "+d)
 	}
 	e.res.Checks = append(e.res.Checks, chk)
@@ -306,76 +306,10 @@ type memoryDetail struct {
 	ServerCPUSec       float64      `json:"serverCpuSec"`
 }
 
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-func sum(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 func heapInuse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse)
-}
-
-func rusageSelf() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
-}
-
-// meminfo returns a /proc/meminfo field in bytes.
-func meminfo(key string) int64 {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n << 10
-			}
-		}
-	}
-	return 0
-}
-
-// procIndex maps every process on the host to its command line.
-func procIndex() map[int]string {
-	out := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, en := range entries {
-		pid, err := strconv.Atoi(en.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + en.Name() + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		out[pid] = string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-	}
-	return out
 }
 
 // smapsRollup returns a process's Rss and Pss in bytes.
@@ -506,13 +440,4 @@ func cgroupTasks(rel string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
-
-func readPidMax() int64 {
-	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }

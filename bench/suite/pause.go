@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 )
@@ -46,10 +43,10 @@ func (e *env) pause(ctx context.Context) (err error) {
 	}
 	vs := []*variant{{name: "idle"}, {name: "200 MiB of Python objects", setup: hold200}}
 	for _, v := range vs {
-		id, err := c.create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 3600})
+		id, err := c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 3600})
 		if id != "" {
 			defer func() {
-				if derr := c.del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
+				if derr := c.Del(context.WithoutCancel(ctx), id); derr != nil && err == nil {
 					err = derr
 				}
 			}()
@@ -59,26 +56,26 @@ func (e *env) pause(ctx context.Context) (err error) {
 		}
 		if v.setup != "" {
 			var p agentapi.Process
-			if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/processes", agentapi.ExecRequest{Command: v.setup}, &p); err != nil {
+			if err := c.GetJSON(ctx, "POST", "/v1/sandboxes/"+id+"/processes", agentapi.ExecRequest{Command: v.setup}, &p); err != nil {
 				return err
 			}
 			wait := []string{"bash", "-c", "for i in $(seq 600); do test -s /tmp/held && exit 0; sleep 0.1; done; exit 1"}
-			if _, err := c.execCollected(ctx, id, wait, ""); err != nil {
+			if _, err := c.ExecCollected(ctx, id, wait, ""); err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
 			}
 		}
 		for i := -1; i < runs; i++ { // i == -1 warms up, unrecorded
 			start := time.Now()
 			var sb api.Sandbox
-			if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/pause", nil, &sb); err != nil {
+			if err := c.GetJSON(ctx, "POST", "/v1/sandboxes/"+id+"/pause", nil, &sb); err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
 			}
 			pd := time.Since(start)
 			start = time.Now()
-			if err := c.getJSON(ctx, "POST", "/v1/sandboxes/"+id+"/resume", nil, nil); err != nil {
+			if err := c.GetJSON(ctx, "POST", "/v1/sandboxes/"+id+"/resume", nil, nil); err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
 			}
-			if err := c.firstOutput(ctx, id, pythonArgv, pythonOut); err != nil {
+			if _, err := c.StreamToFirstOutput(ctx, id, pythonArgv, pythonOut); err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
 			}
 			rd := time.Since(start)
@@ -91,9 +88,9 @@ func (e *env) pause(ctx context.Context) (err error) {
 		fmt.Fprintf(os.Stderr, "suite: pause %s done\n", v.name)
 	}
 	for i := -1; i < runs; i++ {
-		cs, err := c.createToFirstOutput(ctx, pythonArgv, pythonOut)
-		if cs.id != "" {
-			if derr := c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+		cs, err := c.CreateToFirstOutput(ctx, pythonArgv, pythonOut)
+		if cs.ID != "" {
+			if derr := c.Del(context.WithoutCancel(ctx), cs.ID); derr != nil && err == nil {
 				err = derr
 			}
 		}
@@ -101,45 +98,17 @@ func (e *env) pause(ctx context.Context) (err error) {
 			return fmt.Errorf("cold: %w", err)
 		}
 		if i >= 0 {
-			coldD = append(coldD, cs.total)
+			coldD = append(coldD, cs.Total)
 		}
 	}
 	const sec = "pause"
-	rCold := e.add(sampleRow(sec, "API create→first output, cold (alongside)", "ms", msSamples(coldD)))
+	rCold := e.add(sampleRow(sec, "API create→first output, cold (alongside)", "ms", stats.MSSamples(coldD)))
 	rCold.Baseline, rCold.Short = true, "cold create→first output"
 	for _, v := range vs {
-		e.add(sampleRow(sec, "pause, "+v.name, "ms", msSamples(v.pauseD)))
-		r := e.add(sampleRow(sec, "resume→first output, "+v.name, "ms", msSamples(v.resumeD)))
+		e.add(sampleRow(sec, "pause, "+v.name, "ms", stats.MSSamples(v.pauseD)))
+		r := e.add(sampleRow(sec, "resume→first output, "+v.name, "ms", stats.MSSamples(v.resumeD)))
 		compare(r, rCold)
 		e.add(sampleRow(sec, "image on the host, "+v.name, "MiB", v.imageMiB))
 	}
 	return nil
-}
-
-// firstOutput runs argv streamed in sandbox id until its first stdout
-// event, which must start with want.
-func (c *apiClient) firstOutput(ctx context.Context, id string, argv []string, want string) error {
-	resp, err := c.do(ctx, "POST", "/v1/sandboxes/"+id+"/exec", agentapi.ExecRequest{Argv: argv}, agentapi.ContentTypeNDJSON)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	defer func() { _, _ = io.Copy(io.Discard, resp.Body) }()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var ev agentapi.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return err
-		}
-		switch ev.Type {
-		case "stdout":
-			if !strings.HasPrefix(want, ev.Data) {
-				return fmt.Errorf("first output %q, want %q", ev.Data, want)
-			}
-			return nil
-		case "stderr", "exit", "error":
-			return fmt.Errorf("exec %q: %s event before any output: %s", argv, ev.Type, sc.Text())
-		}
-	}
-	return fmt.Errorf("exec stream ended early: %v", sc.Err())
 }

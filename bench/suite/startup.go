@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/api"
 )
 
@@ -78,24 +79,24 @@ func (e *env) startup(ctx context.Context) (err error) {
 		e.note("bubblewrap (bwrap) not found: its row is left out (apt-get install -y bubblewrap)")
 		bwrap = ""
 	}
-	if _, err := pool.c.waitPoolFull(ctx, 3*time.Minute); err != nil {
+	if _, err := pool.c.WaitPoolFull(ctx, 3*time.Minute); err != nil {
 		return err
 	}
 	// A running sandbox on the pooled server, for the streamed exec the
 	// pooled create+exec is held against (same server, same moments).
-	runID, err := pool.c.create(ctx, api.CreateSandboxRequest{})
+	runID, err := pool.c.Create(ctx, api.CreateSandboxRequest{})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if derr := pool.c.del(context.WithoutCancel(ctx), runID); derr != nil && err == nil {
+		if derr := pool.c.Del(context.WithoutCancel(ctx), runID); derr != nil && err == nil {
 			err = derr
 		}
 	}()
-	if _, err := pool.c.execCollected(ctx, runID, pythonArgv, pythonOut); err != nil {
+	if _, err := pool.c.ExecCollected(ctx, runID, pythonArgv, pythonOut); err != nil {
 		return err
 	}
-	if _, err := pool.c.waitPoolFull(ctx, 3*time.Minute); err != nil {
+	if _, err := pool.c.WaitPoolFull(ctx, 3*time.Minute); err != nil {
 		return err
 	}
 	pooledDir := filepath.Join(pool.dataDir(), "gvisor", "sandboxes")
@@ -118,39 +119,39 @@ func (e *env) startup(ctx context.Context) (err error) {
 			// previous claim); the sandbox handed out must be one that
 			// was booted before.
 			before, _ := os.ReadDir(pooledDir)
-			first := pool.c.createToFirstOutput
+			first := pool.c.CreateToFirstOutput
 			if withExec {
-				first = pool.c.createWithExecFirstOutput
+				first = pool.c.CreateWithExecFirstOutput
 			}
 			ps, err := first(ctx, pythonArgv, pythonOut)
 			if err != nil {
-				if ps.id != "" {
-					_ = pool.c.del(context.WithoutCancel(ctx), ps.id)
+				if ps.ID != "" {
+					_ = pool.c.Del(context.WithoutCancel(ctx), ps.ID)
 				}
 				return fmt.Errorf("pooled (command on the create: %v): %w", withExec, err)
 			}
 			// The refill runs from the claim (the create's answer) until
 			// health reports the pool full again; the claimed sandbox is
 			// deleted after that, so its teardown is not in the refill.
-			full, err := pool.c.waitPoolFull(ctx, 2*time.Minute)
-			if derr := pool.c.del(context.WithoutCancel(ctx), ps.id); derr != nil && err == nil {
+			full, err := pool.c.WaitPoolFull(ctx, 2*time.Minute)
+			if derr := pool.c.Del(context.WithoutCancel(ctx), ps.ID); derr != nil && err == nil {
 				err = derr
 			}
 			if err != nil {
 				return err
 			}
-			claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.id })
+			claimed := slices.ContainsFunc(before, func(en os.DirEntry) bool { return en.Name() == ps.ID })
 			switch {
 			case i < 0:
 			case withExec:
-				pooledExecD = append(pooledExecD, ps.total)
+				pooledExecD = append(pooledExecD, ps.Total)
 				if !claimed {
 					notClaimedExec++
 				}
 			default:
-				pooledD = append(pooledD, ps.total)
-				pooledCreate = append(pooledCreate, ps.create)
-				refill = append(refill, full.Sub(ps.created))
+				pooledD = append(pooledD, ps.Total)
+				pooledCreate = append(pooledCreate, ps.Create)
+				refill = append(refill, full.Sub(ps.Created))
 				if !claimed {
 					notClaimed++
 				}
@@ -158,7 +159,7 @@ func (e *env) startup(ctx context.Context) (err error) {
 		}
 		// The baseline of the pooled create+exec: the same command streamed
 		// into the running sandbox, to its first output.
-		d, err := pool.c.execToFirstOutput(ctx, runID, pythonArgv, pythonOut)
+		d, err := pool.c.ExecToFirstOutput(ctx, runID, pythonArgv, pythonOut)
 		if err != nil {
 			return fmt.Errorf("exec in a running sandbox: %w", err)
 		}
@@ -166,13 +167,13 @@ func (e *env) startup(ctx context.Context) (err error) {
 			runExecD = append(runExecD, d)
 		}
 		for _, withExec := range order {
-			first := cold.c.createToFirstOutput
+			first := cold.c.CreateToFirstOutput
 			if withExec {
-				first = cold.c.createWithExecFirstOutput
+				first = cold.c.CreateWithExecFirstOutput
 			}
 			cs, err := first(ctx, pythonArgv, pythonOut)
-			if cs.id != "" {
-				if derr := cold.c.del(context.WithoutCancel(ctx), cs.id); derr != nil && err == nil {
+			if cs.ID != "" {
+				if derr := cold.c.Del(context.WithoutCancel(ctx), cs.ID); derr != nil && err == nil {
 					err = derr
 				}
 			}
@@ -182,15 +183,15 @@ func (e *env) startup(ctx context.Context) (err error) {
 			switch {
 			case i < 0:
 			case withExec:
-				coldExecD = append(coldExecD, cs.total)
+				coldExecD = append(coldExecD, cs.Total)
 			default:
-				coldD = append(coldD, cs.total)
-				coldCreate = append(coldCreate, cs.create)
+				coldD = append(coldD, cs.Total)
+				coldCreate = append(coldCreate, cs.Create)
 			}
 		}
 
 		// Baselines.
-		d, err = e.bare.runFirstOutput(ctx, pythonArgv, pythonOut)
+		d, err = e.bare.RunFirstOutput(ctx, pythonArgv, pythonOut)
 		if err != nil {
 			return fmt.Errorf("bare runsc run: %w", err)
 		}
@@ -218,17 +219,17 @@ func (e *env) startup(ctx context.Context) (err error) {
 		}
 	}
 	const sec = "startup"
-	rCold := e.add(sampleRow(sec, "API create→first output, cold", "ms", msSamples(coldD)))
-	rPooled := e.add(sampleRow(sec, "API create→first output, pooled", "ms", msSamples(pooledD)))
-	rColdExec := e.add(sampleRow(sec, "API create+exec→first output, cold", "ms", msSamples(coldExecD)))
-	rPooledExec := e.add(sampleRow(sec, "API create+exec→first output, pooled", "ms", msSamples(pooledExecD)))
-	rColdCreate := e.add(sampleRow(sec, "API create (POST answered), cold", "ms", msSamples(coldCreate)))
-	rPooledCreate := e.add(sampleRow(sec, "API create (POST answered), pooled", "ms", msSamples(pooledCreate)))
-	rRefill := e.add(sampleRow(sec, "pool refill after a claim", "ms", msSamples(refill)))
-	rRunExec := e.add(sampleRow(sec, "API exec→first output, running sandbox", "ms", msSamples(runExecD)))
+	rCold := e.add(sampleRow(sec, "API create→first output, cold", "ms", stats.MSSamples(coldD)))
+	rPooled := e.add(sampleRow(sec, "API create→first output, pooled", "ms", stats.MSSamples(pooledD)))
+	rColdExec := e.add(sampleRow(sec, "API create+exec→first output, cold", "ms", stats.MSSamples(coldExecD)))
+	rPooledExec := e.add(sampleRow(sec, "API create+exec→first output, pooled", "ms", stats.MSSamples(pooledExecD)))
+	rColdCreate := e.add(sampleRow(sec, "API create (POST answered), cold", "ms", stats.MSSamples(coldCreate)))
+	rPooledCreate := e.add(sampleRow(sec, "API create (POST answered), pooled", "ms", stats.MSSamples(pooledCreate)))
+	rRefill := e.add(sampleRow(sec, "pool refill after a claim", "ms", stats.MSSamples(refill)))
+	rRunExec := e.add(sampleRow(sec, "API exec→first output, running sandbox", "ms", stats.MSSamples(runExecD)))
 	rRunExec.Baseline, rRunExec.Short = true, "exec in a running sandbox"
 	compare(rPooledExec, rRunExec)
-	rBare := e.add(sampleRow(sec, "bare runsc run", "ms", msSamples(bareD)))
+	rBare := e.add(sampleRow(sec, "bare runsc run", "ms", stats.MSSamples(bareD)))
 	rBare.Baseline, rBare.Short = true, "bare runsc run"
 	compare(rCold, rBare)
 	compare(rPooled, rBare)
@@ -248,11 +249,11 @@ func (e *env) startup(ctx context.Context) (err error) {
 	rts := map[string]*row{"cold": rCold, "pooled": rPooled, "cold+exec": rColdExec, "pooled+exec": rPooledExec}
 	againstRuntime(rBare, rts, "cold", "pooled", "cold+exec", "pooled+exec")
 	if bwrap != "" {
-		rb := e.add(sampleRow(sec, "bubblewrap, same root", "ms", msSamples(bwrapD)))
+		rb := e.add(sampleRow(sec, "bubblewrap, same root", "ms", stats.MSSamples(bwrapD)))
 		rb.Baseline = true
 		againstRuntime(rb, rts, "cold", "pooled", "cold+exec", "pooled+exec")
 	}
-	rHost := e.add(sampleRow(sec, "host python3 (floor)", "ms", msSamples(hostD)))
+	rHost := e.add(sampleRow(sec, "host python3 (floor)", "ms", stats.MSSamples(hostD)))
 	rHost.Baseline = true
 	againstRuntime(rHost, rts, "cold", "pooled", "cold+exec", "pooled+exec")
 	// Paired: each iteration's sample ÷ that iteration's bare runsc run,

@@ -3,14 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
+
+	"withruntime.dev/runtime/bench/internal/benchenv"
+	"withruntime.dev/runtime/bench/internal/stats"
 )
 
 // row is one line of the table: the samples of one measurement and how it
@@ -47,8 +47,6 @@ func (r *row) label() string {
 	return r.Name
 }
 
-func f64(v float64) *float64 { return &v }
-
 func (e *env) add(r *row) *row {
 	e.res.Rows = append(e.res.Rows, r)
 	return r
@@ -65,44 +63,18 @@ func (e *env) note(format string, args ...any) {
 // with fewer than 100 samples p99 is the largest).
 func sampleRow(section, name, unit string, samples []float64) *row {
 	r := &row{Section: section, Name: name, Unit: unit, Samples: samples, N: len(samples)}
-	if len(samples) == 0 {
-		return r
-	}
-	s := append([]float64(nil), samples...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	r.Median = f64(m)
-	r.P90 = f64(nearestRank(s, 0.90))
-	r.P99 = f64(nearestRank(s, 0.99))
+	r.Median, r.P90, r.P99 = stats.Summarize(samples)
 	return r
 }
-
-func nearestRank(sorted []float64, q float64) float64 {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-func msSamples(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = ms(d)
-	}
-	return out
-}
-
-func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // compare sets r's ratio to base on the medians ("2.31× bare runsc run").
 func compare(r, base *row) {
 	if r.Median == nil || base.Median == nil || *base.Median == 0 {
 		return
 	}
-	r.Ratio = f64(*r.Median / *base.Median)
+	r.Ratio = stats.F64(*r.Median / *base.Median)
 	r.Versus = base.Name
-	r.Vs = fmt.Sprintf("%s× %s", fx(*r.Ratio), base.label())
+	r.Vs = fmt.Sprintf("%s× %s", stats.Short(*r.Ratio), base.label())
 }
 
 // compareValue sets r's ratio to base on their values (rates).
@@ -110,9 +82,9 @@ func compareValue(r, base *row) {
 	if r.Value == nil || base.Value == nil || *base.Value == 0 {
 		return
 	}
-	r.Ratio = f64(*r.Value / *base.Value)
+	r.Ratio = stats.F64(*r.Value / *base.Value)
 	r.Versus = base.Name
-	r.Vs = fmt.Sprintf("%s× %s", fx(*r.Ratio), base.label())
+	r.Vs = fmt.Sprintf("%s× %s", stats.Short(*r.Ratio), base.label())
 }
 
 // againstRuntime sets a baseline row's text: each Runtime row's median ÷
@@ -127,21 +99,10 @@ func againstRuntime(base *row, rts map[string]*row, order ...string) {
 		if r == nil || r.Median == nil {
 			continue
 		}
-		parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s %s×", label, fx(*r.Median / *base.Median))))
+		parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s %s×", label, stats.Short(*r.Median / *base.Median))))
 	}
 	if len(parts) > 0 {
 		base.Vs = "Runtime " + strings.Join(parts, ", ") + " this"
-	}
-}
-
-func fx(v float64) string {
-	switch {
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case v >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	default:
-		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 }
 
@@ -200,11 +161,5 @@ func printTable(w io.Writer, res *results) {
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
-	for _, c := range res.Checks {
-		if len(c.Left) == 0 {
-			fmt.Fprintf(w, "leak check (%s): nothing left\n", c.Name)
-		} else {
-			fmt.Fprintf(w, "leak check (%s): LEFT %s\n", c.Name, strings.Join(c.Left, ", "))
-		}
-	}
+	benchenv.PrintChecks(w, res.Checks)
 }

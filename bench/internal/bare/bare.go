@@ -1,4 +1,7 @@
-package main
+// Package bare runs the benchmarks' bare runsc sandboxes: the baseline
+// that does a Runtime sandbox's work with gVisor alone (no server, no
+// agent, no network), on the same template root.
+package bare
 
 import (
 	"bytes"
@@ -11,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bare runs the baselines' bare runsc sandboxes: bundles equal to a Runtime
+// Runner runs the baselines' bare runsc sandboxes: bundles equal to a Runtime
 // sandbox's (see internal/driver/gvisor/bundle.go: same template root
 // overlaid by a file-backed layer of the same size, same /dev, /sys and
 // /tmp mounts, namespaces, memory, CPU and pids limits, rlimits and
@@ -27,9 +31,15 @@ import (
 // in /workspace, with no agent, no server and no network (runsc
 // --network=none; Runtime's sandboxes get a network namespace, veth and
 // firewall rules unless -network=false).
-type bare struct {
-	runsc, rootfs, dir string
-	network            bool
+//
+// Runsc is the runsc binary, Rootfs the template's root filesystem, Dir the
+// directory of the runsc root (Dir/runsc) and of the bundles (Dir/ID), and
+// CgroupParent the cgroup (one path element) the sandboxes' cgroups are
+// made under. Extra runsc flags come from $WITHRUNTIME_RUNSC_FLAGS, as the
+// server's do. A Runner is safe for concurrent use.
+type Runner struct {
+	Runsc, Rootfs, Dir string
+	CgroupParent       string
 }
 
 var bareSeq atomic.Int64
@@ -38,7 +48,8 @@ func newBareID(prefix string) string {
 	return fmt.Sprintf("%s-%d-%05d", prefix, os.Getpid(), bareSeq.Add(1))
 }
 
-func (b *bare) root() string { return filepath.Join(b.dir, "runsc") }
+// Root is the runsc root of the sandboxes (--root).
+func (b *Runner) Root() string { return filepath.Join(b.Dir, "runsc") }
 
 // Runtime's defaults (sandbox.DefaultLimits) as the driver turns them into
 // a host spec: 512 MiB + 64 MiB headroom + 1 MiB for each of the 128
@@ -54,15 +65,15 @@ const (
 
 // bundle writes the bundle of sandbox id running argv and returns its
 // directory.
-func (b *bare) bundle(id string, argv []string) (string, error) {
-	dir := filepath.Join(b.dir, id)
+func (b *Runner) bundle(id string, argv []string) (string, error) {
+	dir := filepath.Join(b.Dir, id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	mem, quota, period, pids := int64(bareMemoryBytes), int64(100_000), uint64(100_000), int64(bareHostPids)
 	spec := specs.Spec{
 		Version: specs.Version, Hostname: "sandbox",
-		Root: &specs.Root{Path: b.rootfs},
+		Root: &specs.Root{Path: b.Rootfs},
 		Process: &specs.Process{
 			User: specs.User{UID: 1000, GID: 1000}, Args: argv, Cwd: "/workspace",
 			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -77,7 +88,7 @@ func (b *bare) bundle(id string, argv []string) (string, error) {
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", fmt.Sprintf("size=%d", bareTmpBytes)}},
 		},
 		Linux: &specs.Linux{
-			CgroupsPath: "/" + bareCgroupParent + "/" + id,
+			CgroupsPath: "/" + b.CgroupParent + "/" + id,
 			Resources: &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: &mem},
 				CPU: &specs.LinuxCPU{Quota: &quota, Period: &period}, Pids: &specs.LinuxPids{Limit: pids}},
 			Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace},
@@ -91,9 +102,9 @@ func (b *bare) bundle(id string, argv []string) (string, error) {
 	return dir, os.WriteFile(filepath.Join(dir, "config.json"), data, 0o600)
 }
 
-func (b *bare) runArgs(bundle, id string, detach bool) []string {
+func (b *Runner) runArgs(bundle, id string, detach bool) []string {
 	// Extra runsc flags the server passes too (WITHRUNTIME_RUNSC_FLAGS).
-	args := append([]string{"--root", b.root()}, strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))...)
+	args := append([]string{"--root", b.Root()}, strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))...)
 	args = append(args, "--network=none", "--host-uds=create",
 		fmt.Sprintf("--overlay2=root:dir=%s,size=%d", bundle, bareDiskBytes), "run")
 	if detach {
@@ -102,10 +113,10 @@ func (b *bare) runArgs(bundle, id string, detach bool) []string {
 	return append(args, "--bundle", bundle, id)
 }
 
-// runFirstOutput times `runsc run` of argv from its start to the first
+// RunFirstOutput times `runsc run` of argv from its start to the first
 // byte of its stdout, which must begin want; it then waits for the
 // container to end (runsc run deletes it).
-func (b *bare) runFirstOutput(ctx context.Context, argv []string, want string) (time.Duration, error) {
+func (b *Runner) RunFirstOutput(ctx context.Context, argv []string, want string) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -114,14 +125,14 @@ func (b *bare) runFirstOutput(ctx context.Context, argv []string, want string) (
 	if err != nil {
 		return 0, err
 	}
-	defer b.destroy(id)
-	cmd := exec.Command(b.runsc, b.runArgs(bundle, id, false)...)
-	return firstOutput(cmd, want)
+	defer b.Destroy(id)
+	cmd := exec.Command(b.Runsc, b.runArgs(bundle, id, false)...)
+	return FirstOutput(cmd, want)
 }
 
-// firstOutput starts cmd and times it to the first byte of its stdout, which
+// FirstOutput starts cmd and times it to the first byte of its stdout, which
 // must begin want, then waits for it to exit 0.
-func firstOutput(cmd *exec.Cmd, want string) (time.Duration, error) {
+func FirstOutput(cmd *exec.Cmd, want string) (time.Duration, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, err
@@ -146,9 +157,9 @@ func firstOutput(cmd *exec.Cmd, want string) (time.Duration, error) {
 	return d, nil
 }
 
-// runToExit times `runsc run` of argv (a whole bare sandbox's life: boot,
+// RunToExit times `runsc run` of argv (a whole bare sandbox's life: boot,
 // run, exit, delete), plus removing its bundle.
-func (b *bare) runToExit(ctx context.Context, argv []string) (time.Duration, error) {
+func (b *Runner) RunToExit(ctx context.Context, argv []string) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -158,9 +169,9 @@ func (b *bare) runToExit(ctx context.Context, argv []string) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
-	out, err := exec.Command(b.runsc, b.runArgs(bundle, id, false)...).CombinedOutput()
+	out, err := exec.Command(b.Runsc, b.runArgs(bundle, id, false)...).CombinedOutput()
 	if err != nil {
-		b.destroy(id)
+		b.Destroy(id)
 		return 0, fmt.Errorf("runsc run: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	if err := os.RemoveAll(bundle); err != nil {
@@ -169,9 +180,9 @@ func (b *bare) runToExit(ctx context.Context, argv []string) (time.Duration, err
 	return time.Since(start), nil
 }
 
-// start boots a bare sandbox whose process is `sleep infinity`, to exec
+// Start boots a bare sandbox whose process is `sleep infinity`, to exec
 // into or to hold idle; it returns its id.
-func (b *bare) start(ctx context.Context, prefix string) (string, error) {
+func (b *Runner) Start(ctx context.Context, prefix string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -186,24 +197,24 @@ func (b *bare) start(ctx context.Context, prefix string) (string, error) {
 		return "", err
 	}
 	defer logf.Close()
-	cmd := exec.Command(b.runsc, b.runArgs(bundle, id, true)...)
+	cmd := exec.Command(b.Runsc, b.runArgs(bundle, id, true)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Run(); err != nil {
-		b.destroy(id)
+		b.Destroy(id)
 		out, _ := os.ReadFile(logf.Name())
 		return "", fmt.Errorf("runsc run --detach: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return id, nil
 }
 
-// exec times `runsc exec` of argv in sandbox id as the sandbox user, to its
+// Exec times `runsc exec` of argv in sandbox id as the sandbox user, to its
 // exit, its output collected (which must equal want).
-func (b *bare) exec(ctx context.Context, id string, argv []string, want string) (time.Duration, error) {
+func (b *Runner) Exec(ctx context.Context, id string, argv []string, want string) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	args := append([]string{"--root", b.root(), "exec", "--user", "1000:1000", "--cwd", "/workspace", id}, argv...)
-	cmd := exec.Command(b.runsc, args...)
+	args := append([]string{"--root", b.Root(), "exec", "--user", "1000:1000", "--cwd", "/workspace", id}, argv...)
+	cmd := exec.Command(b.Runsc, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -218,56 +229,80 @@ func (b *bare) exec(ctx context.Context, id string, argv []string, want string) 
 	return d, nil
 }
 
-// destroy kills and deletes sandbox id (a no-op for one already gone) and
+// Destroy kills and deletes sandbox id (a no-op for one already gone) and
 // removes its bundle.
-func (b *bare) destroy(id string) error {
-	_ = exec.Command(b.runsc, "--root", b.root(), "kill", id, "KILL").Run()
+func (b *Runner) Destroy(id string) error {
+	_ = exec.Command(b.Runsc, "--root", b.Root(), "kill", id, "KILL").Run()
 	var errList []error
-	if out, err := exec.Command(b.runsc, "--root", b.root(), "delete", "--force", id).CombinedOutput(); err != nil &&
+	if out, err := exec.Command(b.Runsc, "--root", b.Root(), "delete", "--force", id).CombinedOutput(); err != nil &&
 		!strings.Contains(string(out), "does not exist") {
 		errList = append(errList, fmt.Errorf("runsc delete %s: %w: %s", id, err, strings.TrimSpace(string(out))))
 	}
-	if err := os.RemoveAll(filepath.Join(b.dir, id)); err != nil {
+	if err := os.RemoveAll(filepath.Join(b.Dir, id)); err != nil {
 		errList = append(errList, err)
 	}
 	return errors.Join(errList...)
 }
 
-// list returns the bare containers runsc knows.
-func (b *bare) list() []string {
-	out, _ := exec.Command(b.runsc, "--root", b.root(), "list", "--quiet").Output()
+// DestroyAll destroys ids, n at a time, and returns every error.
+func (b *Runner) DestroyAll(ids []string, n int) error {
+	var (
+		mu      sync.Mutex
+		errList []error
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, n)
+	)
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := b.Destroy(id); err != nil {
+				mu.Lock()
+				errList = append(errList, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errList...)
+}
+
+// List returns the bare containers runsc knows.
+func (b *Runner) List() []string {
+	out, _ := exec.Command(b.Runsc, "--root", b.Root(), "list", "--quiet").Output()
 	return strings.Fields(string(out))
 }
 
-// cgroups lists the bare sandboxes' cgroups left on the host.
-func bareCgroups() []string {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + bareCgroupParent + "/*/cgroup.procs")
+// Cgroups lists the bare sandboxes' cgroups left on the host.
+func (b *Runner) Cgroups() []string {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + b.CgroupParent + "/*/cgroup.procs")
 	for i := range dirs {
 		dirs[i] = filepath.Dir(dirs[i])
 	}
 	return dirs
 }
 
-// sweep destroys every bare container, unmounts the network namespace runsc
+// Sweep destroys every bare container, unmounts the network namespace runsc
 // pins in its root, and removes the bare cgroups and their parent.
-func (b *bare) sweep() error {
+func (b *Runner) Sweep() error {
 	var errList []error
-	if _, err := os.Stat(b.root()); err == nil {
-		for _, id := range b.list() {
-			if err := b.destroy(id); err != nil {
+	if _, err := os.Stat(b.Root()); err == nil {
+		for _, id := range b.List() {
+			if err := b.Destroy(id); err != nil {
 				errList = append(errList, err)
 			}
 		}
-		nullNetns := filepath.Join(b.root(), "null-netns")
+		nullNetns := filepath.Join(b.Root(), "null-netns")
 		for i := 0; i < 100 && unix.Unmount(nullNetns, unix.MNT_DETACH) == nil; i++ {
 		}
 	}
-	for _, d := range bareCgroups() {
+	for _, d := range b.Cgroups() {
 		if err := rmdirRetry(d); err != nil {
 			errList = append(errList, err)
 		}
 	}
-	parents, _ := filepath.Glob("/sys/fs/cgroup/*/" + bareCgroupParent)
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/" + b.CgroupParent)
 	for _, d := range parents {
 		if err := rmdirRetry(d); err != nil {
 			errList = append(errList, err)
@@ -288,26 +323,4 @@ func rmdirRetry(dir string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("remove cgroup %s: %w", dir, err)
-}
-
-// hostFirstOutput times the host's own python3 (the floor): start to first
-// byte of output.
-func hostFirstOutput(python string, argv []string, want string) (time.Duration, error) {
-	cmd := exec.Command(python, argv[1:]...)
-	cmd.Env = benchEnv
-	return firstOutput(cmd, want)
-}
-
-// benchEnv is the environment of the host and bubblewrap baselines.
-var benchEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"}
-
-// bwrapFirstOutput times bubblewrap running argv over the template's root
-// (read-only), with fresh /proc, /dev and /tmp and every namespace
-// unshared: a container without gVisor.
-func bwrapFirstOutput(bwrap, rootfs string, argv []string, want string) (time.Duration, error) {
-	args := append([]string{"--ro-bind", rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--unshare-all", "--die-with-parent", "--chdir", "/workspace", "--"}, argv...)
-	cmd := exec.Command(bwrap, args...)
-	cmd.Env = benchEnv
-	return firstOutput(cmd, want)
 }
