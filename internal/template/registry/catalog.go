@@ -31,12 +31,14 @@ const resolveTimeout = 30 * time.Second
 // the image's labels), so that a server with --driver kubernetes needs no
 // template directory.
 //
-// What it resolved is cached for Refresh; a later resolution that fails
-// (registry unreachable, or answering something it refuses) keeps the
-// last good answer, so a registry outage does not stop creates of a
-// template already seen; the error is returned only for a template never
-// resolved. A re-push is seen within Refresh: new sandboxes get the new
-// digest, running ones keep theirs.
+// What it resolved is cached: the first use of a template waits for the
+// registry; later ones never do. Once an answer is older than Refresh, the
+// next use gets it still and starts a refresh behind, so a re-push is seen
+// by the creates after that one (new sandboxes get the new digest, running
+// ones keep theirs), and a refresh that fails (registry unreachable, or
+// answering something refused) keeps the last good answer: a registry
+// outage does not stop creates of a template already seen. Errors are
+// returned only for a template never resolved.
 type Catalog struct {
 	// Prefix is put before a template's name, e.g.
 	// "registry.example/withruntime-template-".
@@ -76,8 +78,8 @@ func (c *Catalog) Tag(tname string) (name.Tag, error) {
 	return t, nil
 }
 
-// Resolve returns template tname as its image says, from the cache when it
-// was resolved less than Refresh ago. Errors say which image and what is
+// Resolve returns template tname as its image says (from the cache after
+// the first time; see Catalog). Errors say which image and what is
 // wrong with it; they wrap template.ErrNotFound when the registry has no
 // such image.
 func (c *Catalog) Resolve(ctx context.Context, tname string) (Template, error) {
@@ -92,9 +94,23 @@ func (c *Catalog) Resolve(ctx context.Context, tname string) (Template, error) {
 	c.mu.Lock()
 	e, ok := c.cached[tname]
 	c.mu.Unlock()
-	if ok && now().Sub(e.at) < refresh {
+	if ok {
+		if now().Sub(e.at) >= refresh {
+			// Stale: answered from the cache at once, refreshed behind.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+				defer cancel()
+				c.resolve(ctx, tname, now) //nolint:errcheck // the cache keeps the last good answer
+			}()
+		}
 		return e.t, nil
 	}
+	return c.resolve(ctx, tname, now)
+}
+
+// resolve fetches template tname (one fetch at a time per name) and caches
+// what it finds.
+func (c *Catalog) resolve(ctx context.Context, tname string, now func() time.Time) (Template, error) {
 	v, err, _ := c.group.Do(tname, func() (any, error) {
 		t, err := c.fetch(ctx, tname)
 		if err != nil {
@@ -109,9 +125,6 @@ func (c *Catalog) Resolve(ctx context.Context, tname string) (Template, error) {
 		return t, nil
 	})
 	if err != nil {
-		if ok {
-			return e.t, nil // the last good answer; see Catalog
-		}
 		return Template{}, err
 	}
 	return v.(Template), nil

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
 
