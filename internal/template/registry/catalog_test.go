@@ -47,6 +47,21 @@ func pushConfig(t *testing.T, ref string, cf v1.ConfigFile) v1.Hash {
 	return d
 }
 
+// bigManifest pushes to ref an image whose manifest is over
+// MaxManifestBytes (an annotation of 100 KiB).
+func bigManifest(t *testing.T, ref string, cf v1.ConfigFile) {
+	t.Helper()
+	img, err := mutate.ConfigFile(empty.Image, &cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img = mutate.Annotations(img, map[string]string{"pad": strings.Repeat("x", 100<<10)}).(v1.Image)
+	tag, _ := name.NewTag(ref)
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func templateConfig(tname, info string, env ...string) v1.ConfigFile {
 	return v1.ConfigFile{OS: "linux", Architecture: "amd64", Config: v1.Config{Env: env,
 		Labels: map[string]string{LabelTemplate: tname, LabelInfo: info}}}
@@ -85,6 +100,7 @@ func TestCatalogRefusesHostileImages(t *testing.T) {
 	arm.Architecture = "arm64"
 	pushConfig(t, p+"arm:latest", arm)
 	pushConfig(t, p+"swapped:latest", templateConfig("swapped", good, "FOO=1"))
+	bigManifest(t, p+"bigmanifest:latest", templateConfig("bigmanifest", good))
 	swapConfig.Store(true)
 	idx := mutate.AppendManifests(empty.Index)
 	tag, _ := name.NewTag(p + "index:latest")
@@ -95,18 +111,19 @@ func TestCatalogRefusesHostileImages(t *testing.T) {
 	cat := &Catalog{Prefix: p}
 	ctx := context.Background()
 	for tname, want := range map[string]string{
-		"nolabel": "no " + LabelTemplate + " label",
-		"other":   `image of template "base", not of "other"`,
-		"badjson": "unreadable " + LabelInfo,
-		"nul":     "not KEY=value",
-		"noeq":    "not KEY=value",
-		"bigenv":  "more than",
-		"huge":    "config is",
-		"arm":     "linux/amd64",
-		"swapped": "sha256", // the blob reader checks the digest
-		"index":   "not an image manifest",
-		"missing": "no image",
-		"Bad":     "invalid template name",
+		"nolabel":     "no " + LabelTemplate + " label",
+		"other":       `image of template "base", not of "other"`,
+		"badjson":     "unreadable " + LabelInfo,
+		"nul":         "not KEY=value",
+		"noeq":        "not KEY=value",
+		"bigenv":      "more than",
+		"huge":        "config is",
+		"arm":         "linux/amd64",
+		"swapped":     "sha256", // the blob reader checks the digest
+		"bigmanifest": "manifest is",
+		"index":       "not an image manifest",
+		"missing":     "no image",
+		"Bad":         "invalid template name",
 	} {
 		tpl, err := cat.Resolve(ctx, tname)
 		if err == nil || !strings.Contains(err.Error(), want) {
