@@ -208,6 +208,12 @@ root = %[1]q
 state = %[2]q
 [grpc]
   address = %[3]q
+# Images pulled (not imported) are unpacked by the transfer service, which
+# knows only the default snapshotter's platform unless told.
+[plugins.'io.containerd.transfer.v1.local']
+  [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+    platform = 'linux/amd64'
+    snapshotter = 'native'
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = 'native'
   [plugins.'io.containerd.cri.v1.images'.registry]
