@@ -28,7 +28,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -296,6 +303,7 @@ func TestMainJobPrints42(t *testing.T) {
 	}
 
 	checkTemplateFromRegistry(t, s)
+	checkHostileTemplateImages(t, s)
 	checkNetworkPolicies(t, s)
 	assertNothingLeft(t, s)
 }
@@ -334,6 +342,47 @@ func checkTemplateFromRegistry(t *testing.T, s *server) {
 	}
 	if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+sb.ID, s.key, ""); status/100 != 2 {
 		t.Fatalf("delete: %d %s", status, b)
+	}
+}
+
+// checkHostileTemplateImages: images in the registry that are not sane
+// template images (one claiming to be another template, one with a config
+// of megabytes) are refused at create with 400 and a message saying what
+// is wrong; the server goes on serving.
+func checkHostileTemplateImages(t *testing.T, s *server) {
+	t.Helper()
+	api := "http://" + s.addr
+	layer, err := random.Layer(64, types.OCILayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tname, labels := range map[string]map[string]string{
+		"liar": {"dev.withruntime.template": "base", "dev.withruntime.template.info": `{"origin":{"env":["EVIL=1"]}}`},
+		"huge": {"dev.withruntime.template": "huge", "dev.withruntime.template.info": strings.Repeat(" ", 4<<20) + "{}"},
+	} {
+		img, err := mutate.AppendLayers(empty.Image, layer)
+		if err == nil {
+			img, err = mutate.ConfigFile(img, &v1.ConfigFile{OS: "linux", Architecture: "amd64", Config: v1.Config{Labels: labels}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag, err := name.NewTag(s.images.prefix + tname + ":latest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(tag, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tname, want := range map[string]string{"liar": `not of \"liar\"`, "huge": "a template's is 1 to", "absent": "template push absent"} {
+		status, b := call(t, "POST", api+"/v1/sandboxes", s.key, `{"template": "`+tname+`"}`)
+		if status != http.StatusBadRequest || !bytes.Contains(b, []byte(want)) {
+			t.Errorf("create from %s: %d %s, want 400 saying %s", tname, status, b, want)
+		}
+	}
+	if status, b := call(t, "GET", api+"/v1/health", s.key, ""); status != http.StatusOK {
+		t.Fatalf("health after hostile images: %d %s", status, b)
 	}
 }
 

@@ -155,7 +155,7 @@ func (c *Catalog) fetch(ctx context.Context, tname string) (Template, error) {
 		return Template{}, err
 	}
 	fail := func(format string, a ...any) (Template, error) {
-		return Template{}, fmt.Errorf("template %q: image %s: %s", tname, tag, fmt.Sprintf(format, a...))
+		return Template{}, fmt.Errorf("image %s: %s", tag, fmt.Sprintf(format, a...))
 	}
 	opts := c.Options.remote(ctx)
 	head, err := remote.Head(tag, opts...)
