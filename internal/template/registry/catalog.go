@@ -37,8 +37,9 @@ const resolveTimeout = 30 * time.Second
 // by the creates after that one (new sandboxes get the new digest, running
 // ones keep theirs), and a refresh that fails (registry unreachable, or
 // answering something refused) keeps the last good answer: a registry
-// outage does not stop creates of a template already seen. Errors are
-// returned only for a template never resolved.
+// outage does not stop creates of a template already seen (it is tried
+// again after another Refresh). Errors are returned only for a template
+// never resolved.
 type Catalog struct {
 	// Prefix is put before a template's name, e.g.
 	// "registry.example/withruntime-template-".
@@ -93,10 +94,16 @@ func (c *Catalog) Resolve(ctx context.Context, tname string) (Template, error) {
 	}
 	c.mu.Lock()
 	e, ok := c.cached[tname]
+	stale := ok && now().Sub(e.at) >= refresh
+	if stale {
+		// One refresh per Refresh: a failed one is tried again only
+		// after another Refresh, with the old answer meanwhile.
+		c.cached[tname] = entry{t: e.t, at: now()}
+	}
 	c.mu.Unlock()
 	if ok {
-		if now().Sub(e.at) >= refresh {
-			// Stale: answered from the cache at once, refreshed behind.
+		if stale {
+			// Answered from the cache at once, refreshed behind.
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 				defer cancel()
