@@ -125,7 +125,7 @@ with the network --internet and --allow give them (none by default).`,
 	build.Flags().BoolVar(&missing, "missing", false, "with a recipe: build only if the template is missing or was built from another version of its recipe")
 	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "with a recipe: the directory of templates to build in, without a server (default: the server's, DATA_DIR/templates)")
 	build.Flags().StringVar(&fromImage, "from-image", "", "make the template from this container image (a registry reference, oci-layout:DIR or FILE.tar)")
-	cmd.AddCommand(build, ls, newTemplateRmCmd())
+	cmd.AddCommand(build, ls, newTemplateRmCmd(), newTemplatePushCmd(), newTemplatePushAgentCmd())
 	return cmd
 }
 

@@ -43,7 +43,7 @@ func newServeCmd() *cobra.Command {
 	var e2bOpts server.E2BOptions
 	var e2bCert, e2bKey string
 	var login server.LoginConfig
-	var newDriver func(context.Context) (driver.Driver, string, error)
+	var newDriver func(context.Context) (driver.Driver, string, sandbox.Templates, error)
 	var newElector func(*slog.Logger) (leader.Elector, error)
 	var orphanGrace time.Duration
 	cmd := &cobra.Command{
@@ -78,11 +78,11 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			drv, podProxyListen, err := newDriver(ctx)
+			drv, podProxyListen, sbTemplates, err := newDriver(ctx)
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			srv, err := server.Open(ctx, server.Config{Driver: drv, SandboxTemplates: sbTemplates, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -93,7 +93,7 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			defer srv.Close()
-			if !noBuild {
+			if !noBuild && sbTemplates == nil { // a registry's templates are pushed, not built here
 				if _, err := srv.Templates.Ensure(ctx, "base", printProgress); err != nil {
 					return fmt.Errorf("template base: %w", err)
 				}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -16,14 +17,19 @@ import (
 
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/driver/kubernetes"
+	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/template/registry"
 )
 
 // addDriverFlags adds serve's --driver and the Kubernetes driver's flags,
 // and returns what makes the chosen driver: nil for gvisor (the server's
-// default), the Kubernetes driver for "kubernetes"; and, with
-// --kubernetes-egress-proxy, where to serve the sandboxes' egress proxy.
-func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver, string, error) {
+// default), the Kubernetes driver for "kubernetes"; with
+// --kubernetes-egress-proxy, where to serve the sandboxes' egress proxy;
+// and, for "kubernetes", where the manager finds templates (a
+// registry.Catalog: images in a registry, no root filesystem here).
+func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver, string, sandbox.Templates, error) {
 	var egressProxy, egressListen string
+	var templateRefresh time.Duration
 	var name, kubeconfig, namespace, runtimeClass, agentImage, templateImagePrefix, serverNamespace, serverSelector, serverCIDR string
 	f := cmd.Flags()
 	f.StringVar(&name, "driver", "gvisor", "what runs the sandboxes: gvisor (runsc on this host) or kubernetes (a pod each; see README, Kubernetes)")
@@ -31,7 +37,8 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 	f.StringVar(&namespace, "kubernetes-namespace", "withruntime", "with --driver kubernetes: namespace of the sandboxes' pods (must exist)")
 	f.StringVar(&runtimeClass, "kubernetes-runtime-class", "gvisor", "with --driver kubernetes: the pods' runtimeClassName")
 	f.StringVar(&agentImage, "kubernetes-agent-image", "", "with --driver kubernetes: image holding the static agent at /withruntime-agent (required)")
-	f.StringVar(&templateImagePrefix, "kubernetes-template-image-prefix", "withruntime/template-", "with --driver kubernetes: a template NAME's image is PREFIX+NAME+:latest")
+	f.StringVar(&templateImagePrefix, "kubernetes-template-image-prefix", "withruntime/template-", "with --driver kubernetes: a template NAME's image is PREFIX+NAME+:latest, as `withruntime template push NAME --image PREFIX+NAME` writes it; read from the registry at first use (docker config credentials), each pod pinned to its digest")
+	f.DurationVar(&templateRefresh, "kubernetes-template-refresh", registry.DefaultRefresh, "with --driver kubernetes: how long a template's image digest is used before the registry is asked again (a re-push reaches new sandboxes after this)")
 	f.StringVar(&serverNamespace, "kubernetes-server-namespace", kubernetes.DefaultServerNamespace, "with --driver kubernetes: namespace of the Runtime server's pods, the only ones each sandbox's NetworkPolicy lets reach its agent")
 	f.StringVar(&serverSelector, "kubernetes-server-selector", kubernetes.DefaultServerSelector, "with --driver kubernetes: label selector of the Runtime server's pods in --kubernetes-server-namespace")
 	f.StringVar(&serverCIDR, "kubernetes-server-cidr", "", "with --driver kubernetes: the addresses (a CIDR) the Runtime server reaches sandboxes from, when it runs outside the cluster; replaces --kubernetes-server-namespace and --kubernetes-server-selector")
@@ -82,12 +89,22 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 			AgentImage: agentImage, ServerPeer: peer, EgressProxy: proxyAddr, EgressProxyPort: proxyPort,
 			TemplateImage: func(t string) string { return templateImagePrefix + t + ":latest" }})
 	}
-	return func(ctx context.Context) (driver.Driver, string, error) {
+	return func(ctx context.Context) (driver.Driver, string, sandbox.Templates, error) {
 		d, err := makeDriver(ctx, egressProxy, egressListen)
-		if err != nil || d == nil || egressProxy == "" {
-			return d, "", err
+		if err != nil || d == nil {
+			return d, "", nil, err
 		}
-		return d, egressListen, nil
+		if templateRefresh <= 0 {
+			return nil, "", nil, fmt.Errorf("--kubernetes-template-refresh must be positive (e.g. 1m); got %s", templateRefresh)
+		}
+		cat := &registry.Catalog{Prefix: templateImagePrefix, Refresh: templateRefresh}
+		if _, err := cat.Tag("base"); err != nil {
+			return nil, "", nil, err
+		}
+		if egressProxy == "" {
+			return d, "", cat, nil
+		}
+		return d, egressListen, cat, nil
 	}
 }
 

@@ -37,6 +37,8 @@ type Spec struct {
 	Owner string
 	// RootFS is the template's root filesystem directory. The driver must
 	// never write to it: the sandbox gets a copy-on-write layer over it.
+	// For a driver that runs images (Kubernetes) it may instead be the
+	// template's image reference, pinned by digest (registry.Catalog).
 	RootFS string
 	// CPU is the number of vCPUs (may be fractional, e.g. 0.5).
 	CPU float64

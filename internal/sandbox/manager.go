@@ -24,8 +24,13 @@ import (
 	"withruntime.dev/runtime/internal/store"
 )
 
-// Templates resolves a template name to its root filesystem directory.
+// Templates resolves a template name to what the driver boots it from.
 type Templates interface {
+	// RootFS is what the driver boots template name from (Spec.RootFS): its
+	// root filesystem directory (template.Store), or its image pinned by
+	// digest (registry.Catalog, for the Kubernetes driver). A different
+	// answer for the same name means the template changed: warm-pool
+	// sandboxes of the old one are retired.
 	RootFS(name string) (string, error)
 }
 

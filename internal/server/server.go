@@ -83,6 +83,12 @@ type Config struct {
 	// Runsc and Agent are then not needed. Close closes it when it is a
 	// driver.Closer.
 	Driver driver.Driver
+	// SandboxTemplates, when set, is where the sandbox manager finds
+	// templates instead of the store in TemplatesDir (serve --driver
+	// kubernetes: a registry.Catalog, templates as images in a registry,
+	// no root filesystem on this host). The template API still serves the
+	// store in TemplatesDir.
+	SandboxTemplates sandbox.Templates
 	// Elector, when set, makes this server one of several that share a
 	// store (serve --leader-election): the leader-only work — lease and
 	// paused-retention ends, the warm pool, the metering sampler and
@@ -207,7 +213,11 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		limits = *cfg.Limits
 	}
 	tpl := &template.Store{Dir: cfg.TemplatesDir}
-	mgr := sandbox.New(drv, st, tpl, limits, cfg.Log)
+	var sbTemplates sandbox.Templates = tpl
+	if cfg.SandboxTemplates != nil {
+		sbTemplates = cfg.SandboxTemplates
+	}
+	mgr := sandbox.New(drv, st, sbTemplates, limits, cfg.Log)
 	src := metrics.Sources{SandboxStates: st.CountSandboxesByState, Pool: mgr.PoolStatus}
 	if cfg.Elector != nil {
 		mgr.GateLeaderWork(0)

@@ -11,8 +11,13 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +28,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -64,6 +77,7 @@ type server struct {
 	nodeDir      string // the fake node's pod directories ("" on a real node)
 	runtimeClass string
 	templates    string
+	images       images
 	running      func() int // containers or processes still on the node
 	extraArgs    []string   // more serve flags
 	stop         func()     // stops the server (start starts it again)
@@ -112,11 +126,104 @@ func prepareServer(t *testing.T, extraArgs ...string) *server {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") != "real" {
 		nodeDir = t.TempDir()
 	}
-	running := startNode(t, c, templates, agent, bin, nodeDir)
+	imgs := pushImages(t, wr, agent, templates)
+	running := startNode(t, c, imgs, agent, bin, nodeDir)
 
 	s := &server{c: c, wr: wr, addr: freeAddr(t), data: t.TempDir(), nodeDir: nodeDir, runtimeClass: runtimeClass,
-		running: running, templates: templates, extraArgs: extraArgs}
+		running: running, templates: templates, images: imgs, extraArgs: extraArgs}
 	return s
+}
+
+// images are what the tests pushed to their registry on loopback.
+type images struct {
+	registry string // host:port
+	prefix   string // --kubernetes-template-image-prefix
+	base     string // the base template's image, pinned by digest
+	agent    string // the agent's image, pinned by digest
+}
+
+var (
+	pushOnce   sync.Once
+	pushed     images
+	pushFailed string
+	pushDirs   []string // removed by TestMain
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range pushDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// pushImages serves a registry on loopback (once per test binary; it lives
+// as long as the binary) and pushes to it, with `withruntime template push`
+// and `template push-agent`, the agent and the base template: on a real
+// node the real one, whose image the node pulls; on the test double of a
+// node, which pulls nothing, a small stand-in with an environment of its
+// own, so that what the server reads from the registry is seen.
+func pushImages(t *testing.T, wr, agent, templates string) images {
+	t.Helper()
+	pushOnce.Do(func() {
+		blobs, err := os.MkdirTemp("", "wr-k8s-registry-")
+		if err != nil {
+			pushFailed = err.Error()
+			return
+		}
+		pushDirs = append(pushDirs, blobs)
+		reg := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)),
+			ggcrregistry.WithBlobHandler(ggcrregistry.NewDiskBlobHandler(blobs))))
+		pushed.registry = strings.TrimPrefix(reg.URL, "http://")
+		pushed.prefix = pushed.registry + "/withruntime/template-"
+		if os.Getenv("WITHRUNTIME_K8S_NODE") != "real" {
+			if templates, err = standInTemplates(); err != nil {
+				pushFailed = err.Error()
+				return
+			}
+			pushDirs = append(pushDirs, templates)
+		}
+		run := func(args ...string) string {
+			start := time.Now()
+			out, err := exec.Command(wr, args...).Output()
+			if err != nil {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				pushFailed += fmt.Sprintf("withruntime %s: %v: %s\n", strings.Join(args, " "), err, stderr)
+			}
+			log.Printf("withruntime %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+			return strings.TrimSpace(string(out))
+		}
+		pushed.base = run("template", "push", "base", "--image", pushed.prefix+"base", "--templates-dir", templates)
+		pushed.agent = run("template", "push-agent", "--image", pushed.registry+"/withruntime/agent:test", "--agent", agent)
+	})
+	if pushFailed != "" {
+		t.Fatal(pushFailed)
+	}
+	return pushed
+}
+
+// standInEnv is the environment of the stand-in base template.
+const standInEnv = "WITHRUNTIME_TEST_TEMPLATE=from-the-registry"
+
+// standInTemplates makes a templates directory whose base is a small
+// stand-in (for the test double of a node, which runs no image).
+func standInTemplates() (string, error) {
+	dir, err := os.MkdirTemp("", "wr-k8s-templates-")
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(dir, "base", "rootfs", "etc")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(root, "hostname"), []byte("stand-in\n"), 0o644); err != nil {
+		return "", err
+	}
+	info := fmt.Sprintf(`{"name":"base","createdAt":"2026-12-01T00:00:00Z","packages":[],"origin":{"image":"stand-in","env":[%q],"shell":"/bin/sh"}}`, standInEnv)
+	return dir, os.WriteFile(filepath.Join(dir, "base", "template.json"), []byte(info), 0o644)
 }
 
 // start starts `withruntime serve` (stopped by stop, or at the test's end)
@@ -125,8 +232,8 @@ func (s *server) start(t *testing.T) {
 	t.Helper()
 	var serveLog bytes.Buffer
 	serve := exec.Command(s.wr, "serve", "--driver", "kubernetes", "--kubeconfig", s.c.Kubeconfig,
-		"--kubernetes-agent-image", "withruntime/agent:test", "--kubernetes-runtime-class", s.runtimeClass, "--listen", s.addr, "--data-dir", s.data,
-		"--templates-dir", s.templates, "--no-build", "--pool-size", "0")
+		"--kubernetes-agent-image", s.images.agent, "--kubernetes-template-image-prefix", s.images.prefix,
+		"--kubernetes-runtime-class", s.runtimeClass, "--listen", s.addr, "--data-dir", s.data, "--pool-size", "0")
 	serve.Args = append(serve.Args, s.extraArgs...)
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -195,8 +302,88 @@ func TestMainJobPrints42(t *testing.T) {
 		}
 	}
 
+	checkTemplateFromRegistry(t, s)
+	checkHostileTemplateImages(t, s)
 	checkNetworkPolicies(t, s)
 	assertNothingLeft(t, s)
+}
+
+// checkTemplateFromRegistry: the server, which has no template directory,
+// found the base template in the registry: its pod names the image pushed,
+// pinned by digest, and (on the test double, whose stand-in template has an
+// environment) its sandbox starts with the environment the image's config
+// carries.
+func checkTemplateFromRegistry(t *testing.T, s *server) {
+	t.Helper()
+	api := "http://" + s.addr
+	status, b := call(t, "POST", api+"/v1/sandboxes", s.key, `{"template": "base"}`)
+	if status/100 != 2 {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	var sb struct{ ID string }
+	if err := json.Unmarshal(b, &sb); err != nil || sb.ID == "" {
+		t.Fatalf("create answer %s: %v", b, err)
+	}
+	pod, err := s.c.Client.CoreV1().Pods(ns).Get(context.Background(), "wr-"+strings.ReplaceAll(sb.ID, "_", "-"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.Containers[0].Image; got != s.images.base || !strings.Contains(got, "@sha256:") {
+		t.Errorf("the sandbox's image is %q, want the pushed %q", got, s.images.base)
+	}
+	if got := pod.Spec.InitContainers[0].Image; got != s.images.agent {
+		t.Errorf("the agent's image is %q, want the pushed %q", got, s.images.agent)
+	}
+	if s.nodeDir != "" {
+		status, b = call(t, "POST", api+"/v1/sandboxes/"+sb.ID+"/exec", s.key, `{"command": "echo $WITHRUNTIME_TEST_TEMPLATE"}`)
+		if status != http.StatusOK || !bytes.Contains(b, []byte("from-the-registry")) {
+			t.Errorf("exec: %d %s, want the stand-in template's environment", status, b)
+		}
+	}
+	if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+sb.ID, s.key, ""); status/100 != 2 {
+		t.Fatalf("delete: %d %s", status, b)
+	}
+}
+
+// checkHostileTemplateImages: images in the registry that are not sane
+// template images (one claiming to be another template, one with a config
+// of megabytes) are refused at create with 400 and a message saying what
+// is wrong; the server goes on serving.
+func checkHostileTemplateImages(t *testing.T, s *server) {
+	t.Helper()
+	api := "http://" + s.addr
+	layer, err := random.Layer(64, types.OCILayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tname, labels := range map[string]map[string]string{
+		"liar": {"dev.withruntime.template": "base", "dev.withruntime.template.info": `{"origin":{"env":["EVIL=1"]}}`},
+		"huge": {"dev.withruntime.template": "huge", "dev.withruntime.template.info": strings.Repeat(" ", 4<<20) + "{}"},
+	} {
+		img, err := mutate.AppendLayers(empty.Image, layer)
+		if err == nil {
+			img, err = mutate.ConfigFile(img, &v1.ConfigFile{OS: "linux", Architecture: "amd64", Config: v1.Config{Labels: labels}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag, err := name.NewTag(s.images.prefix + tname + ":latest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(tag, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tname, want := range map[string]string{"liar": `not of \"liar\"`, "huge": "a template's is 1 to", "absent": "template push absent"} {
+		status, b := call(t, "POST", api+"/v1/sandboxes", s.key, `{"template": "`+tname+`"}`)
+		if status != http.StatusBadRequest || !bytes.Contains(b, []byte(want)) {
+			t.Errorf("create from %s: %d %s, want 400 saying %s", tname, status, b, want)
+		}
+	}
+	if status, b := call(t, "GET", api+"/v1/health", s.key, ""); status != http.StatusOK {
+		t.Fatalf("health after hostile images: %d %s", status, b)
+	}
 }
 
 // assertNothingLeft waits until nothing of any sandbox is left: no pod, no
@@ -254,24 +441,22 @@ func waitServer(t *testing.T, addr, data string, served <-chan struct{}) string 
 }
 
 // startNode starts the node the environment asks for and returns what
-// counts the sandboxes' containers (or processes) still on it.
-func startNode(t *testing.T, c *kubetest.Cluster, templates, agent, bin, nodeDir string) func() int {
+// counts the sandboxes' containers (or processes) still on it. A real
+// node pulls the agent's and the template's images from imgs.registry
+// (plain HTTP); only the pause image is imported.
+func startNode(t *testing.T, c *kubetest.Cluster, imgs images, agent, bin, nodeDir string) func() int {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
 		pause := build(t, bin, "withruntime.dev/runtime/internal/kube/kubetest/realnode/pause")
-		agentRoot, pauseRoot := filepath.Join(bin, "agent-image"), filepath.Join(bin, "pause-image")
-		for dir, src := range map[string]string{agentRoot: agent, pauseRoot: pause} {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Link(src, filepath.Join(dir, filepath.Base(src))); err != nil {
-				t.Fatal(err)
-			}
+		pauseRoot := filepath.Join(bin, "pause-image")
+		if err := os.MkdirAll(pauseRoot, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(pause, filepath.Join(pauseRoot, filepath.Base(pause))); err != nil {
+			t.Fatal(err)
 		}
 		node := realnode.Start(t, c, []realnode.Image{
 			{Ref: "withruntime/pause:test", Root: pauseRoot, Entrypoint: []string{"/pause"}},
-			{Ref: "withruntime/agent:test", Root: agentRoot},
-			{Ref: "withruntime/template-base:latest", Root: filepath.Join(templates, "base", "rootfs")},
-		})
+		}, imgs.registry)
 		return func() int {
 			n, err := node.Running()
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -277,7 +276,7 @@ func checkLedger(t *testing.T, dsn string, ids []string) {
 func leaveDebris(t *testing.T, s *server, dsn string) (orphan, stuck string) {
 	t.Helper()
 	ctx := context.Background()
-	drv, err := kdriver.New(ctx, kdriver.Config{Client: s.c.Client, Namespace: ns, AgentImage: "withruntime/agent:test", RuntimeClass: s.runtimeClass})
+	drv, err := kdriver.New(ctx, kdriver.Config{Client: s.c.Client, Namespace: ns, AgentImage: s.images.agent, RuntimeClass: s.runtimeClass})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +293,7 @@ func leaveDebris(t *testing.T, s *server, dsn string) (orphan, stuck string) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{orphan, stuck} {
-		if _, err := drv.Create(ctx, driver.Spec{ID: id, RootFS: filepath.Join(s.templates, "base", "rootfs"), CPU: 1,
+		if _, err := drv.Create(ctx, driver.Spec{ID: id, RootFS: s.images.base, CPU: 1,
 			MemoryBytes: 256 << 20, DiskBytes: 1 << 30, TmpBytes: 64 << 20, PidsLimit: 64, LeaseEndsAt: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}

@@ -64,8 +64,11 @@ type Config struct {
 	// /withruntime-agent; its init container copies it into the pod.
 	// Required.
 	AgentImage string
-	// TemplateImage names the image of a template; default
-	// "withruntime/template-<name>:latest".
+	// TemplateImage names the image of a template whose Spec.RootFS is a
+	// directory (<templates>/<name>/rootfs); default
+	// "withruntime/template-<name>:latest". A Spec.RootFS that is not an
+	// absolute path is itself the image reference (what registry.Catalog
+	// gives the manager, pinned by digest) and is used as it is.
 	TemplateImage func(template string) string
 	// PullPolicy of both images; default IfNotPresent.
 	PullPolicy corev1.PullPolicy
@@ -230,7 +233,7 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: secret: %w", err)
 	}
-	image := d.cfg.TemplateImage(templateName(spec.RootFS))
+	image := d.image(spec.RootFS)
 	pod, err := core.Pods(d.cfg.Namespace).Create(ctx, d.pod(spec, image, time.Now()), metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes create: pod: %w", err)

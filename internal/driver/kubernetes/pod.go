@@ -93,6 +93,16 @@ func (d *Driver) labels(spec driver.Spec) map[string]string {
 	return map[string]string{LabelManagedBy: managedBy, LabelSandbox: spec.ID, LabelOwner: ownerLabel(spec.Owner)}
 }
 
+// image is the image of a sandbox whose Spec.RootFS is rootfs: rootfs
+// itself when it is an image reference (not an absolute path), else the
+// image Config.TemplateImage names for its template.
+func (d *Driver) image(rootfs string) string {
+	if !filepath.IsAbs(rootfs) {
+		return rootfs
+	}
+	return d.cfg.TemplateImage(templateName(rootfs))
+}
+
 // templateName is the template of a root filesystem directory
 // (<templates>/<name>/rootfs).
 func templateName(rootfs string) string {

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +60,20 @@ func TestPodShape(t *testing.T) {
 	}
 	if templateName("/var/lib/withruntime/templates/base/rootfs") != "base" {
 		t.Error("templateName")
+	}
+}
+
+// TestImageOfRootFS: a template directory maps to its image by name; an
+// image reference (registry.Catalog's, pinned by digest) is the image.
+func TestImageOfRootFS(t *testing.T) {
+	d := &Driver{cfg: Config{TemplateImage: func(n string) string { return "reg/t-" + n + ":latest" }}}
+	pinned := "127.0.0.1:5000/wr/template-base@sha256:" + strings.Repeat("a", 64)
+	for rootfs, want := range map[string]string{
+		"/var/lib/withruntime/templates/base/rootfs": "reg/t-base:latest",
+		pinned: pinned,
+	} {
+		if got := d.image(rootfs); got != want {
+			t.Errorf("image(%q) = %q, want %q", rootfs, got, want)
+		}
 	}
 }

@@ -17,8 +17,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// Image is an image made on the host for the node (nothing is pulled: the
-// test host reaches no registry): the directory Root as its one layer.
+// Image is an image made on the host and imported into the node (the
+// node's pause image; Runtime's images are pushed to a registry the test
+// serves, which Start's plainHTTP lets the node pull from): the directory
+// Root as its one layer.
 type Image struct {
 	// Ref is the image's name as pods use it ("withruntime/agent:test").
 	Ref string

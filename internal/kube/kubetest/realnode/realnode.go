@@ -7,7 +7,8 @@
 // runs the test binary under `unshare --net`), where it adds a dummy
 // interface with a default route (kubelet wants a non-loopback node IP)
 // (a veth pair) and the CNI bridge; the host's network is never touched. Images are made
-// on the host and imported (the host reaches no registry).
+// on the host and imported, or pulled from a registry the test serves in that namespace
+// (Start's plainHTTP); the host reaches no outside registry.
 package realnode
 
 import (
@@ -50,9 +51,11 @@ type Node struct {
 }
 
 // Start brings the node up and waits until it is Ready, importing images
-// first. It skips the test when not in a network namespace of its own or
-// when a part is missing, saying which.
-func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
+// first. Containerd pulls any other image from a registry, and from each of
+// plainHTTP (host:port, e.g. a registry the test serves on loopback) over
+// plain HTTP. It skips the test when not in a network namespace of its own
+// or when a part is missing, saying which.
+func Start(t testing.TB, c *kubetest.Cluster, images []Image, plainHTTP ...string) *Node {
 	t.Helper()
 	self, _ := os.Readlink("/proc/self/ns/net")
 	init, _ := os.Readlink("/proc/1/ns/net")
@@ -87,7 +90,7 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 		t.Fatalf("realnode: network: %v", err)
 	}
 	pathEnv := "PATH=" + shimDir + ":/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	if err := n.writeConfigs(); err != nil {
+	if err := n.writeConfigs(plainHTTP); err != nil {
 		t.Fatalf("realnode: %v", err)
 	}
 	if err := c.Run("containerd", []string{pathEnv}, filepath.Join(ctrdDir, "containerd"), "--config", filepath.Join(dir, "containerd.toml")); err != nil {
@@ -152,7 +155,17 @@ func (n *Node) network() error {
 	return nil
 }
 
-func (n *Node) writeConfigs() error {
+func (n *Node) writeConfigs(plainHTTP []string) error {
+	hosts := filepath.Join(n.dir, "certs.d")
+	for _, h := range plainHTTP {
+		if err := os.MkdirAll(filepath.Join(hosts, h), 0o700); err != nil {
+			return err
+		}
+		conf := fmt.Sprintf("server = %[1]q\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+h)
+		if err := os.WriteFile(filepath.Join(hosts, h, "hosts.toml"), []byte(conf), 0o600); err != nil {
+			return err
+		}
+	}
 	for _, d := range []string{"cni", "root", "state"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o700); err != nil {
 			return err
@@ -186,15 +199,25 @@ state = %[2]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %[4]q
-`, filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state"), n.sock, filepath.Join(n.dir, "cni"))
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[5]q
+`, filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state"), n.sock, filepath.Join(n.dir, "cni"), hosts)
 	if n.v2 {
 		toml = fmt.Sprintf(`version = 3
 root = %[1]q
 state = %[2]q
 [grpc]
   address = %[3]q
+# Images pulled (not imported) are unpacked by the transfer service, which
+# knows only the default snapshotter's platform unless told.
+[plugins.'io.containerd.transfer.v1.local']
+  [[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+    platform = 'linux/amd64'
+    snapshotter = 'native'
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = 'native'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = %[5]q
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = 'withruntime/pause:test'
 [plugins.'io.containerd.cri.v1.runtime']
@@ -209,7 +232,7 @@ state = %[2]q
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ['/usr/lib/cni']
     conf_dir = %[4]q
-`, filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state"), n.sock, filepath.Join(n.dir, "cni"))
+`, filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state"), n.sock, filepath.Join(n.dir, "cni"), hosts)
 	}
 	return os.WriteFile(filepath.Join(n.dir, "containerd.toml"), []byte(toml), 0o600)
 }
