@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
 )
@@ -22,18 +24,19 @@ import (
 // sandboxMem is what one sandbox costs the host, from its processes and
 // its memory cgroup.
 type sandboxMem struct {
-	Procs        int   `json:"procs"`        // host processes (gofer, sentry, systrap stubs)
-	Tasks        int64 `json:"tasks"`        // host tasks (threads) in its pids cgroup
-	OutsideCg    int   `json:"outsideCg"`    // of them, not in the sandbox's memory cgroup
-	RSS          int64 `json:"rss"`          // Σ Rss (smaps_rollup)
-	PSS          int64 `json:"pss"`          // Σ Pss: shared pages split among all that map them
-	CgUsage      int64 `json:"cgUsage"`      // memory.usage_in_bytes (v2: memory.current)
-	CgKernel     int64 `json:"cgKernel"`     // memory.kmem.usage_in_bytes (v2: kernel)
-	CgCache      int64 `json:"cgCache"`      // page cache and shmem charged (v2: file)
-	CgMapped     int64 `json:"cgMapped"`     // of it, mapped by a process (v2: file_mapped)
-	Attributed   int64 `json:"attributed"`   // PSS + kernel + unmapped cache
-	CPUNanos     int64 `json:"cpuNanos"`     // CPU over the idle window (cpuacct)
-	CgroupMissed bool  `json:"cgroupMissed"` // the cgroup could not be read
+	Procs        int              `json:"procs"`        // host processes (gofer, sentry, systrap stubs)
+	Tasks        int64            `json:"tasks"`        // host tasks (threads) in its pids cgroup
+	TasksBy      map[string]int64 `json:"tasksBy"`      // threads of its processes by role: gofer, sentry, stubs
+	OutsideCg    int              `json:"outsideCg"`    // of them, not in the sandbox's memory cgroup
+	RSS          int64            `json:"rss"`          // Σ Rss (smaps_rollup)
+	PSS          int64            `json:"pss"`          // Σ Pss: shared pages split among all that map them
+	CgUsage      int64            `json:"cgUsage"`      // memory.usage_in_bytes (v2: memory.current)
+	CgKernel     int64            `json:"cgKernel"`     // memory.kmem.usage_in_bytes (v2: kernel)
+	CgCache      int64            `json:"cgCache"`      // page cache and shmem charged (v2: file)
+	CgMapped     int64            `json:"cgMapped"`     // of it, mapped by a process (v2: file_mapped)
+	Attributed   int64            `json:"attributed"`   // PSS + kernel + unmapped cache
+	CPUNanos     int64            `json:"cpuNanos"`     // CPU over the idle window (cpuacct)
+	CgroupMissed bool             `json:"cgroupMissed"` // the cgroup could not be read
 }
 
 // memory holds K idle sandboxes at once (each created through the API and
@@ -178,6 +181,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 			m.CgroupMissed = true
 		}
 		m.Tasks, _ = cgroupTasks(cg)
+		m.TasksBy = tasksByRole(pids)
 		m.Attributed = m.PSS + m.CgKernel + max(0, m.CgCache-m.CgMapped)
 		pct, err := cpuPct(id, cg)
 		m.CPUNanos = int64(pct / 100 * cpuSec * 1e9)
@@ -264,6 +268,18 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	var rss int64
 	for _, m := range rtMem {
 		rss += m.RSS
+	}
+	if len(rtMem) > 0 && len(bareMem) > 0 {
+		// The agent's own threads (PID 1's, inside), read after the
+		// measurements: this exec may itself add one.
+		var res agentapi.ExecResult
+		agentThreads := "?"
+		if err := srv.c.getJSON(ctx, "POST", "/v1/sandboxes/"+ids[0]+"/exec", agentapi.ExecRequest{
+			Argv: []string{"sh", "-c", "ls /proc/1/task | wc -l"}, User: "root"}, &res); err == nil && res.ExitCode == 0 {
+			agentThreads = strings.TrimSpace(res.Stdout)
+		}
+		e.note("memory: host threads of the first sandbox by role: %s (its agent's threads inside, read after: %s); of the first bare runsc sandbox: %s",
+			roles(rtMem[0].TasksBy), agentThreads, roles(bareMem[0].TasksBy))
 	}
 	e.note("memory: per idle sandbox: RSS %.1f MiB (counts shared pages in full); server CPU (this process) over the idle window %.2f%% of a core; server Go heap %+.1f KiB per sandbox",
 		mib(rss)/float64(max(1, held)), 100*selfCPU/cpuSec, float64(heap1-heap0)/1024/float64(max(1, held)))
@@ -515,4 +531,39 @@ func readPidMax() int64 {
 	}
 	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return n
+}
+
+// tasksByRole counts the threads (/proc/PID/task) of a sandbox's host
+// processes by role: "gofer" and "sentry" by their command line (runsc
+// gofer, runsc boot), "stubs" every other (systrap's stub processes, which
+// run the sandbox's threads).
+func tasksByRole(pids map[int]bool) map[string]int64 {
+	out := map[string]int64{}
+	for pid := range pids {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue // gone
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(string(cmd), "\x00")
+		role := "stubs"
+		if len(ents) > 0 {
+			out["stub processes"]++
+		}
+		switch {
+		case slices.Contains(args, "gofer"):
+			role = "gofer"
+			out["stub processes"]--
+		case slices.Contains(args, "boot"):
+			role = "sentry"
+			out["stub processes"]--
+		}
+		out[role] += int64(len(ents))
+	}
+	return out
+}
+
+// roles formats tasksByRole's counts.
+func roles(m map[string]int64) string {
+	return fmt.Sprintf("gofer %d, sentry %d, stubs %d (in %d processes)", m["gofer"], m["sentry"], m["stubs"], m["stub processes"])
 }
