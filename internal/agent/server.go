@@ -101,6 +101,9 @@ func New(cfg Config) (*Server, error) {
 		ctxs:   newContexts(),
 	}
 	s.lease.end = s.endSandbox
+	if _, err := nullStdin(); err != nil { // now, before any command runs
+		cfg.Logger.Warn("commands without stdin cannot start", "err", err)
+	}
 	if inSandbox() {
 		s.cgroups = openCgroups(cfg.Logger, cgroupRoot)
 	}
