@@ -275,7 +275,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		var res agentapi.ExecResult
 		agentThreads := "?"
 		if err := srv.c.getJSON(ctx, "POST", "/v1/sandboxes/"+ids[0]+"/exec", agentapi.ExecRequest{
-			Argv: []string{"sh", "-c", "ls /proc/1/task | wc -l"}, User: "root"}, &res); err == nil && res.ExitCode == 0 {
+			Argv: []string{"sh", "-c", "echo $(ls /proc/1/task | wc -l), $(nproc) CPUs"}, User: "root"}, &res); err == nil && res.ExitCode == 0 {
 			agentThreads = strings.TrimSpace(res.Stdout)
 		}
 		e.note("memory: host threads of the first sandbox by role: %s (its agent's threads inside, read after: %s); of the first bare runsc sandbox: %s",
