@@ -120,6 +120,11 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 			return err
 		}
 		bareIDs = append(bareIDs, id)
+		if e.o.BareExec { // used once, as the Runtime sandboxes are
+			if _, err := e.bare.exec(ctx, id, []string{"true"}, ""); err != nil {
+				return err
+			}
+		}
 	}
 	if err := sleepCtx(ctx, 5*time.Second); err != nil { // let boot work settle
 		return err
@@ -244,7 +249,11 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		rPid.Vs = fmt.Sprintf("pid_max %d ÷ mean %.1f tasks (before anything else on the host)", pidMax, meanTasks)
 	}
 	if len(bareIDs) > 0 {
-		bA := e.add(sampleRow(sec, fmt.Sprintf("idle bare runsc sandbox (%d held alongside)", len(bareIDs)), "MiB", bAttr))
+		used := ""
+		if e.o.BareExec {
+			used = ", each used once (runsc exec true)"
+		}
+		bA := e.add(sampleRow(sec, fmt.Sprintf("idle bare runsc sandbox (%d held alongside%s)", len(bareIDs), used), "MiB", bAttr))
 		bA.Baseline, bA.Short = true, "bare runsc"
 		bCg := e.add(sampleRow(sec, "  of which: memory cgroup usage", "MiB", bCgU))
 		bCg.Baseline, bCg.Short = true, "bare runsc"
