@@ -21,9 +21,9 @@ func accountServer(t *testing.T, passwd, group string) (s *Server, dir string, n
 	}
 	clock := time.Now()
 	now = &clock
-	s.passwd, s.group = newFileCache(filepath.Join(dir, "passwd")), newFileCache(filepath.Join(dir, "group"))
-	s.passwd.now = func() time.Time { return *now }
-	s.group.now = s.passwd.now
+	s.passwdFile, s.groupFile = newFileCache(filepath.Join(dir, "passwd")), newFileCache(filepath.Join(dir, "group"))
+	s.passwdFile.now = func() time.Time { return *now }
+	s.groupFile.now = s.passwdFile.now
 	return s, dir, now
 }
 
@@ -61,8 +61,8 @@ func TestAccountCacheSeesAnEditInPlace(t *testing.T) {
 	if got := lookupUid(t, s, ""); got != 1000 {
 		t.Fatalf("uid %d, want 1000", got)
 	}
-	if s.passwd.reads != 1 || s.group.reads != 1 {
-		t.Fatalf("passwd read %d times, group %d, want once each (cached)", s.passwd.reads, s.group.reads)
+	if s.passwdFile.reads != 1 || s.groupFile.reads != 1 {
+		t.Fatalf("passwd read %d times, group %d, want once each (cached)", s.passwdFile.reads, s.groupFile.reads)
 	}
 	a, err := s.lookupAccount("user")
 	if err != nil || len(a.Groups) != 2 || a.Groups[1] != 998 {
@@ -85,8 +85,8 @@ func TestAccountCacheSeesAnEditInPlace(t *testing.T) {
 	if got := lookupUid(t, s, "user"); got != 1001 {
 		t.Fatalf("after an edit in place, uid %d, want 1001", got)
 	}
-	if s.passwd.reads != 2 {
-		t.Fatalf("passwd read %d times, want 2", s.passwd.reads)
+	if s.passwdFile.reads != 2 {
+		t.Fatalf("passwd read %d times, want 2", s.passwdFile.reads)
 	}
 }
 
@@ -115,14 +115,14 @@ func TestAccountCacheDoesNotKeepARacyRead(t *testing.T) {
 	s, _, now := accountServer(t, passwd1000, groups)
 	lookupUid(t, s, "user")
 	lookupUid(t, s, "user")
-	if s.passwd.reads != 2 {
-		t.Fatalf("a file changed %v ago was read %d times in two lookups, want 2", time.Since(*now), s.passwd.reads)
+	if s.passwdFile.reads != 2 {
+		t.Fatalf("a file changed %v ago was read %d times in two lookups, want 2", time.Since(*now), s.passwdFile.reads)
 	}
 	*now = now.Add(racyWindow)
 	lookupUid(t, s, "user")
 	lookupUid(t, s, "user")
-	if s.passwd.reads != 3 {
-		t.Fatalf("read %d times, want 3 (kept once its change was racyWindow old)", s.passwd.reads)
+	if s.passwdFile.reads != 3 {
+		t.Fatalf("read %d times, want 3 (kept once its change was racyWindow old)", s.passwdFile.reads)
 	}
 }
 

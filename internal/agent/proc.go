@@ -67,7 +67,7 @@ type proc struct {
 func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 	null, err := nullStdin()
 	if err != nil && spec.stdin == "" && !spec.stdinOpen {
-		return nil, err
+		return nil, fmt.Errorf("the null device for the command's stdin: %w", err)
 	}
 	outR, outW, err := childPipe(false)
 	if err != nil {

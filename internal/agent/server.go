@@ -52,20 +52,20 @@ type Config struct {
 // Server serves the agent protocol. Create it with New; it is safe for
 // concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	envMu   sync.Mutex
-	env     []string   // the agent's environment, inherited by commands (see configure)
-	passwd  *fileCache // /etc/passwd
-	group   *fileCache // /etc/group
-	procs   *registry
-	live    *liveSet
-	guard   *guard
-	kicker  *kicker
-	lease   lease
-	ckpt    checkpointer // the listener, and a checkpoint pending (checkpoint.go)
-	cgroups *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
-	ctxs    *contexts
+	cfg        Config
+	log        *slog.Logger
+	envMu      sync.Mutex
+	env        []string   // the agent's environment, inherited by commands (see configure)
+	passwdFile *fileCache // /etc/passwd
+	groupFile  *fileCache // /etc/group
+	procs      *registry
+	live       *liveSet
+	guard      *guard
+	kicker     *kicker
+	lease      lease
+	ckpt       checkpointer // the listener, and a checkpoint pending (checkpoint.go)
+	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
+	ctxs       *contexts
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -89,16 +89,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	live := newLiveSet()
 	s := &Server{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		env:    os.Environ(),
-		passwd: newFileCache("/etc/passwd"),
-		group:  newFileCache("/etc/group"),
-		procs:  newRegistry(),
-		live:   live,
-		guard:  newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
-		kicker: newKicker(cfg.Logger, live),
-		ctxs:   newContexts(),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		env:        os.Environ(),
+		passwdFile: newFileCache("/etc/passwd"),
+		groupFile:  newFileCache("/etc/group"),
+		procs:      newRegistry(),
+		live:       live,
+		guard:      newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
+		kicker:     newKicker(cfg.Logger, live),
+		ctxs:       newContexts(),
 	}
 	s.lease.end = s.endSandbox
 	if _, err := nullStdin(); err != nil { // now, before any command runs

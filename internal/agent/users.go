@@ -44,9 +44,9 @@ func (s *Server) lookupAccount(name string) (account, error) {
 	default:
 		return account{}, badRequest("user %q is not allowed; use %q (the default, the sandbox's unprivileged user) or %q", abbrev(name, 64), defaultUserName, rootUserName)
 	}
-	passwd, err := s.passwd.get()
+	passwd, err := s.passwdFile.get()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return account{}, fmt.Errorf("read %s: %w", s.passwd.path, err)
+		return account{}, fmt.Errorf("read %s: %w", s.passwdFile.path, err)
 	}
 	acct, found := findPasswd(passwd, name)
 	if !found {
@@ -56,10 +56,10 @@ func (s *Server) lookupAccount(name string) (account, error) {
 		case defaultUserName:
 			acct = account{Name: name, Uid: fallbackUid, Gid: fallbackUid, Home: "/home/" + name}
 		default:
-			return account{}, fmt.Errorf("the sandbox user %q (agent --user) is not in %s", name, s.passwd.path)
+			return account{}, fmt.Errorf("the sandbox user %q (agent --user) is not in %s", name, s.passwdFile.path)
 		}
 	}
-	group, _ := s.group.get() // missing or unreadable: just the primary group
+	group, _ := s.groupFile.get() // missing or unreadable: just the primary group
 	acct.Groups = findGroups(group, acct.Name, acct.Gid)
 	return acct, nil
 }
