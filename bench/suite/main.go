@@ -67,6 +67,7 @@ type options struct {
 	Runs        int     `json:"runs"`
 	Idle        int     `json:"idle"`
 	BareIdle    int     `json:"bareIdle"`
+	BareExec    bool    `json:"bareExec"`
 	PoolSize    int     `json:"poolSize"`
 	Burst       int     `json:"burst"`
 	BurstPool   int     `json:"burstPool"`
@@ -86,6 +87,7 @@ func main() {
 	flag.IntVar(&o.Runs, "runs", 50, "samples per row (startup and exec)")
 	flag.IntVar(&o.Idle, "idle", 200, "idle sandboxes held at once (memory)")
 	flag.IntVar(&o.BareIdle, "bare-idle", 20, "idle bare runsc sandboxes held alongside them (memory baseline; capped at -idle)")
+	flag.BoolVar(&o.BareExec, "bare-exec", false, "each idle bare runsc sandbox first runs one `runsc exec` of true, as each Runtime sandbox runs one exec (memory baseline)")
 	flag.IntVar(&o.PoolSize, "pool-size", 2, "warm pool size of the pooled server (startup)")
 	flag.IntVar(&o.Burst, "burst", 64, "creates sent at once (burst)")
 	flag.IntVar(&o.BurstPool, "burst-pool", 4, "warm pool size (its floor) of the server that takes the burst")

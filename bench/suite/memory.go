@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"withruntime.dev/runtime/bench/internal/benchenv"
 	"withruntime.dev/runtime/bench/internal/stats"
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
 )
@@ -22,18 +24,19 @@ import (
 // sandboxMem is what one sandbox costs the host, from its processes and
 // its memory cgroup.
 type sandboxMem struct {
-	Procs        int   `json:"procs"`        // host processes (gofer, sentry, systrap stubs)
-	Tasks        int64 `json:"tasks"`        // host tasks (threads) in its pids cgroup
-	OutsideCg    int   `json:"outsideCg"`    // of them, not in the sandbox's memory cgroup
-	RSS          int64 `json:"rss"`          // Σ Rss (smaps_rollup)
-	PSS          int64 `json:"pss"`          // Σ Pss: shared pages split among all that map them
-	CgUsage      int64 `json:"cgUsage"`      // memory.usage_in_bytes (v2: memory.current)
-	CgKernel     int64 `json:"cgKernel"`     // memory.kmem.usage_in_bytes (v2: kernel)
-	CgCache      int64 `json:"cgCache"`      // page cache and shmem charged (v2: file)
-	CgMapped     int64 `json:"cgMapped"`     // of it, mapped by a process (v2: file_mapped)
-	Attributed   int64 `json:"attributed"`   // PSS + kernel + unmapped cache
-	CPUNanos     int64 `json:"cpuNanos"`     // CPU over the idle window (cpuacct)
-	CgroupMissed bool  `json:"cgroupMissed"` // the cgroup could not be read
+	Procs        int              `json:"procs"`        // host processes (gofer, sentry, systrap stubs)
+	Tasks        int64            `json:"tasks"`        // host tasks (threads) in its pids cgroup
+	TasksBy      map[string]int64 `json:"tasksBy"`      // threads of its processes by role: gofer, sentry, stubs
+	OutsideCg    int              `json:"outsideCg"`    // of them, not in the sandbox's memory cgroup
+	RSS          int64            `json:"rss"`          // Σ Rss (smaps_rollup)
+	PSS          int64            `json:"pss"`          // Σ Pss: shared pages split among all that map them
+	CgUsage      int64            `json:"cgUsage"`      // memory.usage_in_bytes (v2: memory.current)
+	CgKernel     int64            `json:"cgKernel"`     // memory.kmem.usage_in_bytes (v2: kernel)
+	CgCache      int64            `json:"cgCache"`      // page cache and shmem charged (v2: file)
+	CgMapped     int64            `json:"cgMapped"`     // of it, mapped by a process (v2: file_mapped)
+	Attributed   int64            `json:"attributed"`   // PSS + kernel + unmapped cache
+	CPUNanos     int64            `json:"cpuNanos"`     // CPU over the idle window (cpuacct)
+	CgroupMissed bool             `json:"cgroupMissed"` // the cgroup could not be read
 }
 
 // memory holds K idle sandboxes at once (each created through the API and
@@ -117,6 +120,11 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 			return err
 		}
 		bareIDs = append(bareIDs, id)
+		if e.o.BareExec { // used once, as the Runtime sandboxes are
+			if _, err := e.bare.Exec(ctx, id, []string{"true"}, ""); err != nil {
+				return err
+			}
+		}
 	}
 	if err := benchenv.SleepCtx(ctx, 5*time.Second); err != nil { // let boot work settle
 		return err
@@ -178,6 +186,7 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 			m.CgroupMissed = true
 		}
 		m.Tasks, _ = cgroupTasks(cg)
+		m.TasksBy = tasksByRole(pids)
 		m.Attributed = m.PSS + m.CgKernel + max(0, m.CgCache-m.CgMapped)
 		pct, err := cpuPct(id, cg)
 		m.CPUNanos = int64(pct / 100 * cpuSec * 1e9)
@@ -240,7 +249,11 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 		rPid.Vs = fmt.Sprintf("pid_max %d ÷ mean %.1f tasks (before anything else on the host)", pidMax, meanTasks)
 	}
 	if len(bareIDs) > 0 {
-		bA := e.add(sampleRow(sec, fmt.Sprintf("idle bare runsc sandbox (%d held alongside)", len(bareIDs)), "MiB", bAttr))
+		used := ""
+		if e.o.BareExec {
+			used = ", each used once (runsc exec true)"
+		}
+		bA := e.add(sampleRow(sec, fmt.Sprintf("idle bare runsc sandbox (%d held alongside%s)", len(bareIDs), used), "MiB", bAttr))
 		bA.Baseline, bA.Short = true, "bare runsc"
 		bCg := e.add(sampleRow(sec, "  of which: memory cgroup usage", "MiB", bCgU))
 		bCg.Baseline, bCg.Short = true, "bare runsc"
@@ -264,6 +277,18 @@ func (e *env) memory(ctx context.Context, window time.Duration) (err error) {
 	var rss int64
 	for _, m := range rtMem {
 		rss += m.RSS
+	}
+	if len(rtMem) > 0 && len(bareMem) > 0 {
+		// The agent's own threads (PID 1's, inside), read after the
+		// measurements: this exec may itself add one.
+		var res agentapi.ExecResult
+		agentThreads := "?"
+		if err := srv.c.GetJSON(ctx, "POST", "/v1/sandboxes/"+ids[0]+"/exec", agentapi.ExecRequest{
+			Argv: []string{"sh", "-c", "echo $(ls /proc/1/task | wc -l), $(nproc) CPUs"}, User: "root"}, &res); err == nil && res.ExitCode == 0 {
+			agentThreads = strings.TrimSpace(res.Stdout)
+		}
+		e.note("memory: host threads of the first sandbox by role: %s (its agent's threads inside, read after: %s); of the first bare runsc sandbox: %s",
+			roles(rtMem[0].TasksBy), agentThreads, roles(bareMem[0].TasksBy))
 	}
 	e.note("memory: per idle sandbox: RSS %.1f MiB (counts shared pages in full); server CPU (this process) over the idle window %.2f%% of a core; server Go heap %+.1f KiB per sandbox",
 		benchenv.MiB(rss)/float64(max(1, held)), 100*selfCPU/cpuSec, float64(heap1-heap0)/1024/float64(max(1, held)))
@@ -440,4 +465,39 @@ func cgroupTasks(rel string) (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// tasksByRole counts the threads (/proc/PID/task) of a sandbox's host
+// processes by role: "gofer" and "sentry" by their command line (runsc
+// gofer, runsc boot), "stubs" every other (systrap's stub processes, which
+// run the sandbox's threads).
+func tasksByRole(pids map[int]bool) map[string]int64 {
+	out := map[string]int64{}
+	for pid := range pids {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue // gone
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(string(cmd), "\x00")
+		role := "stubs"
+		if len(ents) > 0 {
+			out["stub processes"]++
+		}
+		switch {
+		case slices.Contains(args, "gofer"):
+			role = "gofer"
+			out["stub processes"]--
+		case slices.Contains(args, "boot"):
+			role = "sentry"
+			out["stub processes"]--
+		}
+		out[role] += int64(len(ents))
+	}
+	return out
+}
+
+// roles formats tasksByRole's counts.
+func roles(m map[string]int64) string {
+	return fmt.Sprintf("gofer %d, sentry %d, stubs %d (in %d processes)", m["gofer"], m["sentry"], m["stubs"], m["stub processes"])
 }

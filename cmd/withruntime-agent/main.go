@@ -4,6 +4,12 @@
 // it only serves.
 //
 // Build it static: CGO_ENABLED=0 go build ./cmd/withruntime-agent
+//
+// decoratemappings=0: the Go runtime does not name its memory mappings
+// (prctl PR_SET_VMA), about 23 traps into gVisor's kernel at every start
+// and nothing anyone reads in a sandbox (bench/README.md, agent).
+//
+//go:debug decoratemappings=0
 package main
 
 import (

@@ -65,11 +65,15 @@ type proc struct {
 // when cgs is not nil. The caller owns the result and learns of its end
 // through done.
 func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
-	outR, outW, err := os.Pipe()
+	null, err := nullStdin()
+	if err != nil && spec.stdin == "" && !spec.stdinOpen {
+		return nil, fmt.Errorf("the null device for the command's stdin: %w", err)
+	}
+	outR, outW, err := childPipe(false)
 	if err != nil {
 		return nil, fmt.Errorf("create stdout pipe: %w", err)
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := childPipe(false)
 	if err != nil {
 		outR.Close()
 		outW.Close()
@@ -80,6 +84,7 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		Args:   spec.args,
 		Dir:    spec.dir,
 		Env:    spec.env,
+		Stdin:  null, // *os.File: the child gets /dev/null, a read sees EOF at once
 		Stdout: outW, // *os.File: the child gets the fd, exec starts no copier
 		Stderr: errW,
 		SysProcAttr: &syscall.SysProcAttr{
@@ -87,11 +92,9 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 			Credential: spec.cred,
 		},
 	}
-	// Without stdin the child gets /dev/null (exec.Cmd's nil Stdin), so a
-	// read sees EOF at once and nothing can hang waiting for input.
 	var inR, inW *os.File
 	if spec.stdin != "" || spec.stdinOpen {
-		if inR, inW, err = os.Pipe(); err != nil {
+		if inW, inR, err = childPipe(true); err != nil {
 			outR.Close()
 			outW.Close()
 			errR.Close()

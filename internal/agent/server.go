@@ -55,9 +55,9 @@ type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	envMu      sync.Mutex
-	env        []string // the agent's environment, inherited by commands (see configure)
-	passwdPath string
-	groupPath  string
+	env        []string   // the agent's environment, inherited by commands (see configure)
+	passwdFile *fileCache // /etc/passwd
+	groupFile  *fileCache // /etc/group
 	procs      *registry
 	live       *liveSet
 	guard      *guard
@@ -92,8 +92,8 @@ func New(cfg Config) (*Server, error) {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		env:        os.Environ(),
-		passwdPath: "/etc/passwd",
-		groupPath:  "/etc/group",
+		passwdFile: newFileCache("/etc/passwd"),
+		groupFile:  newFileCache("/etc/group"),
 		procs:      newRegistry(),
 		live:       live,
 		guard:      newGuard(cfg.Logger, live, cfg.MemoryBytes, cfg.PidsLimit),
@@ -101,6 +101,9 @@ func New(cfg Config) (*Server, error) {
 		ctxs:       newContexts(),
 	}
 	s.lease.end = s.endSandbox
+	if _, err := nullStdin(); err != nil { // now, before any command runs
+		cfg.Logger.Warn("commands without stdin cannot start", "err", err)
+	}
 	if inSandbox() {
 		s.cgroups = openCgroups(cfg.Logger, cgroupRoot)
 	}

@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,8 +33,9 @@ const rootUserName = "root"
 // lookupAccount resolves name from the sandbox's /etc/passwd and
 // /etc/group: "" or "user" mean the configured default user, "root" root.
 // No other name is accepted, whatever accounts the sandbox's image has: a
-// caller runs commands as the documented users only. It is read on every
-// call because a template may change the accounts after the agent starts.
+// caller runs commands as the documented users only. The files are
+// checked on every call (a template or a command may change the accounts
+// after the agent starts) and read again when they changed (fileCache).
 func (s *Server) lookupAccount(name string) (account, error) {
 	switch name {
 	case "", defaultUserName:
@@ -43,10 +44,11 @@ func (s *Server) lookupAccount(name string) (account, error) {
 	default:
 		return account{}, badRequest("user %q is not allowed; use %q (the default, the sandbox's unprivileged user) or %q", abbrev(name, 64), defaultUserName, rootUserName)
 	}
-	acct, found, err := readPasswd(s.passwdPath, name)
-	if err != nil {
-		return account{}, err
+	passwd, err := s.passwdFile.get()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return account{}, fmt.Errorf("read %s: %w", s.passwdFile.path, err)
 	}
+	acct, found := findPasswd(passwd, name)
 	if !found {
 		switch name {
 		case rootUserName:
@@ -54,26 +56,18 @@ func (s *Server) lookupAccount(name string) (account, error) {
 		case defaultUserName:
 			acct = account{Name: name, Uid: fallbackUid, Gid: fallbackUid, Home: "/home/" + name}
 		default:
-			return account{}, fmt.Errorf("the sandbox user %q (agent --user) is not in %s", name, s.passwdPath)
+			return account{}, fmt.Errorf("the sandbox user %q (agent --user) is not in %s", name, s.passwdFile.path)
 		}
 	}
-	acct.Groups = readGroups(s.groupPath, acct.Name, acct.Gid)
+	group, _ := s.groupFile.get() // missing or unreadable: just the primary group
+	acct.Groups = findGroups(group, acct.Name, acct.Gid)
 	return acct, nil
 }
 
-// readPasswd finds name in a passwd(5) file.
-func readPasswd(path, name string) (account, bool, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return account{}, false, nil
-	}
-	if err != nil {
-		return account{}, false, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ":")
+// findPasswd finds name in the bytes of a passwd(5) file.
+func findPasswd(data []byte, name string) (account, bool) {
+	for line := range strings.SplitSeq(string(data), "\n") {
+		fields := strings.Split(line, ":")
 		if len(fields) < 7 || fields[0] != name {
 			continue
 		}
@@ -86,19 +80,15 @@ func readPasswd(path, name string) (account, bool, error) {
 		if home == "" {
 			home = filepath.Join("/home", name)
 		}
-		return account{Name: name, Uid: uid, Gid: gid, Home: home}, true, nil
+		return account{Name: name, Uid: uid, Gid: gid, Home: home}, true
 	}
-	return account{}, false, sc.Err()
+	return account{}, false
 }
 
-// readGroups returns gid plus every group in a group(5) file that lists name
-// as a member. A missing or unreadable file yields just gid.
-func readGroups(path, name string, gid int) []uint32 {
+// findGroups returns gid plus every group in the bytes of a group(5) file
+// that lists name as a member.
+func findGroups(data []byte, name string, gid int) []uint32 {
 	groups := []uint32{uint32(gid)}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return groups
-	}
 	for line := range strings.SplitSeq(string(data), "\n") {
 		fields := strings.Split(line, ":")
 		if len(fields) < 4 {
