@@ -14,9 +14,12 @@
 # is what the tests want. Builds run under `nice -n 19` (a cold build of all
 # of them takes minutes of both cores).
 #
-# With --node it also builds gVisor's containerd shim (containerd-shim-runsc-v1,
-# at the gVisor version of third_party/runsc, through test/kubernetes/bins/node)
-# for a real node; --no-kubelet leaves kubelet out (the fake node needs none).
+# With --node it also builds, for a real node, gVisor's containerd shim
+# (containerd-shim-runsc-v1, at the gVisor version of third_party/runsc,
+# through test/kubernetes/bins/node), containerd 2, and the NetworkPolicy
+# enforcer kube-network-policies (sigs.k8s.io/kube-network-policies v0.8.0,
+# through test/kubernetes/bins/netpol); --no-kubelet leaves kubelet out (the
+# fake node needs none).
 #
 # Usage: scripts/k8s-bins.sh [--no-kubelet] [--node]
 set -euo pipefail
@@ -82,6 +85,20 @@ if $node; then
 	pin=$(awk '$1 == "require" && $2 == "gvisor.dev/gvisor" { print $3 }' "$bins/node/go.mod")
 	shimflags="-s -w -X gvisor.dev/gvisor/runsc/version.version=$pin"
 	build containerd-shim-runsc-v1 "$bins/node" gvisor.dev/gvisor/shim "$shimflags"
+	# The NetworkPolicy enforcer of the real node
+	# (sigs.k8s.io/kube-network-policies through test/kubernetes/bins/netpol),
+	# in a directory keyed by its own sources' hash (so changing it rebuilds
+	# it alone), linked as $out/kube-network-policies.
+	nphash=$(cat "$bins"/netpol/go.mod "$bins"/netpol/go.sum "$bins"/netpol/main.go | sha256sum | cut -c1-12)
+	npdir=$out/netpol-$nphash
+	if [[ ! -x $npdir/kube-network-policies ]]; then
+		mkdir -p "$npdir"
+		start=$SECONDS
+		(cd "$bins/netpol" && nice -n 19 go build -ldflags "-s -w" -o "$npdir/.kube-network-policies.tmp" .)
+		mv "$npdir/.kube-network-policies.tmp" "$npdir/kube-network-policies"
+		echo "k8s-bins: built kube-network-policies in $((SECONDS - start)) s ($(du -h "$npdir/kube-network-policies" | cut -f1))" >&2
+	fi
+	ln -sfn "netpol-$nphash/kube-network-policies" "$out/kube-network-policies"
 	# containerd 2 and ctr: today's gVisor shim answers containerd's start
 	# with the bootstrap protocol of containerd 2, which Debian 12's 1.6
 	# cannot read.

@@ -183,6 +183,8 @@ func fakeInternet(t *testing.T, dir string) string {
 	sh("nsenter", "-t", pid, "-n", "ip", "addr", "add", upstreamIP+"/24", "dev", "wrt-up1")
 	sh("nsenter", "-t", pid, "-n", "ip", "link", "set", "wrt-up1", "up")
 	sh("nsenter", "-t", pid, "-n", "ip", "link", "set", "lo", "up")
+	// Replies to pods (10.88.0.0/16, routed by the node) go back the same way.
+	sh("nsenter", "-t", pid, "-n", "ip", "route", "add", "default", "via", "203.0.113.1")
 	up := exec.Command("nsenter", "-t", pid, "-n", os.Args[0], "-test.run=^TestUpstreamHelper$")
 	up.Env = append(os.Environ(), "WITHRUNTIME_TEST_UPSTREAM="+dir)
 	up.Stdout, up.Stderr = os.Stderr, os.Stderr
