@@ -39,9 +39,8 @@ const upstreamIP = "203.0.113.10"
 // refused (TLS fails; plain HTTP gets 403 saying why). The fake internet is
 // an HTTPS server in a network namespace the test makes; its DNS name is
 // answered by a DNS server the test runs on the resolver address of
-// /etc/resolv.conf inside the test's own namespace. The bridge CNI
-// enforces no NetworkPolicy, so a program ignoring the proxy is not tested
-// here (see README, Kubernetes).
+// /etc/resolv.conf inside the test's own namespace. A program ignoring the
+// proxy is TestNetworkPolicyEnforcedOnRealNode's.
 func TestEgressProxyOnRealNode(t *testing.T) {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") != "real" {
 		t.Skip("needs the real node (scripts/test-kubernetes.sh --real-node): pods must send from their own IP")
