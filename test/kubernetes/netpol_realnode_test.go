@@ -59,10 +59,18 @@ func TestNetworkPolicyEnforcedOnRealNode(t *testing.T) {
 		return code == 0 && strings.Contains(out, "connected")
 	}
 
+	del := func(id string) {
+		t.Helper()
+		if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+id, key, ""); status/100 != 2 {
+			t.Fatalf("delete %s: %d %s", id, status, b)
+		}
+	}
+	// One sandbox at a time: the node has 2 CPUs.
 	off, _ := create(t, s, `{"template": "base", "network": {"internet": false}}`)
 	if reaches(off) {
 		t.Errorf("sandbox %s with internet off connected to %s", off, upstreamIP)
 	}
+	del(off)
 	allowed, _ := create(t, s, `{"template": "base", "network": {"allow": ["`+upstreamIP+`/32"]}}`)
 	if !reaches(allowed) {
 		t.Fatalf("sandbox %s whose allow list names %s could not connect to it", allowed, upstreamIP)
@@ -83,6 +91,7 @@ func TestNetworkPolicyEnforcedOnRealNode(t *testing.T) {
 	if reaches(allowed) {
 		t.Errorf("sandbox %s connected to %s again after its allow list was removed", allowed, upstreamIP)
 	}
+	del(allowed)
 
 	named, _ := create(t, s, `{"template": "base", "network": {"allow": ["api.example.com"]}}`)
 	if code, out := exec(named, `curl -sS --max-time 30 https://api.example.com/`); code != 0 || !strings.Contains(out, "upstream saw host=api.example.com") {
@@ -95,10 +104,6 @@ func TestNetworkPolicyEnforcedOnRealNode(t *testing.T) {
 		t.Errorf("curl --noproxy to the allowed host's address: exit 0 %q, want nothing", out)
 	}
 
-	for _, id := range []string{off, allowed, named} {
-		if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+id, key, ""); status/100 != 2 {
-			t.Fatalf("delete %s: %d %s", id, status, b)
-		}
-	}
+	del(named)
 	assertNothingLeft(t, s)
 }
