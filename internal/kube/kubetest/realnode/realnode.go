@@ -144,6 +144,7 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image) *Node {
 	if err := n.startEnforcer(c); err != nil {
 		t.Fatalf("realnode: %v (see kube-network-policies.log in %s)", err, c.Dir)
 	}
+	t.Logf("realnode: NetworkPolicy enforcer's rules in place in %v", n.EnforcerReady.Round(time.Millisecond))
 	return n
 }
 
