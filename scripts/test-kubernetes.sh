@@ -11,7 +11,8 @@
 #
 # The node is a test double (internal/kube/kubetest/fakenode) unless
 # --real-node is given: then the main job runs on a real node (kubelet,
-# containerd 2, gVisor's containerd-shim-runsc-v1, Debian's CNI bridge), and
+# containerd 2, gVisor's containerd-shim-runsc-v1, Debian's CNI bridge, and
+# kube-network-policies enforcing NetworkPolicy), and
 # the test binary runs in a network namespace of its own (unshare --net),
 # so nothing of the node touches the host's network.
 #

@@ -87,7 +87,10 @@ func addDriverFlags(cmd *cobra.Command) func(ctx context.Context) (driver.Driver
 		}
 		return kubernetes.New(ctx, kubernetes.Config{Client: client, Namespace: namespace, RuntimeClass: runtimeClass,
 			AgentImage: agentImage, ServerPeer: peer, EgressProxy: proxyAddr, EgressProxyPort: proxyPort,
-			TemplateImage: func(t string) string { return templateImagePrefix + t + ":latest" }})
+			TemplateImage: func(t string) string { return templateImagePrefix + t + ":latest" },
+			// Each pod's deadline covers the longest lease the server
+			// gives, since it can never be raised (see LatestLeaseEnd).
+			MaxLease: sandbox.DefaultLimits().MaxTimeout})
 	}
 	return func(ctx context.Context) (driver.Driver, string, sandbox.Templates, error) {
 		d, err := makeDriver(ctx, egressProxy, egressListen)

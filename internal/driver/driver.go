@@ -5,7 +5,7 @@
 // manager a way to dial that agent; everything that happens inside the
 // sandbox (exec, files) goes through the agent, so a driver knows nothing
 // about commands or files. Optional features are separate interfaces found by
-// type assertion (StatsReader, Watcher, CPUSetter, Pauser, Closer).
+// type assertion (StatsReader, Watcher, CPUSetter, Pauser, Closer, LeaseBounder).
 package driver
 
 import (
@@ -200,6 +200,17 @@ type Claimer interface {
 	// ending at leaseEndsAt. It fails when the sandbox is not an unclaimed
 	// pooled one (a sandbox is claimed at most once).
 	Claim(ctx context.Context, id, owner string, leaseEndsAt time.Time) error
+}
+
+// LeaseBounder is implemented by drivers whose sandboxes cannot be kept
+// running past a time fixed when they started (Kubernetes: a running pod's
+// activeDeadlineSeconds can be lowered, never raised). The manager asks
+// before it extends a lease and refuses a lease end past the bound (400)
+// rather than let the sandbox be killed while its record says it runs.
+type LeaseBounder interface {
+	// LatestLeaseEnd is the latest lease end sandbox id can keep (its
+	// safety margin already taken off); the zero time says no bound.
+	LatestLeaseEnd(ctx context.Context, id string) (time.Time, error)
 }
 
 // StatsReader is implemented by drivers that can sample resource use.

@@ -700,6 +700,9 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 		}
 	}
 	end := m.now().Add(time.Duration(seconds) * time.Second).UTC().Truncate(time.Millisecond)
+	if err := m.checkLeaseBound(ctx, id, end); err != nil {
+		return store.Sandbox{}, err
+	}
 	// The agent's backstop (see agent.LeaseGrace) must never come before
 	// the server's lease end: a longer lease goes to the agent first, a
 	// shorter one to the store first.
@@ -732,6 +735,25 @@ func (m *Manager) SetTimeout(ctx context.Context, id string, seconds int64) (sto
 	// The lease may have ended (or the sandbox died) while the new end was
 	// being written: then say so rather than return a stopped record.
 	return m.Running(ctx, id)
+}
+
+// checkLeaseBound refuses (errs.Invalid) a lease end past the latest one
+// the driver can keep sandbox id running for (driver.LeaseBounder;
+// Kubernetes: the pod's deadline, which can never be raised).
+func (m *Manager) checkLeaseBound(ctx context.Context, id string, end time.Time) error {
+	lb, ok := m.driver.(driver.LeaseBounder)
+	if !ok {
+		return nil
+	}
+	latest, err := lb.LatestLeaseEnd(ctx, id)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: the latest lease end it can keep: %w", id, err)
+	}
+	if latest.IsZero() || !end.After(latest) {
+		return nil
+	}
+	return errs.New(errs.Invalid, "sandbox %s cannot run past %s: its %s driver fixed that end when it started (on Kubernetes the pod's activeDeadlineSeconds, which can never be raised), so timeoutSeconds can be at most %d now; create a new sandbox for longer work",
+		id, latest.Format(time.RFC3339), m.driver.Name(), max(0, int64(latest.Sub(m.now())/time.Second)))
 }
 
 // Running returns the record of a running sandbox, or the error that says

@@ -39,9 +39,8 @@ const upstreamIP = "203.0.113.10"
 // refused (TLS fails; plain HTTP gets 403 saying why). The fake internet is
 // an HTTPS server in a network namespace the test makes; its DNS name is
 // answered by a DNS server the test runs on the resolver address of
-// /etc/resolv.conf inside the test's own namespace. The bridge CNI
-// enforces no NetworkPolicy, so a program ignoring the proxy is not tested
-// here (see README, Kubernetes).
+// /etc/resolv.conf inside the test's own namespace. A program ignoring the
+// proxy is TestNetworkPolicyEnforcedOnRealNode's.
 func TestEgressProxyOnRealNode(t *testing.T) {
 	if os.Getenv("WITHRUNTIME_K8S_NODE") != "real" {
 		t.Skip("needs the real node (scripts/test-kubernetes.sh --real-node): pods must send from their own IP")
@@ -183,6 +182,8 @@ func fakeInternet(t *testing.T, dir string) string {
 	sh("nsenter", "-t", pid, "-n", "ip", "addr", "add", upstreamIP+"/24", "dev", "wrt-up1")
 	sh("nsenter", "-t", pid, "-n", "ip", "link", "set", "wrt-up1", "up")
 	sh("nsenter", "-t", pid, "-n", "ip", "link", "set", "lo", "up")
+	// Replies to pods (10.88.0.0/16, routed by the node) go back the same way.
+	sh("nsenter", "-t", pid, "-n", "ip", "route", "add", "default", "via", "203.0.113.1")
 	up := exec.Command("nsenter", "-t", pid, "-n", os.Args[0], "-test.run=^TestUpstreamHelper$")
 	up.Env = append(os.Environ(), "WITHRUNTIME_TEST_UPSTREAM="+dir)
 	up.Stdout, up.Stderr = os.Stderr, os.Stderr
@@ -201,7 +202,8 @@ func fakeInternet(t *testing.T, dir string) string {
 			}
 		}
 	}
-	if out, err := exec.Command("ip", "addr", "add", resolver+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+	if out, err := exec.Command("ip", "addr", "add", resolver+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") &&
+		!strings.Contains(string(out), "already assigned") { // an earlier test of this binary added it
 		t.Fatalf("resolver address %s: %v: %s", resolver, err, out)
 	}
 	pc, err := net.ListenPacket("udp", net.JoinHostPort(resolver, "53"))

@@ -87,7 +87,7 @@ func create(t *testing.T, s *server, body string) (id string, took time.Duration
 // TestWarmPoolOfPods: with `serve --driver kubernetes --pool-size 1` a pod
 // is booted ahead (no owner, no deadline, nothing out); a create of the
 // default shape claims it: its sandbox is that pod, relabelled with the
-// creator's key, given the lease as its deadline and the create's
+// creator's key, given the longest lease as its deadline and the create's
 // NetworkPolicy, and it runs commands. The pool boots a new pod, never
 // handing the claimed one out again; a create of another memory size
 // starts cold. Nothing is left after the sandboxes are deleted and the
@@ -116,8 +116,8 @@ func TestWarmPoolOfPods(t *testing.T) {
 	if owner == "" || pod.UID != pooled.UID {
 		t.Fatalf("claimed pod: owner %q, uid %s (pooled %s); want the creator's key on the same pod", owner, pod.UID, pooled.UID)
 	}
-	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d < 600 {
-		t.Errorf("claimed pod's activeDeadlineSeconds %v, want the 600 s lease plus the backstop", d)
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d < 86400 {
+		t.Errorf("claimed pod's activeDeadlineSeconds %v, want the longest lease (86400 s) plus the backstop", d)
 	}
 	if np, err = s.c.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, pooled.Name, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)

@@ -19,8 +19,9 @@ var _ driver.Claimer = (*Driver)(nil)
 // (made by Create with Spec.Pooled: owner label "", no deadline, a
 // NetworkPolicy that lets nothing out) to owner and the lease ending at
 // leaseEndsAt. In one update of the pod, conditional on the version read,
-// it sets the owner label and activeDeadlineSeconds (the lease plus
-// leaseBackstop, counted from the pod's start); then it relabels the
+// it sets the owner label and activeDeadlineSeconds (Config.MaxLease from
+// now plus leaseBackstop, counted from the pod's start: see
+// deadlineSeconds); then it relabels the
 // pod's Secret and NetworkPolicy. It refuses a pod that is not running,
 // is being deleted, already has an owner or a deadline (claimed before,
 // or never pooled), so no pod is handed out twice.
@@ -54,15 +55,16 @@ func (d *Driver) Claim(ctx context.Context, id, owner string, leaseEndsAt time.T
 	case pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning:
 		return fmt.Errorf("kubernetes claim %s: pod %s is not running (%s)", id, name, describe(pod))
 	}
-	start := pod.CreationTimestamp.Time
-	if pod.Status.StartTime != nil {
-		start = pod.Status.StartTime.Time
+	start := podStart(pod)
+	latest := time.Now().Add(d.cfg.MaxLease)
+	if leaseEndsAt.After(latest) {
+		latest = leaseEndsAt
 	}
 	// The resource version makes the patch fail with a conflict if the pod
 	// changed since it was read (another claim among them).
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": pod.ResourceVersion, "labels": map[string]string{LabelOwner: label}},
-		"spec":     map[string]any{"activeDeadlineSeconds": *deadlineSeconds(leaseEndsAt, start)},
+		"spec":     map[string]any{"activeDeadlineSeconds": *deadlineSeconds(latest, start)},
 	})
 	if err != nil {
 		return fmt.Errorf("kubernetes claim %s: %w", id, err)

@@ -10,8 +10,8 @@ import (
 
 // TestClaimPooledPod: a warm-pool pod belongs to no one, has no deadline
 // and a NetworkPolicy that lets nothing out; a claim binds it to its owner
-// (pod, Secret and NetworkPolicy labels) and gives it the claim's lease as
-// activeDeadlineSeconds. The attack: a second claim of the same pod (one
+// (pod, Secret and NetworkPolicy labels) and gives it the longest lease
+// from the claim as activeDeadlineSeconds. The attack: a second claim of the same pod (one
 // tenant handed a pod another used) and a claim of a pod that was never
 // pooled are refused.
 func TestClaimPooledPod(t *testing.T) {
@@ -32,6 +32,9 @@ func TestClaimPooledPod(t *testing.T) {
 	if pod.Labels[LabelOwner] != "" || pod.Spec.ActiveDeadlineSeconds != nil {
 		t.Fatalf("pooled pod: owner %q, deadline %v; want no owner and no deadline", pod.Labels[LabelOwner], pod.Spec.ActiveDeadlineSeconds)
 	}
+	if latest, err := e.d.LatestLeaseEnd(ctx, "sbx_pooled"); err != nil || !latest.IsZero() {
+		t.Errorf("pooled pod's LatestLeaseEnd %v %v, want no bound", latest, err)
+	}
 	np, err := nps.Get(ctx, "wr-sbx-pooled", metav1.GetOptions{})
 	if err != nil || len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 2 {
 		t.Fatalf("pooled pod's NetworkPolicy: %v, egress %+v, types %v; want nothing out", err, np.Spec.Egress, np.Spec.PolicyTypes)
@@ -49,9 +52,12 @@ func TestClaimPooledPod(t *testing.T) {
 	if pod.Labels[LabelOwner] != "key_bob" {
 		t.Errorf("claimed pod's owner %q, want key_bob", pod.Labels[LabelOwner])
 	}
-	want := lease.Add(leaseBackstop).Sub(pod.Status.StartTime.Time).Seconds()
+	want := start.Add(24 * time.Hour).Add(leaseBackstop).Sub(pod.Status.StartTime.Time).Seconds()
 	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || float64(*d) < want-1 || float64(*d) > want+2 {
-		t.Errorf("claimed pod's activeDeadlineSeconds %v, want about %.0f (the claim's lease plus the backstop, from the pod's start)", d, want)
+		t.Errorf("claimed pod's activeDeadlineSeconds %v, want about %.0f (the longest lease from the claim plus the backstop, from the pod's start)", d, want)
+	}
+	if latest, err := e.d.LatestLeaseEnd(ctx, "sbx_pooled"); err != nil || latest.Before(start.Add(24*time.Hour-time.Second)) {
+		t.Errorf("claimed pod's LatestLeaseEnd %v %v, want 24 h after the claim", latest, err)
 	}
 	if np, err = nps.Get(ctx, "wr-sbx-pooled", metav1.GetOptions{}); err != nil || np.Labels[LabelOwner] != "key_bob" {
 		t.Errorf("claimed pod's NetworkPolicy: %v, labels %v", err, np.Labels)

@@ -80,6 +80,13 @@ type Config struct {
 	// DeleteTimeout bounds how long Destroy waits for the kubelet to end
 	// the pod before deleting it by force; default 30 seconds.
 	DeleteTimeout time.Duration
+	// MaxLease is the longest lease the server allows (its longest
+	// timeoutSeconds); default 24 hours. Each pod's activeDeadlineSeconds
+	// is MaxLease plus a minute from its create (or its claim, for a warm
+	// pool's), since a running pod's deadline can never be raised: that is
+	// the longest a sandbox lives, however its lease is extended
+	// (LatestLeaseEnd).
+	MaxLease time.Duration
 	// ServerPeer is who may reach a sandbox's agent port: every sandbox's
 	// NetworkPolicy lets in only it (default DefaultServerPeer(): the
 	// Runtime server's pods as deploy/kubernetes/ labels them).
@@ -151,6 +158,9 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.DeleteTimeout == 0 {
 		cfg.DeleteTimeout = 30 * time.Second
+	}
+	if cfg.MaxLease <= 0 {
+		cfg.MaxLease = 24 * time.Hour
 	}
 	if cfg.ServerPeer.PodSelector == nil && cfg.ServerPeer.NamespaceSelector == nil && cfg.ServerPeer.IPBlock == nil {
 		cfg.ServerPeer = DefaultServerPeer()

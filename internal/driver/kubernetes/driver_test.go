@@ -101,8 +101,15 @@ func TestCreateAndDestroy(t *testing.T) {
 		!lim.StorageEphemeral().Equal(resource.MustParse("1Gi")) {
 		t.Errorf("limits %v", lim)
 	}
-	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d < 600 || *d > 700 {
-		t.Errorf("activeDeadlineSeconds %v, want the 10-minute lease plus the backstop", d)
+	// The deadline is the longest lease (24 h by default) plus the
+	// backstop, not the 10-minute lease: a running pod's deadline can
+	// never be raised, and the lease may be extended.
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d < 86400+60 || *d > 86400+60+5 {
+		t.Errorf("activeDeadlineSeconds %v, want the longest lease (86400 s) plus the 60 s backstop", d)
+	}
+	latest, err := e.d.LatestLeaseEnd(ctx, "sbx_one")
+	if want := pod.Status.StartTime.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds)*time.Second - leaseBackstop); err != nil || !latest.Equal(want) {
+		t.Errorf("LatestLeaseEnd: %v %v, want %v (the pod's start plus its deadline, less the backstop)", latest, err, want)
 	}
 	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Image != "withruntime/agent:test" {
 		t.Errorf("init containers %+v", pod.Spec.InitContainers)

@@ -43,16 +43,36 @@ const (
 // noProxy is the pods' NO_PROXY: their own loopback only.
 const noProxy = "localhost,127.0.0.1,::1"
 
-// leaseBackstop is added to the lease when setting activeDeadlineSeconds:
-// the server ends the sandbox at its lease, the agent a few seconds later
-// (agent.LeaseGrace), and Kubernetes only after both failed.
+// leaseBackstop is added to the latest lease end when setting
+// activeDeadlineSeconds: the server ends the sandbox at its lease, the
+// agent a few seconds later (agent.LeaseGrace), and Kubernetes only after
+// both failed.
 const leaseBackstop = time.Minute
 
 // deadlineSeconds is the activeDeadlineSeconds (counted from start, at
-// least 1) of a pod whose lease ends at end: the lease plus leaseBackstop.
+// least 1) of a pod whose lease may end as late as end: end plus
+// leaseBackstop.
+//
+// end is not the create's lease but the longest one the server allows
+// (Config.MaxLease) from the create or claim: Kubernetes never lets a
+// running pod's deadline be raised, so a deadline at the first lease would
+// kill the pod of every sandbox whose lease a set_timeout extended while
+// Runtime still thinks it runs. The real lease is the server's timer and
+// the agent's backstop; the deadline is the last resort and the longest a
+// sandbox can live, which LatestLeaseEnd reports so that the manager
+// refuses an extension past it.
 func deadlineSeconds(end, start time.Time) *int64 {
 	secs := max(1, int64(math.Ceil(end.Add(leaseBackstop).Sub(start).Seconds())))
 	return &secs
+}
+
+// podStart is when the kubelet started pod (activeDeadlineSeconds counts
+// from there), or its creation before the kubelet said.
+func podStart(pod *corev1.Pod) time.Time {
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	return pod.CreationTimestamp.Time
 }
 
 // objectName is the pod's and the secret's name for sandbox id: ids are
@@ -150,7 +170,7 @@ func (d *Driver) proxyEnv(spec driver.Spec) []corev1.EnvVar {
 }
 
 // pod is the sandbox's pod: the template's image with the agent as PID 1,
-// requests equal to limits (Guaranteed), the lease as its deadline.
+// requests equal to limits (Guaranteed), the longest lease as its deadline.
 func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod {
 	name := objectName(spec.ID)
 	cpu := resource.NewMilliQuantity(int64(math.Ceil(spec.CPU*1000)), resource.DecimalSI)
@@ -176,7 +196,7 @@ func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod 
 	if !spec.LeaseEndsAt.IsZero() {
 		args = append(args, "-lease-ends-at", strconv.FormatInt(spec.LeaseEndsAt.Unix(), 10))
 		if !spec.Pooled {
-			deadline = deadlineSeconds(spec.LeaseEndsAt, now)
+			deadline = deadlineSeconds(now.Add(d.cfg.MaxLease), now)
 		}
 		// A pooled pod gets its deadline when a create claims it (Claim):
 		// the API lets a running pod's activeDeadlineSeconds be added or

@@ -33,7 +33,7 @@ func TestOwnerLabelIsAValidLabelValue(t *testing.T) {
 }
 
 func TestPodShape(t *testing.T) {
-	d := &Driver{cfg: Config{Namespace: "ns", RuntimeClass: "gvisor", AgentImage: "agent:1", AgentPort: 7000}}
+	d := &Driver{cfg: Config{Namespace: "ns", RuntimeClass: "gvisor", AgentImage: "agent:1", AgentPort: 7000, MaxLease: 2 * time.Hour}}
 	now := time.Unix(1_700_000_000, 0)
 	spec := testSpec("sbx_x")
 	spec.LeaseEndsAt = now.Add(5 * time.Minute)
@@ -43,12 +43,13 @@ func TestPodShape(t *testing.T) {
 	if !c.Resources.Requests.Cpu().Equal(resource.MustParse("1500m")) || !c.Resources.Limits.Memory().Equal(resource.MustParse("512Mi")) {
 		t.Errorf("resources %+v", c.Resources)
 	}
-	if got := *p.Spec.ActiveDeadlineSeconds; got != 360 {
-		t.Errorf("activeDeadlineSeconds %d, want 300 + 60", got)
+	// The longest lease plus the backstop, whatever the create's lease: a
+	// running pod's deadline can never be raised.
+	if got := *p.Spec.ActiveDeadlineSeconds; got != 7200+60 {
+		t.Errorf("activeDeadlineSeconds %d, want the 2 h longest lease + 60", got)
 	}
-	spec.LeaseEndsAt = now.Add(-time.Hour)
-	if got := *d.pod(spec, "tpl:1", now).Spec.ActiveDeadlineSeconds; got != 1 {
-		t.Errorf("activeDeadlineSeconds of a past lease %d, want 1", got)
+	if got := *deadlineSeconds(now.Add(-time.Hour), now); got != 1 {
+		t.Errorf("deadline of a past end %d, want 1", got)
 	}
 	if *p.Spec.RuntimeClassName != "gvisor" || p.Spec.InitContainers[0].Image != "agent:1" || c.Image != "tpl:1" {
 		t.Errorf("images/runtime class: %+v", p.Spec)

@@ -1,7 +1,17 @@
 // Package realnode starts a real Kubernetes node for tests: kubelet (built
 // by scripts/k8s-bins.sh), Debian's containerd with gVisor's
-// containerd-shim-runsc-v1 as the handler `runsc`, and the CNI bridge
-// plugins. Pods really run, under gVisor, on a bridge with their own IPs.
+// containerd-shim-runsc-v1 as the handler `runsc`, the CNI bridge plugins
+// and a NetworkPolicy enforcer (sigs.k8s.io/kube-network-policies, built by
+// scripts/k8s-bins.sh --node from test/kubernetes/bins/netpol). Pods really
+// run, under gVisor, on a bridge with their own IPs, and their
+// NetworkPolicies drop packets.
+//
+// The enforcer judges the first packet of each connection of a pod some
+// NetworkPolicy selects on nftables' POSTROUTING hook (nfqueue), so it
+// filters what a pod sends through the node (to other namespaces, other
+// hosts), not what it sends to the node's own addresses (INPUT: the
+// bridge's gateway, the node IP). Tests reach a "host outside" in a
+// network namespace of their own, routed through the node.
 //
 // It only runs inside a network namespace of the test's own (the script
 // runs the test binary under `unshare --net`), where it adds a dummy
@@ -48,6 +58,9 @@ type Node struct {
 	sock string
 	ctr  string
 	v2   bool // containerd 2: configuration version 3
+	// EnforcerReady is how long the NetworkPolicy enforcer took to set
+	// its nftables rules.
+	EnforcerReady time.Duration
 }
 
 // Start brings the node up and waits until it is Ready, importing images
@@ -76,6 +89,8 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image, plainHTTP ...strin
 		"containerd":               filepath.Join(ctrdDir, "containerd"),
 		"ctr":                      filepath.Join(ctrdDir, "ctr"),
 		"CNI bridge":               "/usr/lib/cni/bridge",
+		"kube-network-policies":    filepath.Join(c.BinDir, "kube-network-policies"),
+		"nft":                      "/usr/sbin/nft",
 		"runsc":                    "/usr/local/bin/runsc",
 	}
 	for what, path := range need {
@@ -129,7 +144,37 @@ func Start(t testing.TB, c *kubetest.Cluster, images []Image, plainHTTP ...strin
 	if err := n.waitReady(c, 2*time.Minute); err != nil {
 		t.Fatalf("realnode: %v (see kubelet.log and containerd.log in %s)", err, c.Dir)
 	}
+	if err := n.startEnforcer(c); err != nil {
+		t.Fatalf("realnode: %v (see kube-network-policies.log in %s)", err, c.Dir)
+	}
+	t.Logf("realnode: NetworkPolicy enforcer's rules in place in %v", n.EnforcerReady.Round(time.Millisecond))
 	return n
+}
+
+// enforcerTable is the nftables table (family inet) the enforcer makes in
+// the node's (the test's) network namespace.
+const enforcerTable = "kube-network-policies"
+
+// startEnforcer starts the NetworkPolicy enforcer and waits until its
+// nftables table is there (made once its informers synced), so that no
+// pod of the test runs before policies are enforced.
+func (n *Node) startEnforcer(c *kubetest.Cluster) error {
+	start := time.Now()
+	if err := c.Run("kube-network-policies", nil, filepath.Join(c.BinDir, "kube-network-policies"),
+		"-kubeconfig", c.Kubeconfig, "-hostname-override", n.Name, "-v", "2"); err != nil {
+		return err
+	}
+	for {
+		out, err := exec.Command("nft", "list", "table", "inet", enforcerTable).CombinedOutput()
+		if err == nil && bytes.Contains(out, []byte("postrouting")) {
+			n.EnforcerReady = time.Since(start)
+			return nil
+		}
+		if time.Since(start) > 30*time.Second {
+			return fmt.Errorf("the NetworkPolicy enforcer made no nftables table %s in 30 s: %v: %s", enforcerTable, err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // network gives this (the test's own) namespace an interface with the
@@ -151,6 +196,11 @@ func (n *Node) network() error {
 		if err != nil && !bytes.Contains(out, []byte("File exists")) && !bytes.Contains(out, []byte("already assigned")) {
 			return fmt.Errorf("ip %v: %v: %s", args, err, out)
 		}
+	}
+	// Pods reach hosts outside the node (test namespaces routed
+	// through it) by forwarding, in this namespace only.
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("ip forwarding in the node's namespace: %w", err)
 	}
 	return nil
 }
