@@ -1,8 +1,10 @@
 package gvisor
 
 import (
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,13 +17,17 @@ import (
 // creates and deletes under way, GET /v1/health answered in 100-250 ms.
 // At nice 10 a runsc thread weighs a tenth of a server thread, so the
 // server's own work (answering the API, the agent connections) goes first.
-// The sandbox's processes (sentry, gofer, stubs) inherit it, which changes
-// nothing for them where they run in a cgroup of their own with a CPU
-// controller (every host Runtime installs on): the cgroup's weight
-// (cpu.shares, cpu.weight) alone sets its share against the rest of the
-// host, and inside it they are all alike. Measured with bench/scale (nice
-// 0 and 10 interleaved; bench/README.md, scale).
-const helperNice = 10
+// The sandbox's processes inherit it, which changes nothing for them: they
+// run in the sandbox's cgroup, whose weight (cpu.shares) alone sets their
+// share against the rest of the host, and all of them alike.
+var helperNice = envInt("WITHRUNTIME_RUNSC_NICE", 10)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
 
 // startNiced starts cmd at helperNice. A child takes the nice value of the
 // thread that forks it (Linux keeps one per thread), so cmd is started from
@@ -30,6 +36,9 @@ const helperNice = 10
 // locked to the thread, which ends the thread (or parks it for good, if it
 // is the main thread), so no other goroutine ever runs there.
 func startNiced(cmd *exec.Cmd) error {
+	if helperNice == 0 {
+		return cmd.Start()
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
