@@ -30,31 +30,20 @@ func envInt(name string, def int) int {
 }
 
 // startNiced starts cmd at helperNice. A child takes the nice value of the
-// thread that forks it (Linux keeps one per thread), so cmd is started from
-// an OS thread of its own whose nice value is raised first and put back
-// after. Where it cannot be put back (no CAP_SYS_NICE) the goroutine ends
-// locked to the thread, which ends the thread (or parks it for good, if it
-// is the main thread), so no other goroutine ever runs there.
+// thread that forks it, so cmd is started from an OS thread of its own
+// whose nice value is raised first; the goroutine ends locked to it, which
+// ends the thread, so no other goroutine ever runs there.
 func startNiced(cmd *exec.Cmd) error {
 	if helperNice == 0 {
 		return cmd.Start()
 	}
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
-		// who 0 is the calling thread; the raw getpriority answers 20 - nice.
-		raw, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
-		if err != nil || 20-raw >= helperNice {
-			runtime.UnlockOSThread()
-			errc <- cmd.Start()
-			return
-		}
-		// A failure leaves the command at the server's own value.
-		raised := unix.Setpriority(unix.PRIO_PROCESS, 0, helperNice) == nil
+		runtime.LockOSThread() // never unlocked: see above
+		// who 0 is the calling thread (Linux keeps a nice value per
+		// thread). A failure leaves the command at the server's own.
+		_ = unix.Setpriority(unix.PRIO_PROCESS, 0, helperNice)
 		errc <- cmd.Start()
-		if !raised || unix.Setpriority(unix.PRIO_PROCESS, 0, 20-raw) == nil {
-			runtime.UnlockOSThread()
-		}
 	}()
 	return <-errc
 }
