@@ -120,12 +120,13 @@ func (d *Driver) runsc(ctx context.Context, extra []string, args ...string) ([]b
 	argv := append([]string{"--root", filepath.Join(d.cfg.StateDir, "runsc")}, extra...)
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, d.cfg.Runsc, argv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := runNiced(cmd); err != nil {
-		return stdout.Bytes(), fmt.Errorf("runsc %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("runsc %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.Bytes(), nil
+	return out, nil
 }
 
 // Create implements driver.Driver.
@@ -218,7 +219,7 @@ func (d *Driver) start(ctx context.Context, dir string, flags []string, args ...
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, d.cfg.Runsc, argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := runNiced(cmd); err != nil {
+	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(logPath)
 		return fmt.Errorf("runsc %s: %w: %s", args[0], err, tail(string(out), 2000))
 	}
