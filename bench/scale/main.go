@@ -38,6 +38,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -85,7 +87,11 @@ func main() {
 	flag.BoolVar(&o.Network, "network", true, "sandbox networks on (the production default); false runs runsc --network=none")
 	flag.StringVar(&o.Templates, "templates", "/var/lib/withruntime/templates", "templates directory (base must be built)")
 	flag.StringVar(&o.Out, "out", "bench/results/scale.json", "where to write the JSON results (\"\": nowhere)")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof of this process (server included) on this address, e.g. 127.0.0.1:6060")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { fatal(http.ListenAndServe(*pprofAddr, nil)) }()
+	}
 	o.IdleWindowS = idleWindow.Seconds()
 	if o.Execs < 1 || o.FillConc < 1 || o.Churn < 0 || o.ChurnConc < 1 || o.N < 0 {
 		fatal(errors.New("-execs, -fill-conc and -churn-conc must be at least 1, -n and -churn at least 0"))

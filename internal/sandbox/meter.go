@@ -123,63 +123,6 @@ func (m *Manager) meterLoop(ctx context.Context) {
 	}
 }
 
-// sampleAll samples every running and paused sandbox, a few at a time:
-// those this server holds, and with GateLeaderWork (the leader samples for
-// every server) those the store has running or paused.
-func (m *Manager) sampleAll(ctx context.Context) {
-	m.mu.Lock()
-	ids := make([]string, 0, len(m.live)+len(m.paused))
-	for id := range m.live {
-		ids = append(ids, id)
-	}
-	for id := range m.paused {
-		ids = append(ids, id)
-	}
-	m.mu.Unlock()
-	held := len(ids)
-	if m.lead.gated {
-		ids = append(ids, m.sharedIDs(ctx)...)
-	}
-	seen := map[string]bool{}
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if i >= held {
-				// Another server's: sampled once its creator opened its
-				// ledger (meterStart), so that the CPU of its boot is not
-				// billed.
-				if _, err := m.store.GetUsageCursor(ctx, id); err != nil {
-					return
-				}
-			}
-			if err := m.sample(ctx, id, false); err != nil && ctx.Err() == nil {
-				m.log.Warn("metering", "sandbox", id, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if m.lead.gated {
-		// Forget the locks of sandboxes that ended on other servers (a
-		// lock dropped while in use costs nothing: the store's cursor
-		// still writes each interval once).
-		m.meter.mu.Lock()
-		for id := range m.meter.locks {
-			if !seen[id] {
-				delete(m.meter.locks, id)
-			}
-		}
-		m.meter.mu.Unlock()
-	}
-}
-
 // sharedIDs are the sandboxes the store has running or paused (any
 // server's).
 func (m *Manager) sharedIDs(ctx context.Context) []string {
@@ -312,8 +255,20 @@ func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (writte
 	if err != nil || cur.Closed {
 		return false, err
 	}
+	rec, write, err := m.nextInterval(ctx, sb, cur, final)
+	if err != nil || !write {
+		return false, err
+	}
+	return m.store.RecordUsage(ctx, rec.Interval, rec.Mark, rec.Final)
+}
+
+// nextInterval is the interval from the sandbox's open cursor cur to now,
+// to be written with the cumulative CPU figures it ends on; write is false
+// when there is nothing to write.
+func (m *Manager) nextInterval(ctx context.Context, sb store.Sandbox, cur store.UsageCursor, final bool) (rec store.UsageRecord, write bool, err error) {
+	id := sb.ID
 	if sb.PausedAt != nil {
-		return m.samplePaused(ctx, sb, cur, final)
+		return m.pausedInterval(sb, cur, final)
 	}
 	// Without a new sample the cursor's figures stand: no CPU is billed.
 	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
@@ -327,7 +282,7 @@ func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (writte
 		statsErr = errors.New("the driver cannot measure CPU")
 	}
 	if statsErr != nil && !final {
-		return false, statsErr
+		return rec, false, statsErr
 	}
 	end := m.now().UTC().Truncate(time.Millisecond)
 	if end.After(sb.LeaseEndsAt) {
@@ -336,7 +291,7 @@ func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (writte
 	if !end.After(cur.LastAt) {
 		end = cur.LastAt
 		if !final {
-			return false, nil
+			return rec, false, nil
 		}
 	}
 	// A counter that went back (never expected) bills nothing negative.
@@ -348,13 +303,13 @@ func (m *Manager) sampleOnce(ctx context.Context, id string, final bool) (writte
 		CPUSeconds: user, OverheadCPUSeconds: overhead,
 		WallSeconds: wall, GiBSeconds: float64(sb.MemoryMiB) / 1024 * wall,
 	}
-	return m.store.RecordUsage(ctx, iv, mark, final)
+	return store.UsageRecord{Interval: iv, Mark: mark, Final: final}, true, nil
 }
 
-// samplePaused writes a paused sandbox's interval: its image's size ×
-// time, and no CPU, wall or memory time. It ends at the sandbox's end when
-// it was stopped (destroyed while paused).
-func (m *Manager) samplePaused(ctx context.Context, sb store.Sandbox, cur store.UsageCursor, final bool) (bool, error) {
+// pausedInterval is a paused sandbox's interval: its image's size × time,
+// and no CPU, wall or memory time. It ends at the sandbox's end when it
+// was stopped (destroyed while paused).
+func (m *Manager) pausedInterval(sb store.Sandbox, cur store.UsageCursor, final bool) (store.UsageRecord, bool, error) {
 	end := m.now().UTC().Truncate(time.Millisecond)
 	if sb.EndedAt != nil && end.After(*sb.EndedAt) {
 		end = *sb.EndedAt
@@ -362,13 +317,13 @@ func (m *Manager) samplePaused(ctx context.Context, sb store.Sandbox, cur store.
 	if !end.After(cur.LastAt) {
 		end = cur.LastAt
 		if !final {
-			return false, nil
+			return store.UsageRecord{}, false, nil
 		}
 	}
 	mark := store.CPUMark{Host: cur.LastCPU, Overhead: cur.LastOverheadCPU, OverheadKnown: cur.OverheadKnown}
 	iv := store.UsageInterval{SandboxID: sb.ID, KeyID: sb.KeyID, Start: cur.LastAt, End: end,
 		StorageGiBSeconds: float64(sb.ImageBytes) / (1 << 30) * end.Sub(cur.LastAt).Seconds()}
-	return m.store.RecordUsage(ctx, iv, mark, final)
+	return store.UsageRecord{Interval: iv, Mark: mark, Final: final}, true, nil
 }
 
 // enforceLimits stops the running sandboxes of every key whose spend today

@@ -173,6 +173,38 @@ func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
 	return sb, err
 }
 
+// GetSandboxes returns the records of those of ids that exist, by id, in
+// one query per 500 ids.
+func (s *Store) GetSandboxes(ctx context.Context, ids []string) (map[string]Sandbox, error) {
+	out := make(map[string]Sandbox, len(ids))
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), maxIDsPerQuery)]
+		ids = ids[len(part):]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id IN (`+inList(len(part))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: get sandboxes: %w", err)
+		}
+		for rows.Next() {
+			sb, err := scanSandbox(rows)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: get sandboxes: %w", err)
+			}
+			out[sb.ID] = sb
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: get sandboxes: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // ListSandboxes returns the sandboxes that match f, newest first.
 func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error) {
 	q := `SELECT ` + sandboxCols + ` FROM sandboxes WHERE 1=1`

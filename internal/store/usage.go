@@ -99,6 +99,54 @@ func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, mark CPUMark,
 		return false, fmt.Errorf("store: record usage: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	ok, err = recordUsageTx(ctx, tx, iv, mark, final)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
+	}
+	return true, nil
+}
+
+// UsageRecord is one sandbox's interval for RecordUsageBatch: what
+// RecordUsage takes.
+type UsageRecord struct {
+	Interval UsageInterval
+	Mark     CPUMark
+	Final    bool
+}
+
+// RecordUsageBatch writes every record as RecordUsage would, in one
+// transaction (metering samples every running sandbox every few seconds:
+// one transaction per sandbox cost the server most of its idle CPU with
+// hundreds held). written[i] says record i was written; a record whose
+// cursor moved or closed is skipped (written false) and the others are
+// still written. On an error nothing is written.
+func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord) (written []bool, err error) {
+	written = make([]bool, len(recs))
+	if len(recs) == 0 {
+		return written, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: record usage: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	for i, r := range recs {
+		if written[i], err = recordUsageTx(ctx, tx, r.Interval, r.Mark, r.Final); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: record usage of %d sandboxes: %w", len(recs), err)
+	}
+	return written, nil
+}
+
+// recordUsageTx is RecordUsage's work in transaction tx; ok false when the
+// cursor was not at iv.Start or is closed (nothing written).
+func recordUsageTx(ctx context.Context, tx *tx, iv UsageInterval, mark CPUMark, final bool) (ok bool, err error) {
 	closed := 0
 	if final {
 		closed = 1
@@ -119,10 +167,53 @@ func (s *Store) RecordUsage(ctx context.Context, iv UsageInterval, mark CPUMark,
 			return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("store: record usage %s: %w", iv.SandboxID, err)
-	}
 	return true, nil
+}
+
+// maxIDsPerQuery bounds the ids of one IN (...) list (SQLite allows 32,766
+// parameters, PostgreSQL 65,535).
+const maxIDsPerQuery = 500
+
+// inList returns "?, ?, ..." for n parameters.
+func inList(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// GetUsageCursors returns the cursors of those of ids that have one, by
+// sandbox id, in one query per 500 ids.
+func (s *Store) GetUsageCursors(ctx context.Context, ids []string) (map[string]UsageCursor, error) {
+	out := make(map[string]UsageCursor, len(ids))
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), maxIDsPerQuery)]
+		ids = ids[len(part):]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT sandbox_id, last_at, last_cpu, last_overhead_cpu, closed FROM usage_cursor WHERE sandbox_id IN (`+inList(len(part))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: usage cursors: %w", err)
+		}
+		for rows.Next() {
+			var c UsageCursor
+			var at int64
+			var closed int
+			var overhead sql.NullFloat64
+			if err := rows.Scan(&c.SandboxID, &at, &c.LastCPU, &overhead, &closed); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("store: usage cursors: %w", err)
+			}
+			c.LastAt, c.Closed = fromMillis(at), closed != 0
+			c.LastOverheadCPU, c.OverheadKnown = overhead.Float64, overhead.Valid
+			out[c.SandboxID] = c
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: usage cursors: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // UsageFilter selects metered intervals by their end time: From < end <= To.

@@ -88,3 +88,80 @@ func testUsageCursorOverheadUnknown(t *testing.T, dsn string) {
 		t.Fatalf("cursor with a zero overhead: %+v %v", cur, err)
 	}
 }
+
+// A batch writes each record as RecordUsage would, in one transaction: a
+// record whose cursor moved (written since by another sampler) or closed
+// is skipped and the others are written; cursors and sandboxes are read
+// many at a time, the missing ones absent.
+func TestRecordUsageBatch(t *testing.T) { eachBackend(t, testRecordUsageBatch) }
+
+func testRecordUsageBatch(t *testing.T, dsn string) {
+	ctx := context.Background()
+	st, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.UnixMilli(1_700_000_000_000).UTC()
+	ids := []string{"sbx_a", "sbx_b", "sbx_c", "sbx_d"}
+	for _, id := range ids {
+		if err := st.StartUsage(ctx, id, t0, CPUMark{Host: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.InsertSandbox(ctx, Sandbox{ID: id, KeyID: "key_1", Template: "base", State: StateRunning, MemoryMiB: 512,
+			CreatedAt: t0, LeaseEndsAt: t0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := t0.Add(5 * time.Second)
+	iv := func(id string, start time.Time) UsageInterval {
+		return UsageInterval{SandboxID: id, KeyID: "key_1", Start: start, End: end, CPUSeconds: 0.5, WallSeconds: 5, GiBSeconds: 2.5}
+	}
+	// sbx_b's cursor moves before the batch (another sampler wrote it),
+	// sbx_c's ledger is closed.
+	if ok, err := st.RecordUsage(ctx, iv("sbx_b", t0), CPUMark{Host: 1.5}, false); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if ok, err := st.RecordUsage(ctx, UsageInterval{SandboxID: "sbx_c", KeyID: "key_1", Start: t0, End: t0}, CPUMark{Host: 1}, true); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	curs, err := st.GetUsageCursors(ctx, append(ids, "sbx_none"))
+	if err != nil || len(curs) != 4 || !curs["sbx_c"].Closed || !curs["sbx_b"].LastAt.Equal(end) || !curs["sbx_a"].LastAt.Equal(t0) {
+		t.Fatalf("cursors: %+v %v", curs, err)
+	}
+	sbs, err := st.GetSandboxes(ctx, []string{"sbx_a", "sbx_none", "sbx_d"})
+	if err != nil || len(sbs) != 2 || sbs["sbx_a"].MemoryMiB != 512 || sbs["sbx_d"].ID != "sbx_d" {
+		t.Fatalf("sandboxes: %+v %v", sbs, err)
+	}
+	recs := []UsageRecord{
+		{Interval: iv("sbx_a", t0), Mark: CPUMark{Host: 1.5}},
+		{Interval: iv("sbx_b", t0), Mark: CPUMark{Host: 1.5}}, // its cursor is at end now
+		{Interval: iv("sbx_c", t0), Mark: CPUMark{Host: 1.5}}, // closed
+		{Interval: iv("sbx_d", t0), Mark: CPUMark{Host: 1.5}, Final: true},
+	}
+	written, err := st.RecordUsageBatch(ctx, recs)
+	if err != nil || len(written) != 4 || !written[0] || written[1] || written[2] || !written[3] {
+		t.Fatalf("batch: %v %v, want [true false false true]", written, err)
+	}
+	if again, err := st.RecordUsageBatch(ctx, recs); err != nil || again[0] || again[3] {
+		t.Fatalf("the same batch again wrote %v (%v): an interval counted twice", again, err)
+	}
+	curs, err = st.GetUsageCursors(ctx, ids)
+	if err != nil || !curs["sbx_a"].LastAt.Equal(end) || curs["sbx_a"].LastCPU != 1.5 || curs["sbx_a"].Closed || !curs["sbx_d"].Closed {
+		t.Fatalf("cursors after: %+v %v", curs, err)
+	}
+	sums, err := st.SumUsage(ctx, UsageFilter{KeyID: "key_1"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wall float64
+	for _, s := range sums {
+		wall += s.WallSeconds
+	}
+	if wall != 15 { // a, b (its own write) and d: 5 s each
+		t.Fatalf("wall seconds %v, want 15: %+v", wall, sums)
+	}
+	if w, err := st.RecordUsageBatch(ctx, nil); err != nil || len(w) != 0 {
+		t.Fatalf("empty batch: %v %v", w, err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,8 @@ type Driver struct {
 	// one each in turn (nextCPU), see cpusetFor.
 	hostCPUs []int
 	nextCPU  atomic.Uint64
+	// isoProcs maps a sandbox id to its *isoProcs (stats.go).
+	isoProcs sync.Map
 }
 
 // state is what the manager persists for Recover.
@@ -274,6 +277,7 @@ func (d *Driver) Destroy(ctx context.Context, id string) error {
 	// itself: a `runsc kill` first would cost one more runsc start (a
 	// 100 MB Go binary, ~10 ms of CPU) and an orderly shutdown inside.
 	_, delErr := d.runsc(ctx, nil, "delete", "--force", id)
+	d.isoProcs.Delete(id)
 	if delErr != nil && d.containerExists(ctx, id) {
 		return fmt.Errorf("gvisor destroy %s: %w", id, delErr)
 	}

@@ -95,6 +95,12 @@ func (d *Driver) isolationCPU(id string) (float64, error) {
 	if p := platformFlag(d.cfg.ExtraFlags); p != "" && p != "systrap" {
 		return 0, fmt.Errorf("platform %q runs sandboxed code outside stub processes", p)
 	}
+	if v, ok := d.isoProcs.Load(id); ok {
+		if total, ok := v.(*isoProcs).cpu(); ok {
+			return total, nil
+		}
+		d.isoProcs.Delete(id)
+	}
 	b, err := os.ReadFile(filepath.Join(d.cfg.StateDir, "runsc", id+"_sandbox:"+id+".state"))
 	if err != nil {
 		return 0, err
@@ -111,18 +117,71 @@ func (d *Driver) isolationCPU(id string) (float64, error) {
 	if st.Sandbox.Pid <= 0 {
 		return 0, fmt.Errorf("runsc state of %s: no sandbox process", id)
 	}
-	total, err := procCPU(st.Sandbox.Pid, id)
+	ps := &isoProcs{}
+	total, start, err := procCPU(st.Sandbox.Pid, id)
 	if err != nil {
 		return 0, err
 	}
+	ps.sandbox = procRef{pid: st.Sandbox.Pid, start: start}
 	if st.GoferPid > 0 {
 		// A gofer that has exited counts for nothing from then on: its CPU
 		// stays in the cgroup's total, so one interval bills it (tens of ms).
-		if g, err := procCPU(st.GoferPid, id); err == nil {
+		if g, start, err := procCPU(st.GoferPid, id); err == nil {
+			total += g
+			ps.gofer = procRef{pid: st.GoferPid, start: start}
+		}
+	}
+	d.isoProcs.Store(id, ps)
+	return total, nil
+}
+
+// isoProcs are a sandbox's two gVisor processes as isolationCPU found and
+// checked them (in runsc's state file, in the sandbox's host cgroup), kept
+// so that the next samples (every few seconds, for every sandbox) read only
+// their /proc/PID/stat: no state file, no JSON, no cgroup file.
+type isoProcs struct {
+	sandbox procRef
+	gofer   procRef // pid 0: none, or it has exited
+}
+
+// procRef is a host process: its pid and its start time (clock ticks after
+// boot, /proc/PID/stat field 22), which together name one process for the
+// host's uptime: a pid reused by another process has another start time.
+type procRef struct {
+	pid   int
+	start uint64
+}
+
+// cpu returns the CPU seconds the two processes used, or ok false when
+// the sandbox process is no longer the one that was checked (the sandbox
+// was restored from a checkpoint, or ended): the caller reads the state
+// file again. A gofer that exited or was replaced counts for nothing from
+// then on, as in isolationCPU.
+func (ps *isoProcs) cpu() (float64, bool) {
+	total, ok := ps.sandbox.cpu()
+	if !ok {
+		return 0, false
+	}
+	if ps.gofer.pid > 0 {
+		if g, ok := ps.gofer.cpu(); ok {
 			total += g
 		}
 	}
-	return total, nil
+	return total, true
+}
+
+// cpu returns the process's CPU seconds while it is still the process r
+// names (ok false once it has gone or its pid names another process).
+func (r procRef) cpu() (float64, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(r.pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	cpu, start, err := parseProcStat(stat)
+	if err != nil || start != r.start {
+		return 0, false
+	}
+	return cpu, true
 }
 
 // platformFlag returns the value of a --platform flag in flags ("" if none).
@@ -144,22 +203,22 @@ func platformFlag(flags []string) string {
 const clockTicks = 100
 
 // procCPU returns the CPU seconds (user + system, all threads) that host
-// process pid has used, after checking that it is in sandbox id's host
-// cgroup.
-func procCPU(pid int, id string) (float64, error) {
+// process pid has used and its start time (see procRef), after checking
+// that it is in sandbox id's host cgroup.
+func procCPU(pid int, id string) (float64, uint64, error) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	cg, err := os.ReadFile(dir + "/cgroup")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !inSandboxCgroup(cg, id) {
-		return 0, fmt.Errorf("process %d is not in sandbox %s's cgroup", pid, id)
+		return 0, 0, fmt.Errorf("process %d is not in sandbox %s's cgroup", pid, id)
 	}
 	stat, err := os.ReadFile(dir + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return parseProcStatCPU(stat)
+	return parseProcStat(stat)
 }
 
 // inSandboxCgroup says whether a /proc/PID/cgroup file puts the process in
@@ -185,23 +244,25 @@ func inSandboxCgroup(cgroupFile []byte, id string) bool {
 	return unified == want
 }
 
-// parseProcStatCPU reads utime + stime (fields 14 and 15, clock ticks) of
-// a /proc/PID/stat line. The command name (field 2) may hold spaces and
+// parseProcStat reads utime + stime (fields 14 and 15, clock ticks), in
+// seconds, and the start time (field 22, clock ticks after boot) of a
+// /proc/PID/stat line. The command name (field 2) may hold spaces and
 // parentheses, so fields are counted from its closing parenthesis.
-func parseProcStatCPU(stat []byte) (float64, error) {
+func parseProcStat(stat []byte) (cpu float64, start uint64, err error) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, errors.New("/proc stat: no command name")
+		return 0, 0, errors.New("/proc stat: no command name")
 	}
 	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state): utime is field 14, f[11].
-	if len(f) < 13 {
-		return 0, errors.New("/proc stat: too few fields")
+	// f[0] is field 3 (state): utime is field 14, f[11]; starttime 22, f[19].
+	if len(f) < 20 {
+		return 0, 0, errors.New("/proc stat: too few fields")
 	}
 	u, err1 := strconv.ParseUint(f[11], 10, 64)
 	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc stat: %w", err)
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, fmt.Errorf("/proc stat: %w", err)
 	}
-	return float64(u+s) / clockTicks, nil
+	return float64(u+s) / clockTicks, start, nil
 }

@@ -1,18 +1,54 @@
 package gvisor
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
-func TestParseProcStatCPU(t *testing.T) {
+func TestParseProcStat(t *testing.T) {
 	// A command name with spaces and parentheses cannot shift the fields.
 	line := "4705 (exe) x) R 1 4705 4705 0 -1 4194560 1234 0 0 0 250 75 3 4 20 0 21 0 100 0 0\n"
-	got, err := parseProcStatCPU([]byte(line))
-	if err != nil || got != 3.25 {
-		t.Fatalf("parseProcStatCPU = %v, %v; want 3.25 (250 + 75 ticks)", got, err)
+	got, start, err := parseProcStat([]byte(line))
+	if err != nil || got != 3.25 || start != 100 {
+		t.Fatalf("parseProcStat = %v, %v, %v; want 3.25 (250 + 75 ticks), start 100", got, start, err)
 	}
-	for _, bad := range []string{"", "4705 exe R 1", "4705 (exe) R 1 2 3", "1 (a) R 1 1 1 0 -1 0 0 0 0 0 x 7 0"} {
-		if _, err := parseProcStatCPU([]byte(bad)); err == nil {
-			t.Errorf("parseProcStatCPU(%q) took it", bad)
+	for _, bad := range []string{"", "4705 exe R 1", "4705 (exe) R 1 2 3", "1 (a) R 1 1 1 0 -1 0 0 0 0 0 x 7 0 0 0 0 0 0 9",
+		"4705 (exe) R 1 4705 4705 0 -1 4194560 1234 0 0 0 250 75 3 4 20 0 21 0 x"} {
+		if _, _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) took it", bad)
 		}
+	}
+}
+
+// TestProcRefNamesOneProcess: a remembered process is read while it is
+// the process that was checked, and not once its start time differs (its
+// pid now names another process) or it has gone.
+func TestProcRefNamesOneProcess(t *testing.T) {
+	self := os.Getpid()
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip(err)
+	}
+	_, start, err := parseProcStat(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (procRef{pid: self, start: start}).cpu(); !ok {
+		t.Fatal("this process, with its own start time, was not read")
+	}
+	if _, ok := (procRef{pid: self, start: start + 1}).cpu(); ok {
+		t.Fatal("a pid whose start time differs was read as the same process")
+	}
+	ps := &isoProcs{sandbox: procRef{pid: self, start: start + 1}, gofer: procRef{pid: self, start: start}}
+	if _, ok := ps.cpu(); ok {
+		t.Fatal("isoProcs answered although its sandbox process is another one")
+	}
+	ps = &isoProcs{sandbox: procRef{pid: self, start: start}, gofer: procRef{pid: self, start: start + 1}}
+	if _, ok := ps.cpu(); !ok {
+		t.Fatal("a gofer that is gone made isoProcs fail; it should count for nothing")
+	}
+	if _, ok := (procRef{pid: 1 << 30, start: start}).cpu(); ok {
+		t.Fatal("a pid that does not exist was read")
 	}
 }
 
