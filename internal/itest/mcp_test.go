@@ -162,7 +162,9 @@ func TestMCPStdio(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
-	waitFor(t, 15*time.Second, "the session's sandbox to be destroyed", func() bool { return len(e.running()) == 0 })
+	// stderr is whole once the command has exited (Close waits for it).
+	waitFor(t, 15*time.Second, "the session's sandbox to be destroyed, the mcp command's stderr: "+stderr.String(),
+		func() bool { return len(e.running()) == 0 })
 }
 
 // mcpHTTP is a running `withruntime mcp --http`.
