@@ -98,6 +98,10 @@ type Manager struct {
 	// stopping holds the stops in progress, so that concurrent stops of one
 	// sandbox (a DELETE racing its lease end) destroy it once.
 	stopping map[string]*stopOp
+	// creating holds the sandboxes this server is creating (record
+	// inserted, not yet running or failed): the leader's reconcile never
+	// takes them for a dead server's leftovers, however long they take.
+	creating map[string]bool
 	// closed is set by Close: timers and watchers that fire later do nothing.
 	closed bool
 	// closing is closed by Close, to end the retries of failed destroys.
@@ -166,7 +170,7 @@ func New(d driver.Driver, st *store.Store, t Templates, limits Limits, log *slog
 		log = slog.Default()
 	}
 	m := &Manager{driver: d, store: st, templates: t, limits: limits, log: log,
-		now: time.Now, live: map[string]*liveSandbox{}, stopping: map[string]*stopOp{},
+		now: time.Now, live: map[string]*liveSandbox{}, stopping: map[string]*stopOp{}, creating: map[string]bool{},
 		closing: make(chan struct{}), retrying: map[string]bool{}}
 	m.netDriver, _ = d.(driver.Networker)
 	return m
@@ -236,6 +240,14 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
 		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
+	m.mu.Lock()
+	m.creating[sb.ID] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.creating, sb.ID)
+		m.mu.Unlock()
+	}()
 	if err := m.store.InsertSandbox(ctx, sb); err != nil {
 		if plan != nil {
 			m.detachLater(sb.ID) // a prepared network it took

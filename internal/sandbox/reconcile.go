@@ -109,7 +109,7 @@ func (m *Manager) reconcileOnce(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if now.Sub(sb.CreatedAt) < r.grace {
+		if now.Sub(sb.CreatedAt) < r.grace || m.isCreating(sb.ID) {
 			continue
 		}
 		m.log.Warn("failing a create no live server finishes", "sandbox", sb.ID, "createdAt", sb.CreatedAt)
@@ -204,4 +204,11 @@ func (m *Manager) pooledIDs() map[string]bool {
 		}
 	}
 	return out
+}
+
+// isCreating reports whether this server is creating sandbox id now.
+func (m *Manager) isCreating(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.creating[id]
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -101,5 +103,72 @@ func TestReconcileSparesLiveCreates(t *testing.T) {
 		if slices.Contains(destroyed(), id) {
 			t.Errorf("%s (running) was destroyed", id)
 		}
+	}
+}
+
+// slowCreateDriver is listingDriver whose Create waits for release: a pod
+// that takes long to start (an image pull on a real node).
+type slowCreateDriver struct {
+	listingDriver
+	started chan string
+	release chan struct{}
+}
+
+func (d *slowCreateDriver) Create(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
+	d.started <- spec.ID
+	<-d.release
+	return d.listingDriver.Create(ctx, spec)
+}
+
+// TestReconcileSparesItsOwnSlowCreate: a create this server is running is
+// never failed by its own leader work, however long past the grace it
+// takes (a real node pulling an image took longer than a test's grace, and
+// the leader failed its own create: the client got 500 "not found").
+func TestReconcileSparesItsOwnSlowCreate(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "runtime.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d := &slowCreateDriver{started: make(chan string, 1), release: make(chan struct{})}
+	m := New(d, st, rootFS{}, DefaultLimits(), nil)
+	defer m.Close()
+	const grace = 3 * time.Second
+	m.GateLeaderWork(0)
+	m.SetReconcile(0, grace)
+	var mu sync.Mutex
+	now := time.Now()
+	m.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+
+	type result struct {
+		sb  store.Sandbox
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sb, err := m.Create(ctx, CreateParams{Template: "base"})
+		done <- result{sb, err}
+	}()
+	id := <-d.started
+	mu.Lock()
+	now = now.Add(grace + time.Minute)
+	mu.Unlock()
+	m.reconcileOnce(ctx)
+	if sb, _ := st.GetSandbox(ctx, id); sb.State != store.StateStarting {
+		t.Fatalf("this server's own create under way, past the grace: %s %s, want still starting", sb.State, sb.EndReason)
+	}
+	close(d.release)
+	r := <-done
+	if r.err != nil || r.sb.State != store.StateRunning {
+		t.Fatalf("the slow create: %+v %v, want running", r.sb, r.err)
+	}
+	// Once made, it is an ordinary running sandbox (its pod is listed).
+	d.mu.Lock()
+	d.ids = append(d.ids, id)
+	d.mu.Unlock()
+	m.reconcileOnce(ctx)
+	if sb, _ := st.GetSandbox(ctx, id); sb.State != store.StateRunning {
+		t.Fatalf("after the create: %s, want running", sb.State)
 	}
 }
