@@ -29,8 +29,8 @@ const maxJSONBytes = 1 << 20
 
 // Config configures the API server.
 type Config struct {
-	Manager   *sandbox.Manager
-	Store     *store.Store
+	Manager *sandbox.Manager
+	Store   *store.Store
 	// Templates answers the template routes: a *template.Store (the
 	// server's template directory, which builds and deletes too) or, on a
 	// Kubernetes server, a *registry.Templates (read-only).
