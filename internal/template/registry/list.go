@@ -92,16 +92,26 @@ func (t *Templates) ListNote(ctx context.Context) ([]template.Info, string, erro
 		note = joinNote(note, fmt.Sprintf("only the first %d templates are listed", MaxListTemplates))
 	}
 	infos := make([]template.Info, 0, len(names))
+	late := false
 	for _, n := range names {
 		if ctx.Err() != nil {
-			note = joinNote(note, fmt.Sprintf("the registry took over %s; the list stops at %q", timeout, n))
-			break
+			// Out of time: the cached ones only.
+			if r, ok := c.cachedTemplate(n); ok {
+				infos = append(infos, r.Info)
+			} else {
+				late = true
+			}
+			continue
 		}
 		r, err := c.Resolve(ctx, n)
 		if err != nil {
+			late = late || ctx.Err() != nil
 			continue // not a template (or gone): GET /v1/templates/NAME says why
 		}
 		infos = append(infos, r.Info)
+	}
+	if late {
+		note = joinNote(note, fmt.Sprintf("the registry took over %s; templates not resolved by then are left out", timeout))
 	}
 	return infos, note, nil
 }
@@ -155,6 +165,14 @@ func (c *Catalog) catalogNames(ctx context.Context) ([]string, string) {
 		}
 		last = repos[len(repos)-1]
 	}
+}
+
+// cachedTemplate is template tname as last resolved, if it was.
+func (c *Catalog) cachedTemplate(tname string) (Template, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cached[tname]
+	return e.t, ok
 }
 
 // known is the names of the templates resolved so far.

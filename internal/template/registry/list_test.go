@@ -108,3 +108,32 @@ func TestTemplatesListHostileCatalog(t *testing.T) {
 		t.Errorf("read %d endless pages, want %d", n, MaxCatalogPages)
 	}
 }
+
+// TestTemplatesListSlowRegistry: a registry that never answers for one
+// template does not hold the list past ListTimeout; the templates resolved
+// before are listed, with a note.
+func TestTemplatesListSlowRegistry(t *testing.T) {
+	var slow atomic.Bool
+	host := serveRegistry(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if slow.Load() && strings.Contains(r.URL.Path, "template-slow/manifests/") {
+				<-r.Context().Done() // until the client gives up
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	p := host + "/withruntime-template-"
+	pushConfig(t, p+"alpha:latest", templateConfig("alpha", `{}`))
+	pushConfig(t, p+"slow:latest", templateConfig("slow", `{}`))
+	slow.Store(true)
+	tpl := &Templates{Catalog: &Catalog{Prefix: p}, ListTimeout: 2 * time.Second}
+	start := time.Now()
+	infos, note, err := tpl.ListNote(context.Background())
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("list took %s, want about ListTimeout (2s)", d)
+	}
+	if err != nil || len(infos) != 1 || infos[0].Name != "alpha" || !strings.Contains(note, "took over 2s") {
+		t.Fatalf("ListNote = %+v, %q, %v; want alpha and a note", infos, note, err)
+	}
+}
