@@ -33,6 +33,13 @@ type testAPI struct {
 
 func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
+	return newTestAPIWith(t, nil)
+}
+
+// newTestAPIWith is newTestAPI whose template routes answer from tpl
+// (nil: the empty template directory).
+func newTestAPIWith(t testing.TB, tpl Templates) *testAPI {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(context.Background(), filepath.Join(dir, "runtime.db"))
 	if err != nil {
@@ -44,7 +51,10 @@ func newTestAPI(t testing.TB) *testAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Config{Manager: mgr, Store: st, Templates: &template.Store{Dir: filepath.Join(dir, "templates")}, Log: log}))
+	if tpl == nil {
+		tpl = &template.Store{Dir: filepath.Join(dir, "templates")}
+	}
+	srv := httptest.NewServer(New(Config{Manager: mgr, Store: st, Templates: tpl, Log: log}))
 	t.Cleanup(func() {
 		srv.Close()
 		mgr.Close()

@@ -18,7 +18,6 @@ import (
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
-	"withruntime.dev/runtime/internal/template"
 	"withruntime.dev/runtime/internal/template/image"
 )
 
@@ -30,9 +29,12 @@ const maxJSONBytes = 1 << 20
 
 // Config configures the API server.
 type Config struct {
-	Manager   *sandbox.Manager
-	Store     *store.Store
-	Templates *template.Store
+	Manager *sandbox.Manager
+	Store   *store.Store
+	// Templates answers the template routes: a *template.Store (the
+	// server's template directory, which builds and deletes too) or, on a
+	// Kubernetes server, a *registry.Templates (read-only).
+	Templates Templates
 	Log       *slog.Logger
 	// MaxUploadBytes caps one file upload; 0 means DefaultMaxUploadBytes.
 	MaxUploadBytes int64

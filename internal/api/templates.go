@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +70,39 @@ type TemplateEvent struct {
 	Error          *agentapi.Error `json:"error,omitempty"`
 }
 
+// Templates is what the template routes read: implemented by
+// *template.Store and, for a server whose templates are images in a
+// registry (serve --driver kubernetes), by *registry.Templates. Building
+// and deleting need a *template.Store (see local).
+type Templates interface {
+	// Get returns template name's Info; errors wrap template.ErrNotFound
+	// when there is no such template.
+	Get(name string) (template.Info, error)
+	// List returns the templates, sorted by name.
+	List() ([]template.Info, error)
+}
+
+// noted is a Templates whose list may be incomplete, with a note saying
+// why (registry.Templates: see its ListNote).
+type noted interface {
+	ListNote(ctx context.Context) ([]template.Info, string, error)
+}
+
+// HeaderTemplatesNote is the header of a GET /v1/templates whose list may
+// be incomplete (also its body's "note"): why.
+const HeaderTemplatesNote = "Withruntime-Templates-Note"
+
+// local returns the server's template directory, which builds and deletes
+// change; a server whose templates are in a registry refuses with a 409
+// saying how templates get there.
+func (s *Server) local() (*template.Store, error) {
+	if st, ok := s.cfg.Templates.(*template.Store); ok && st != nil {
+		return st, nil
+	}
+	return nil, errs.New(errs.Conflict, "this server's templates are images in a registry (serve --driver kubernetes) and its API cannot build, change or delete them: "+
+		"build the template on a host (`withruntime template build`, or create one through a host's server) and push it with `withruntime template push NAME` (delete it in the registry)")
+}
+
 func toTemplate(t template.Info) Template {
 	out := Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes}
 	if o := t.Origin; o != nil {
@@ -85,11 +119,23 @@ func (s *Server) templateRoutes() {
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
-	infos, err := s.cfg.Templates.List()
+	var (
+		infos []template.Info
+		note  string
+		err   error
+	)
+	if n, ok := s.cfg.Templates.(noted); ok {
+		infos, note, err = n.ListNote(r.Context())
+	} else {
+		infos, err = s.cfg.Templates.List()
+	}
 	if err != nil {
 		return err
 	}
-	out := TemplateList{Templates: make([]Template, 0, len(infos))}
+	if note != "" {
+		w.Header().Set(HeaderTemplatesNote, note)
+	}
+	out := TemplateList{Templates: make([]Template, 0, len(infos)), Note: note}
 	for _, t := range infos {
 		out.Templates = append(out.Templates, toTemplate(t))
 	}
@@ -116,7 +162,11 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
 // deleteTemplate refuses while sandboxes (or the warm pool) use it.
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	err := s.cfg.Templates.Delete(r.Context(), name, func() error {
+	st, err := s.local()
+	if err != nil {
+		return err
+	}
+	err = st.Delete(r.Context(), name, func() error {
 		if _, pooled := s.cfg.Manager.PoolStatus()[name]; pooled {
 			return errs.New(errs.Conflict, "template %q has a warm pool (serve --pool-templates); restart the server without it first", name)
 		}
@@ -156,9 +206,13 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 // run is answered with its own status; with Accept: application/x-ndjson
 // the rest streams as TemplateEvents.
 func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.local()
+	if err != nil {
+		return err
+	}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == ContentTypeTar && r.URL.Query().Has("dockerfile") {
-		return s.buildDockerfile(w, r)
+		return s.buildDockerfile(w, r, st)
 	}
 	var (
 		name string
@@ -179,10 +233,10 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		if len(label) > 1024 {
 			return badRequest("image label is over 1024 bytes")
 		}
-		if err := s.cfg.Templates.CheckNew(name); err != nil {
+		if err := st.CheckNew(name); err != nil {
 			return err
 		}
-		spool, err := s.spool(r)
+		spool, err := s.spool(r, st.Dir)
 		if err != nil {
 			return err
 		}
@@ -199,7 +253,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		name = req.Name
-		if err := s.cfg.Templates.CheckNew(name); err != nil {
+		if err := st.CheckNew(name); err != nil {
 			return err
 		}
 		if image.IsLocal(req.FromImage) {
@@ -214,7 +268,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return s.runBuild(w, r, name, func(progress func(template.Progress), _ func(string)) (template.Info, error) {
-		return image.FromImage(r.Context(), s.cfg.Templates, name, img, src, s.cfg.Images, progress)
+		return image.FromImage(r.Context(), st, name, img, src, s.cfg.Images, progress)
 	})
 }
 
@@ -267,15 +321,15 @@ func wantsNDJSON(r *http.Request) bool {
 // spool copies an uploaded tarball into an unnamed file in the template
 // store's directory (O_TMPFILE: it vanishes with the last descriptor, even
 // if the server dies), at most the import's byte cap.
-func (s *Server) spool(r *http.Request) (*os.File, error) {
+func (s *Server) spool(r *http.Request, dir string) (*os.File, error) {
 	max := s.cfg.Images.Limits.MaxBytes
 	if max <= 0 {
 		max = image.DefaultMaxBytes
 	}
-	if err := os.MkdirAll(s.cfg.Templates.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(s.cfg.Templates.Dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("spool the upload: %w", err)
 	}

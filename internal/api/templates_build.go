@@ -27,7 +27,7 @@ import (
 // The Dockerfile is parsed before anything runs (an unsupported instruction
 // is a 400 naming it); the RUN steps run in a sandbox of this server owned
 // by the request's key.
-func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *template.Store) error {
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
@@ -37,7 +37,7 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	name := q.Get("name")
-	if err := s.cfg.Templates.CheckNew(name); err != nil {
+	if err := st.CheckNew(name); err != nil {
 		return err
 	}
 	dfPath, err := rootfs.Clean(q.Get("dockerfile"))
@@ -60,7 +60,7 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request) error {
 		}
 		policy = &egress.Policy{Internet: internet, Allow: q["allow"]}
 	}
-	spool, err := s.spool(r)
+	spool, err := s.spool(r, st.Dir)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: s.cfg.Templates, Images: s.cfg.Images}
+	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: st, Images: s.cfg.Images}
 	return s.runBuild(w, r, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
 		return b.Build(r.Context(), dockerfile.Params{Name: name, Dockerfile: f, Context: bctx, BuildArgs: args,
 			KeyID: keyFrom(r.Context()).ID, Network: policy}, progress, output)

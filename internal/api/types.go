@@ -145,6 +145,11 @@ type Template struct {
 // TemplateList is the body of GET /v1/templates.
 type TemplateList struct {
 	Templates []Template `json:"templates"`
+	// Note, when set, says why the list may be incomplete (a Kubernetes
+	// server whose registry refuses its catalog API lists only the
+	// templates it has used; GET /v1/templates/NAME finds any). Also in
+	// the Withruntime-Templates-Note header.
+	Note string `json:"note,omitempty"`
 }
 
 func toSandbox(sb store.Sandbox) Sandbox {

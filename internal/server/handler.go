@@ -10,6 +10,7 @@ import (
 	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/leader"
 	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/template/registry"
 )
 
 // LoginConfig configures device login (`withruntime login`) and the
@@ -34,7 +35,13 @@ type LoginConfig struct {
 // the metrics middleware.
 func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error) {
 	dev := device.New(device.Config{Store: s.Store, TrialHours: cfg.Login.TrialHours, Interval: cfg.Login.PollInterval})
-	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: s.Templates, Log: cfg.Log,
+	// A server whose templates are images in a registry (--driver
+	// kubernetes) answers the template API from that registry, read-only.
+	var tpl api.Templates = s.Templates
+	if cat, ok := cfg.SandboxTemplates.(*registry.Catalog); ok {
+		tpl = &registry.Templates{Catalog: cat}
+	}
+	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: tpl, Log: cfg.Log,
 		MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images,
 		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL, Leader: leaderStatus(cfg.Elector, s.Manager)})
 	s.api = h

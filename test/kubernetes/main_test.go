@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -343,6 +344,20 @@ func checkTemplateFromRegistry(t *testing.T, s *server) {
 	if status, b := call(t, "DELETE", api+"/v1/sandboxes/"+sb.ID, s.key, ""); status/100 != 2 {
 		t.Fatalf("delete: %d %s", status, b)
 	}
+
+	// The template API answers from the registry too: `template ls` lists
+	// base, GET answers its template.json, a delete is refused with 409.
+	ls := exec.Command(s.wr, "template", "ls")
+	ls.Env = append(os.Environ(), "WITHRUNTIME_URL="+api, "WITHRUNTIME_API_KEY="+s.key)
+	if out, err := ls.CombinedOutput(); err != nil || !regexp.MustCompile(`(?m)^base\s`).Match(out) {
+		t.Errorf("template ls: %v: %s, want base listed", err, out)
+	}
+	if status, b := call(t, "GET", api+"/v1/templates/base", s.key, ""); status != http.StatusOK || !bytes.Contains(b, []byte(`"name":"base"`)) {
+		t.Errorf("GET /v1/templates/base: %d %s", status, b)
+	}
+	if status, b := call(t, "DELETE", api+"/v1/templates/base", s.key, ""); status != http.StatusConflict || !bytes.Contains(b, []byte("template push")) {
+		t.Errorf("DELETE /v1/templates/base: %d %s, want 409 saying to push", status, b)
+	}
 }
 
 // checkHostileTemplateImages: images in the registry that are not sane
@@ -383,6 +398,10 @@ func checkHostileTemplateImages(t *testing.T, s *server) {
 	}
 	if status, b := call(t, "GET", api+"/v1/health", s.key, ""); status != http.StatusOK {
 		t.Fatalf("health after hostile images: %d %s", status, b)
+	}
+	// The list leaves out the images that are not sane templates.
+	if status, b := call(t, "GET", api+"/v1/templates", s.key, ""); status != http.StatusOK || bytes.Contains(b, []byte("liar")) || bytes.Contains(b, []byte("huge")) || !bytes.Contains(b, []byte(`"name":"base"`)) {
+		t.Errorf("GET /v1/templates after hostile images: %d %s, want base alone", status, b)
 	}
 }
 
