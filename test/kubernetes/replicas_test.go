@@ -68,8 +68,11 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 	// fail the other replica's creates under way: there the grace is the
 	// driver's pod ready timeout, as the flag's documentation asks.
 	orphanGrace := 3 * time.Second
+	// Five sandboxes must fit a real node of 2 CPUs (requests = limits),
+	// and the short lease must outlast a real node's create.
+	cpu, shortLease := 0.0, int64(12)
 	if os.Getenv("WITHRUNTIME_K8S_NODE") == "real" {
-		orphanGrace = 2 * time.Minute
+		orphanGrace, cpu, shortLease = 2*time.Minute, 0.25, 60
 	}
 	pg := pgtest.New(t)
 	dsn := pg.NewDatabase(t)
@@ -121,7 +124,7 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 	}
 	var sandboxes []made
 	for _, s := range []*server{a, b, a, b} {
-		sbx, err := clients[s].Create(ctx, withruntime.Options{Template: "base", TimeoutSeconds: 300})
+		sbx, err := clients[s].Create(ctx, withruntime.Options{Template: "base", TimeoutSeconds: 300, CPU: cpu})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +175,7 @@ func TestReplicasSurviveLeaderKill(t *testing.T) {
 
 	// A sandbox whose lease ends after the leader is killed: the survivor's
 	// sweep ends it, and its ledger stops at its lease end.
-	short, err := clients[lead].Create(ctx, withruntime.Options{Template: "base", TimeoutSeconds: 12})
+	short, err := clients[lead].Create(ctx, withruntime.Options{Template: "base", TimeoutSeconds: shortLease, CPU: cpu})
 	if err != nil {
 		t.Fatal(err)
 	}
