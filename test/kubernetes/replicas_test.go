@@ -298,12 +298,12 @@ func leaveDebris(t *testing.T, s *server, dsn string) (orphan, stuck string) {
 	defer st.Close()
 	orphan, stuck = "sbx_orphanpodaaaaaaa", "sbx_stuckstartaaaaaa"
 	created := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
-	if err := st.InsertSandbox(ctx, store.Sandbox{ID: stuck, Template: "base", State: store.StateStarting, CPU: 1, MemoryMiB: 256,
+	if err := st.InsertSandbox(ctx, store.Sandbox{ID: stuck, Template: "base", State: store.StateStarting, CPU: 0.25, MemoryMiB: 256,
 		DiskMiB: 1024, CreatedAt: created, LeaseEndsAt: created.Add(2 * time.Hour), Driver: "kubernetes", TimeoutSeconds: 7200}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{orphan, stuck} {
-		if _, err := drv.Create(ctx, driver.Spec{ID: id, RootFS: s.images.base, CPU: 1,
+		if _, err := drv.Create(ctx, driver.Spec{ID: id, RootFS: s.images.base, CPU: 0.25, // 0.25: a real node has 2 CPUs
 			MemoryBytes: 256 << 20, DiskBytes: 1 << 30, TmpBytes: 64 << 20, PidsLimit: 64, LeaseEndsAt: time.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
