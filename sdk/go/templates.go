@@ -50,6 +50,10 @@ type TemplateOrigin struct {
 // TemplateList is the body of GET /v1/templates.
 type TemplateList struct {
 	Templates []Template `json:"templates"`
+	// Note, when set, says why the list may be incomplete: a Kubernetes
+	// server whose registry refuses its catalog API lists only the
+	// templates it has resolved (GET /v1/templates/NAME finds any).
+	Note string `json:"note,omitempty"`
 }
 
 // CreateTemplateRequest is the JSON body of POST /v1/templates (see
