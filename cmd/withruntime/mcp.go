@@ -120,6 +120,11 @@ type mcpSandboxes struct {
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*sessionSandbox
 	closed   bool
+	// releasing counts the destroys release has under way: closeAll waits
+	// for them, or a stdio session's end (which both release and closeAll
+	// see) could exit the process in the middle of its sandbox's DELETE
+	// and leave the sandbox running.
+	releasing sync.WaitGroup
 }
 
 // sessionSandbox is a session's sandbox, created on first use.
@@ -272,8 +277,12 @@ func (m *mcpSandboxes) release(ss *mcp.ServerSession) {
 	m.mu.Lock()
 	e := m.sessions[ss]
 	delete(m.sessions, ss)
+	if e != nil {
+		m.releasing.Add(1)
+	}
 	m.mu.Unlock()
 	if e != nil {
+		defer m.releasing.Done()
 		m.destroy(e)
 	}
 }
@@ -290,7 +299,8 @@ func (m *mcpSandboxes) destroy(e *sessionSandbox) {
 	}
 }
 
-// closeAll destroys every session's sandbox (at exit).
+// closeAll destroys every session's sandbox (at exit), and waits for the
+// destroys of sessions that ended on their own.
 func (m *mcpSandboxes) closeAll() {
 	m.mu.Lock()
 	m.closed = true
@@ -303,4 +313,5 @@ func (m *mcpSandboxes) closeAll() {
 	for _, e := range entries {
 		m.destroy(e)
 	}
+	m.releasing.Wait()
 }
