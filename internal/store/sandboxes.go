@@ -177,30 +177,15 @@ func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
 // one query per 500 ids.
 func (s *Store) GetSandboxes(ctx context.Context, ids []string) (map[string]Sandbox, error) {
 	out := make(map[string]Sandbox, len(ids))
-	for len(ids) > 0 {
-		part := ids[:min(len(ids), maxIDsPerQuery)]
-		ids = ids[len(part):]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		rows, err := s.db.QueryContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id IN (`+inList(len(part))+`)`, args...)
-		if err != nil {
-			return nil, fmt.Errorf("store: get sandboxes: %w", err)
-		}
-		for rows.Next() {
-			sb, err := scanSandbox(rows)
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("store: get sandboxes: %w", err)
-			}
+	err := s.queryIDs(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id IN `, ids, func(rows *sql.Rows) error {
+		sb, err := scanSandbox(rows)
+		if err == nil {
 			out[sb.ID] = sb
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, fmt.Errorf("store: get sandboxes: %w", err)
-		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: get sandboxes: %w", err)
 	}
 	return out, nil
 }

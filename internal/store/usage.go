@@ -183,6 +183,29 @@ func inList(n int) string {
 // sandbox id, in one query per 500 ids.
 func (s *Store) GetUsageCursors(ctx context.Context, ids []string) (map[string]UsageCursor, error) {
 	out := make(map[string]UsageCursor, len(ids))
+	err := s.queryIDs(ctx, `SELECT sandbox_id, last_at, last_cpu, last_overhead_cpu, closed FROM usage_cursor WHERE sandbox_id IN `, ids,
+		func(rows *sql.Rows) error {
+			var c UsageCursor
+			var at int64
+			var closed int
+			var overhead sql.NullFloat64
+			if err := rows.Scan(&c.SandboxID, &at, &c.LastCPU, &overhead, &closed); err != nil {
+				return err
+			}
+			c.LastAt, c.Closed = fromMillis(at), closed != 0
+			c.LastOverheadCPU, c.OverheadKnown = overhead.Float64, overhead.Valid
+			out[c.SandboxID] = c
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("store: usage cursors: %w", err)
+	}
+	return out, nil
+}
+
+// queryIDs runs query, which ends in "IN ", with the list of ids appended,
+// in one query per maxIDsPerQuery ids, and calls scan for every row.
+func (s *Store) queryIDs(ctx context.Context, query string, ids []string, scan func(*sql.Rows) error) error {
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), maxIDsPerQuery)]
 		ids = ids[len(part):]
@@ -190,30 +213,23 @@ func (s *Store) GetUsageCursors(ctx context.Context, ids []string) (map[string]U
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT sandbox_id, last_at, last_cpu, last_overhead_cpu, closed FROM usage_cursor WHERE sandbox_id IN (`+inList(len(part))+`)`, args...)
+		rows, err := s.db.QueryContext(ctx, query+"("+inList(len(part))+")", args...)
 		if err != nil {
-			return nil, fmt.Errorf("store: usage cursors: %w", err)
+			return err
 		}
 		for rows.Next() {
-			var c UsageCursor
-			var at int64
-			var closed int
-			var overhead sql.NullFloat64
-			if err := rows.Scan(&c.SandboxID, &at, &c.LastCPU, &overhead, &closed); err != nil {
+			if err := scan(rows); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("store: usage cursors: %w", err)
+				return err
 			}
-			c.LastAt, c.Closed = fromMillis(at), closed != 0
-			c.LastOverheadCPU, c.OverheadKnown = overhead.Float64, overhead.Valid
-			out[c.SandboxID] = c
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return nil, fmt.Errorf("store: usage cursors: %w", err)
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // UsageFilter selects metered intervals by their end time: From < end <= To.

@@ -11,12 +11,24 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 )
 
 // capabilityXattr is the one extended attribute a layer carries: file
 // capabilities (e.g. ping's cap_net_raw), which runtimes apply on unpack.
 const capabilityXattr = "security.capability"
+
+// DirLayer is the image layer of the tree under root, as writeTar writes
+// it (read again each time the layer is read). Errors are tarball's.
+func DirLayer(root string, opts ...tarball.LayerOption) (v1.Layer, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(writeTar(pw, root)) }()
+		return pr, nil
+	}, opts...)
+}
 
 // writeTar writes the tree under root as a tar stream, the same bytes for
 // the same tree: entries in lexical order; each one's numeric owner, mode

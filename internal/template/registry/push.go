@@ -109,11 +109,7 @@ func Push(ctx context.Context, store *template.Store, tname, ref string, opts Op
 	if err := checkReadable(root); err != nil {
 		return Pushed{}, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(writeTar(pw, root)) }()
-		return pr, nil
-	}, tarball.WithMediaType(types.OCILayer))
+	layer, err := DirLayer(root, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		return Pushed{}, fmt.Errorf("template %q: layer: %w", tname, err)
 	}
