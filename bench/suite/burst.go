@@ -122,37 +122,13 @@ func (e *env) burst(ctx context.Context) (err error) {
 // (four at a time, untimed). It fails if any create failed. grown is the
 // pool size health reports right after the burst (0 without a pool).
 func (e *env) burstOn(ctx context.Context, s *benchServer, name string) (*row, int, error) {
-	var (
-		mu   sync.Mutex
-		ds   []time.Duration
-		ids  []string
-		errs []error
-	)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < e.o.Burst; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			t := time.Now()
-			id, err := s.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
-			d := time.Since(t)
-			mu.Lock()
-			defer mu.Unlock()
-			if id != "" {
-				ids = append(ids, id)
-				s.c.Remember(id)
-			}
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			ds = append(ds, d)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	ds, ids, errs := fireAtOnce(e.o.Burst, func() (string, error) {
+		id, err := s.c.Create(ctx, api.CreateSandboxRequest{TimeoutSeconds: 600})
+		if id != "" {
+			s.c.Remember(id)
+		}
+		return id, err
+	})
 	grown, _, _ := s.c.PoolReady(ctx)
 	derr := s.c.DeleteAll(context.WithoutCancel(ctx), ids, 4)
 	r := e.add(sampleRow("burst", name, "ms", stats.MSSamples(ds)))
@@ -177,34 +153,7 @@ func vsBareBurst(r *row, bareP99 float64) string {
 // destroys them all (four at a time, untimed) and checks that none is
 // left. It fails if any start failed.
 func (e *env) bareBurst(ctx context.Context, name string) (*row, error) {
-	var (
-		mu   sync.Mutex
-		ds   []time.Duration
-		ids  []string
-		errs []error
-	)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < e.o.Burst; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			t := time.Now()
-			id, err := e.bare.Start(ctx, "burst")
-			d := time.Since(t)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			ids = append(ids, id)
-			ds = append(ds, d)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	ds, ids, errs := fireAtOnce(e.o.Burst, func() (string, error) { return e.bare.Start(ctx, "burst") })
 	derr := e.bare.DestroyAll(ids, 4)
 	r := e.add(sampleRow("burst", name, "ms", stats.MSSamples(ds)))
 	r.Failures = len(errs)
@@ -223,4 +172,36 @@ func (e *env) bareBurst(ctx context.Context, name string) (*row, error) {
 	}
 	e.res.Checks = append(e.res.Checks, chk)
 	return r, nil
+}
+
+// fireAtOnce runs start n times at once (released together) and returns
+// the time each successful start took, every id started (failed ones with
+// an id included, so they are cleaned up) and the errors.
+func fireAtOnce(n int, start func() (string, error)) (ds []time.Duration, ids []string, errs []error) {
+	var mu sync.Mutex
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-release
+			t := time.Now()
+			id, err := start()
+			d := time.Since(t)
+			mu.Lock()
+			defer mu.Unlock()
+			if id != "" {
+				ids = append(ids, id)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ds = append(ds, d)
+		}()
+	}
+	close(release)
+	wg.Wait()
+	return ds, ids, errs
 }
