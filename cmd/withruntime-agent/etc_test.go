@@ -17,17 +17,7 @@ import (
 // change the copy) and whose /run/withruntime/host/etc offers the files
 // LinkHostFiles would link, then checks the copy is as it was.
 func TestPID1OnAHostLeavesEtcAlone(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for unshare --pid --mount")
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
-	}
-	dir := t.TempDir()
-	agent := filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", agent, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v: %s", err, out)
-	}
+	dir, agent := agentInNamespaces(t)
 
 	// The /etc the agent will see: what it needs to run (users), and the
 	// three files a sandbox's agent replaces or changes.

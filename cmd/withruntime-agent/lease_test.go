@@ -16,17 +16,7 @@ import (
 // root. The test runs it in a PID namespace of its own (unshare) beside a
 // sleep it must leave alive, so a wrong agent kills only that namespace.
 func TestLeaseEndOutsidePID1KillsOnlyItsOwn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for unshare --pid")
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
-	}
-	dir := t.TempDir()
-	agent := filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", agent, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v: %s", err, out)
-	}
+	dir, agent := agentInNamespaces(t)
 	past := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
 	script := `sleep 60 & s=$!; "$0" -socket "$1/a.sock" -user root -workspace "$1/ws" -lease-ends-at "$2" 2>/dev/null; ` +
 		`if kill -0 $s 2>/dev/null; then echo alive; kill $s; else echo killed; fi`
@@ -37,4 +27,22 @@ func TestLeaseEndOutsidePID1KillsOnlyItsOwn(t *testing.T) {
 	if got := strings.TrimSpace(string(out)); got != "alive" {
 		t.Fatalf("after the agent's lease end its sibling is %q, want alive", got)
 	}
+}
+
+// agentInNamespaces skips the test without root or unshare, and otherwise
+// builds the agent into a directory of the test's: it returns both.
+func agentInNamespaces(t *testing.T) (dir, agent string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for unshare")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	dir = t.TempDir()
+	agent = filepath.Join(dir, "agent")
+	if out, err := exec.Command("go", "build", "-o", agent, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v: %s", err, out)
+	}
+	return dir, agent
 }
