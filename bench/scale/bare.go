@@ -63,6 +63,9 @@ func (e *env) bareScale(ctx context.Context) (err error) {
 		return fmt.Errorf("bare runsc start: %w", err)
 	}
 	ids = append(ids, first)
+	if err := e.waitQuiet(ctx, "the one-bare-sandbox baseline"); err != nil {
+		return err
+	}
 	var one []time.Duration
 	for i := 0; i < o.Execs+3; i++ {
 		d, err := b.Exec(ctx, first, []string{"true"}, "")

@@ -2,6 +2,7 @@ package benchenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -131,4 +132,67 @@ func FanOut(ctx context.Context, c, total int, job func()) (time.Duration, error
 	}
 	wg.Wait()
 	return time.Since(start), ctx.Err()
+}
+
+// cpuTimes returns the host's busy and total CPU time, in clock ticks, from
+// the first line of /proc/stat (idle and iowait count as not busy).
+func cpuTimes() (busy, total uint64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, s := range f[1:] {
+		if i >= 8 { // guest and guest_nice are already in user and nice
+			break
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
+}
+
+// WaitQuiet waits until the host's CPU is at most busyMax (a fraction of
+// all its CPUs, 0.10 for 10%) busy over two whole seconds in a row, or
+// until max has passed, and returns how long it waited and the busy
+// fraction of the last second. A baseline measured right after the host
+// tore down hundreds of sandboxes (the kernel freeing their memory and
+// namespaces for tens of seconds) would otherwise be the noisiest figure of
+// a run instead of the calmest.
+func WaitQuiet(ctx context.Context, busyMax float64, max time.Duration) (time.Duration, float64, error) {
+	start := time.Now()
+	b0, t0, err := cpuTimes()
+	if err != nil {
+		return 0, 0, err
+	}
+	quiet, last := 0, 1.0
+	for time.Since(start) < max && quiet < 2 {
+		if err := SleepCtx(ctx, time.Second); err != nil {
+			return time.Since(start), last, err
+		}
+		b1, t1, err := cpuTimes()
+		if err != nil {
+			return time.Since(start), last, err
+		}
+		if t1 > t0 {
+			last = float64(b1-b0) / float64(t1-t0)
+		}
+		if last <= busyMax {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		b0, t0 = b1, t1
+	}
+	return time.Since(start), last, nil
 }
