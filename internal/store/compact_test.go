@@ -336,3 +336,40 @@ func testCompactUsageThenRecord(t *testing.T, dsn string) {
 		t.Errorf("key_1's wall seconds %v, want %v", got, wall+10)
 	}
 }
+
+// Two compactions at once (two servers on one store) run one after the
+// other: neither counts a merged row twice nor leaves an hour in two rows.
+func TestCompactUsageConcurrent(t *testing.T) { eachBackend(t, testCompactUsageConcurrent) }
+
+func testCompactUsageConcurrent(t *testing.T, dsn string) {
+	st, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fillUsage(t, st)
+	want := usageTotals(t, st)
+	rows := len(usageRows(t, st, time.Time{}))
+	merged := make(chan int64, 2)
+	for range 2 {
+		go func() {
+			var total int64
+			for {
+				n, err := st.CompactUsage(context.Background(), usageEnd)
+				if err != nil {
+					t.Error(err)
+				}
+				if n == 0 || err != nil {
+					merged <- total
+					return
+				}
+				total += n
+			}
+		}()
+	}
+	n := <-merged + <-merged
+	sameTotals(t, "compacted twice at once", want, usageTotals(t, st))
+	if after := len(usageRows(t, st, time.Time{})); after != 17 || int64(rows-after) != n {
+		t.Errorf("%d rows became %d, %d merged; want 17", rows, after, n)
+	}
+}
