@@ -18,7 +18,7 @@ const (
 	// compactKeep is how much recent usage keeps the sampler's detail.
 	compactKeep = time.Hour
 	// defaultCompactPause is the rest between two calls of one
-	// compaction. Each call merges at most 15 minutes of intervals (see
+	// compaction. Each call merges at most 5 minutes of intervals (see
 	// store.CompactUsage: a bounded transaction); a store whose ledger was
 	// never compacted takes many calls, and the pause lets the sampler's
 	// writes in between them.
