@@ -56,7 +56,8 @@ const usageBucket = `(end_at - 1) / 3600000` // hourMillis
 // compaction's before stay as they are, still counted (metering writes an
 // interval's end at the time it samples, so with before an hour ago that
 // does not happen). Two calls at once (two servers on one PostgreSQL) run
-// one after the other.
+// one after the other. An error is the database's, wrapped; the
+// transaction is then rolled back and nothing has changed.
 func (s *Store) CompactUsage(ctx context.Context, before time.Time) (merged int64, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
