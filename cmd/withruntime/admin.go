@@ -96,28 +96,6 @@ with the network --internet and --allow give them (none by default).`,
 			return nil
 		},
 	}
-	ls := &cobra.Command{
-		Use:   "ls",
-		Short: "List templates",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := connect(cmd.Context(), "")
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			ts, err := s.ListTemplates(cmd.Context())
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT\tFROM")
-			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%dMiB\t%s\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime), originText(t))
-			}
-			return tw.Flush()
-		},
-	}
 	build.Flags().StringVarP(&bf.file, "file", "f", "", "build from this Dockerfile (with the build context CONTEXT, default .)")
 	build.Flags().StringArrayVar(&bf.buildArgs, "build-arg", nil, "an ARG's value, KEY=VALUE (repeatable)")
 	build.Flags().BoolVar(&bf.internet, "internet", false, "let RUN steps reach the internet")
@@ -125,7 +103,7 @@ with the network --internet and --allow give them (none by default).`,
 	build.Flags().BoolVar(&missing, "missing", false, "with a recipe: build only if the template is missing or was built from another version of its recipe")
 	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "with a recipe: the directory of templates to build in, without a server (default: the server's, DATA_DIR/templates)")
 	build.Flags().StringVar(&fromImage, "from-image", "", "make the template from this container image (a registry reference, oci-layout:DIR or FILE.tar)")
-	cmd.AddCommand(build, ls, newTemplateRmCmd(), newTemplatePushCmd(), newTemplatePushAgentCmd())
+	cmd.AddCommand(build, newTemplateLsCmd(), newTemplateRmCmd(), newTemplatePushCmd(), newTemplatePushAgentCmd())
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -103,6 +104,38 @@ func newTemplateRmCmd() *cobra.Command {
 			}
 			defer s.Close()
 			return s.DeleteTemplate(cmd.Context(), args[0])
+		},
+	}
+}
+
+func newTemplateLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List templates",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := connect(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			l, err := s.TemplateList(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT\tFROM")
+			for _, t := range l.Templates {
+				fmt.Fprintf(tw, "%s\t%dMiB\t%s\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime), originText(t))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			// On stderr: the table on stdout stays a table for scripts.
+			if l.Note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note: "+l.Note)
+			}
+			return nil
 		},
 	}
 }

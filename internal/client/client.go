@@ -267,8 +267,17 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(id), nil, nil)
 }
 
-// ListTemplates lists the server's templates.
+// ListTemplates lists the server's templates (TemplateList also says when
+// the list may be incomplete).
 func (c *Client) ListTemplates(ctx context.Context) ([]api.Template, error) {
+	l, err := c.TemplateList(ctx)
+	return l.Templates, err
+}
+
+// TemplateList returns GET /v1/templates's answer: the templates and, when
+// the list may be incomplete (a Kubernetes server whose registry refuses
+// its catalog API), a note saying why.
+func (c *Client) TemplateList(ctx context.Context) (api.TemplateList, error) {
 	var out api.TemplateList
-	return out.Templates, c.do(ctx, http.MethodGet, "/v1/templates", nil, &out)
+	return out, c.do(ctx, http.MethodGet, "/v1/templates", nil, &out)
 }

@@ -12,7 +12,7 @@ import (
 // --leader-election); then the work that mutates shared state on its own
 // schedule must be done by one of them at a time, the leader:
 //   - the metering sampler (ledger intervals) and the daily spending limits
-//     it enforces (meter.go);
+//     it enforces (meter.go), and the ledger's compaction (compact.go);
 //   - the warm pool's refill and retirement (pool.go);
 //   - ending leases and paused retentions: the per-sandbox timers act only
 //     while leading, and the leader sweeps the store for the leases and

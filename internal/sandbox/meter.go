@@ -47,6 +47,11 @@ type meterState struct {
 	prices metering.Prices
 	cancel context.CancelFunc
 	done   chan struct{}
+	// compactDone is closed when the ledger's compaction loop (compact.go),
+	// started and stopped with the sampler, has returned.
+	compactDone chan struct{}
+	// compactPause is the rest between two calls of one compaction.
+	compactPause time.Duration
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // one sampler at a time per sandbox
@@ -67,6 +72,7 @@ func (m *Manager) StartMetering(cfg MeterConfig) {
 		ms.prices = *cfg.Prices
 	}
 	ms.locks = map[string]*sync.Mutex{}
+	ms.compactPause = defaultCompactPause
 	if cfg.Interval < 0 {
 		return
 	}
@@ -79,16 +85,18 @@ func (m *Manager) StartMetering(cfg MeterConfig) {
 	}
 }
 
-// startMeterLoop starts the sampler until ctx ends or stopMetering (with
-// GateLeaderWork: from Lead, while this server leads).
+// startMeterLoop starts the sampler and the ledger's compaction until ctx
+// ends or stopMetering (with GateLeaderWork: from Lead, while this server
+// leads).
 func (m *Manager) startMeterLoop(ctx context.Context) {
 	ms := &m.meter
 	if !ms.on {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	ms.cancel, ms.done = cancel, make(chan struct{})
+	ms.cancel, ms.done, ms.compactDone = cancel, make(chan struct{}), make(chan struct{})
 	go m.meterLoop(ctx)
+	go m.compactLoop(ctx, ms.compactDone)
 }
 
 // Prices returns the prices in force.
@@ -99,11 +107,12 @@ func (m *Manager) Prices() metering.Prices {
 	return m.meter.prices
 }
 
-// stopMetering ends the sampler and waits for it.
+// stopMetering ends the sampler and the compaction and waits for them.
 func (m *Manager) stopMetering() {
 	if m.meter.cancel != nil {
 		m.meter.cancel()
 		<-m.meter.done
+		<-m.meter.compactDone
 		m.meter.cancel = nil
 	}
 }

@@ -23,7 +23,9 @@
 // it in one conditional UPDATE (the row lock makes a second writer re-check
 // the WHERE clause against the committed row and match nothing: RecordUsage,
 // MarkResumed, DecideDeviceCode, RedeemDeviceCode) or reads with SELECT ...
-// FOR UPDATE inside its transaction (PollDeviceCode, ResealSecrets).
+// FOR UPDATE inside its transaction (PollDeviceCode, ResealSecrets), or
+// starts with an UPDATE of the row that guards the work (CompactUsage's
+// watermark: a second compaction waits for the first).
 package store
 
 import (
