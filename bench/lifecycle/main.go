@@ -12,9 +12,9 @@
 //     baseline (boot, run, exit, delete).
 //   - bare-detach: `runsc run --detach` of `sleep infinity`, then `runsc
 //     delete --force`, as Runtime's driver boots and destroys.
-//   - bare-go: `bare`, but the process is a static Go program (built by
-//     this command, CGO_ENABLED=0 like the agent, bind-mounted read-only)
-//     that returns at once: what gVisor charges to start and end the Go
+//   - bare-go: `bare`, but the process is a static Go program
+//     (bench/internal/bare's floor program, built CGO_ENABLED=0 like the
+//     agent, bind-mounted read-only) that returns at once: what gVisor charges to start and end the Go
 //     runtime, a floor under any agent written in Go.
 //   - bare-go-exec: the same Go program runs `true` through os/exec and
 //     waits for it, as the agent runs a command: the floor of a Go agent's
@@ -51,6 +51,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"withruntime.dev/runtime/bench/internal/bare"
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
@@ -112,7 +113,7 @@ func run(n, warm int, mode string, network bool, ctl, tpls string) error {
 	case "bare-detach":
 		one, cleanup = bareLifecycle(tpls, true, nil), bareCleanup
 	case "bare-go", "bare-go-exec":
-		bin, err := buildGoFloor()
+		bin, err := bare.BuildGoFloor(filepath.Join(workDir, "floor"))
 		if err != nil {
 			return err
 		}
@@ -120,14 +121,14 @@ func run(n, warm int, mode string, network bool, ctl, tpls string) error {
 		if mode == "bare-go-exec" {
 			arg = "exec"
 		}
-		one = bareLifecycle(tpls, false, &goFloor{bin: bin, arg: arg})
+		one = bareLifecycle(tpls, false, &floorProg{bin: bin, arg: arg})
 		cleanup = func() { bareCleanup(); _ = os.RemoveAll(filepath.Dir(bin)) }
 	case "bare-c-exec":
-		bin, err := buildCFloor()
+		bin, err := bare.BuildCFloor(filepath.Join(workDir, "floor"))
 		if err != nil {
 			return err
 		}
-		one = bareLifecycle(tpls, false, &goFloor{bin: bin, arg: "exec"})
+		one = bareLifecycle(tpls, false, &floorProg{bin: bin, arg: "exec"})
 		cleanup = func() { bareCleanup(); _ = os.RemoveAll(filepath.Dir(bin)) }
 	default:
 		return fmt.Errorf("mode %q", mode)
@@ -280,102 +281,13 @@ func runtimeLifecycle(ctx context.Context, network bool, tpls string) (func() er
 	return one, cleanup, nil
 }
 
-// goFloorSource is the bare-go modes' program: it returns at once, or runs
-// `true` through os/exec (the agent's way: fork and exec from Go, pipes for
-// its output) and returns its exit status.
-const goFloorSource = `package main
-
-import (
-	"os"
-	"os/exec"
-)
-
-func main() {
-	if len(os.Args) > 1 && os.Args[1] == "exec" {
-		cmd := exec.Command("true")
-		out, err := cmd.Output()
-		if err != nil || len(out) != 0 {
-			os.Exit(1)
-		}
-	}
-}
-`
-
-// goFloor is the Go program a bare-go lifecycle runs: the host binary,
-// mounted at goFloorPath, and its one argument.
-type goFloor struct{ bin, arg string }
-
-const goFloorPath = "/opt/wr-go-floor"
-
-// buildGoFloor builds goFloorSource as a static binary under workDir.
-func buildGoFloor() (string, error) {
-	dir := filepath.Join(workDir, "gofloor")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(goFloorSource), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module gofloor\n\ngo 1.22\n"), 0o644); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "gofloor")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the Go floor program: %w: %s", err, out)
-	}
-	return bin, nil
-}
-
-// cFloorSource is bare-c-exec's program: goFloorSource's exec, in C.
-const cFloorSource = `#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-int main(void) {
-	int p[2];
-	if (pipe(p) != 0) return 1;
-	pid_t pid = fork();
-	if (pid < 0) return 1;
-	if (pid == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execlp("true", "true", (char *)0);
-		_exit(127);
-	}
-	close(p[1]);
-	char buf[64];
-	ssize_t n, total = 0;
-	while ((n = read(p[0], buf, sizeof buf)) > 0) total += n;
-	int st;
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || total != 0) return 1;
-	return 0;
-}
-`
-
-// buildCFloor builds cFloorSource as a static binary under workDir.
-func buildCFloor() (string, error) {
-	dir := filepath.Join(workDir, "cfloor")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	src := filepath.Join(dir, "floor.c")
-	if err := os.WriteFile(src, []byte(cFloorSource), 0o644); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "cfloor")
-	if out, err := exec.Command("gcc", "-static", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the C floor program (needs gcc and a static libc): %w: %s", err, out)
-	}
-	return bin, nil
-}
+// floorProg is the floor program a bare-go or bare-c lifecycle runs
+// (bench/internal/bare's, mounted at bare.FloorPath) and its argument.
+type floorProg struct{ bin, arg string }
 
 // bareLifecycle is bench/suite's bare baseline: `runsc run` of `true` in a
 // bundle equal to a Runtime sandbox's; with g, of that Go program instead.
-func bareLifecycle(tpls string, detach bool, g *goFloor) func() error {
+func bareLifecycle(tpls string, detach bool, g *floorProg) func() error {
 	dir := filepath.Join(workDir, "bare")
 	seq := 0
 	return func() error {
@@ -390,7 +302,7 @@ func bareLifecycle(tpls string, detach bool, g *goFloor) func() error {
 			argv = []string{"sleep", "infinity"}
 		}
 		if g != nil {
-			argv = []string{goFloorPath, g.arg}
+			argv = []string{bare.FloorPath, g.arg}
 		}
 		mem, quota, period, pids := int64((512+64+128)<<20), int64(100_000), uint64(100_000), int64(2*3*128+256)
 		spec := specs.Spec{
@@ -417,7 +329,7 @@ func bareLifecycle(tpls string, detach bool, g *goFloor) func() error {
 			},
 		}
 		if g != nil {
-			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: goFloorPath, Type: "bind",
+			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: bare.FloorPath, Type: "bind",
 				Source: g.bin, Options: []string{"bind", "ro"}})
 		}
 		data, _ := json.Marshal(spec)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"withruntime.dev/runtime/bench/internal/apiclient"
+	"withruntime.dev/runtime/bench/internal/bare"
 	"withruntime.dev/runtime/bench/internal/benchenv"
 	"withruntime.dev/runtime/bench/internal/stats"
 	"withruntime.dev/runtime/internal/api"
@@ -32,6 +34,10 @@ func (e *env) concurrency(ctx context.Context) error {
 		return err
 	}
 	const sec = "concurrency"
+	floors, err := e.floorRunners()
+	if err != nil {
+		return err
+	}
 	for _, c := range e.o.Conc {
 		// Runtime.
 		var (
@@ -100,6 +106,37 @@ func (e *env) concurrency(ctx context.Context) error {
 			b.Vs = fmt.Sprintf("Runtime's rate %s× this", stats.Short(*r.Value / *b.Value))
 		}
 		fmt.Fprintf(os.Stderr, "suite: concurrency %d: %.2f/s (bare %.2f/s)\n", c, *r.Value, *b.Value)
+
+		// The floors: a bare sandbox whose first process runs `true` as a
+		// child, the least an agent does for a command.
+		for _, f := range floors {
+			var runs []time.Duration
+			fails := 0
+			fwall, err := benchenv.FanOut(ctx, c, e.o.ConcTotal, func() {
+				d, err := f.runner.RunToExit(ctx, []string{bare.FloorPath, "exec"})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if fails == 0 {
+						e.note("concurrency: %s floor failed at %d: %v", f.lang, c, err)
+					}
+					fails++
+					return
+				}
+				runs = append(runs, d)
+			})
+			if err != nil {
+				return err
+			}
+			fr := e.add(sampleRow(sec, fmt.Sprintf("bare runsc run of a %s program running `true` as a child ×%d, %d at once", f.lang, e.o.ConcTotal, c), "ms", stats.MSSamples(runs)))
+			fr.Value, fr.ValueUnit = stats.F64(float64(len(runs))/fwall.Seconds()), "sandboxes/s"
+			fr.Failures = fails
+			compareValue(fr, b)
+			if r.Value != nil && fr.Value != nil && *fr.Value > 0 {
+				fr.Vs += fmt.Sprintf("; Runtime's rate %s× this", stats.Short(*r.Value / *fr.Value))
+			}
+			fmt.Fprintf(os.Stderr, "suite: concurrency %d: %s floor %.2f/s\n", c, f.lang, *fr.Value)
+		}
 	}
 	// Nothing may be left: no runsc container, sandbox directory, cgroup,
 	// namespace or veth of any sandbox the server had.
@@ -112,6 +149,38 @@ func (e *env) concurrency(ctx context.Context) error {
 	}
 	e.res.Checks = append(e.res.Checks, chk)
 	return nil
+}
+
+// floor is a bare runner whose sandboxes hold a floor program.
+type floor struct {
+	lang   string
+	runner *bare.Runner
+}
+
+// floorRunners builds the floor programs (bench/internal/bare) and returns
+// a bare runner for each, or none without -floor. The C one needs gcc and a
+// static libc; without them it is left out and a note says why.
+func (e *env) floorRunners() ([]floor, error) {
+	if !e.o.Floor {
+		return nil, nil
+	}
+	dir := filepath.Join(e.bare.Dir, "floor")
+	var out []floor
+	gobin, err := bare.BuildGoFloor(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := *e.bare
+	r.Files = map[string]string{bare.FloorPath: gobin}
+	out = append(out, floor{"Go", &r})
+	if cbin, err := bare.BuildCFloor(dir); err != nil {
+		e.note("concurrency: no C floor: %v", err)
+	} else {
+		r := *e.bare
+		r.Files = map[string]string{bare.FloorPath: cbin}
+		out = append(out, floor{"C", &r})
+	}
+	return out, nil
 }
 
 // apiLifecycle creates a sandbox, runs `true` in it and deletes it. A

@@ -75,6 +75,7 @@ type options struct {
 	Conc        []int   `json:"concurrency"`
 	IdleWindowS float64 `json:"idleWindowSec"`
 	Network     bool    `json:"network"`
+	Floor       bool    `json:"floor"`
 	Only        []string
 	Out         string `json:"-"`
 	Templates   string `json:"templates"`
@@ -95,6 +96,7 @@ func main() {
 	flag.StringVar(&conc, "conc", "1,4,16", "concurrency levels")
 	flag.DurationVar(&idleWindow, "idle-window", 10*time.Second, "window over which idle CPU is measured (memory)")
 	flag.BoolVar(&o.Network, "network", true, "sandbox networks on (the production default); false runs runsc --network=none")
+	flag.BoolVar(&o.Floor, "floor", true, "concurrency: also run the floor programs (bench/internal/bare: a Go and a C program running `true` as a child), the least any agent costs")
 	flag.StringVar(&only, "only", "", "comma list of sections to run: "+strings.Join(allSections, ","))
 	flag.StringVar(&o.Out, "out", "", "where to write the JSON results (default bench/results/suite.json; none with -only)")
 	flag.StringVar(&o.Templates, "templates", "/var/lib/withruntime/templates", "templates directory (base must be built)")

@@ -35,11 +35,14 @@ import (
 // Runsc is the runsc binary, Rootfs the template's root filesystem, Dir the
 // directory of the runsc root (Dir/runsc) and of the bundles (Dir/ID), and
 // CgroupParent the cgroup (one path element) the sandboxes' cgroups are
-// made under. Extra runsc flags come from $WITHRUNTIME_RUNSC_FLAGS, as the
-// server's do. A Runner is safe for concurrent use.
+// made under. Files, if set, are host files bind-mounted read-only into
+// every sandbox, by path inside (the floor programs: FloorPath). Extra
+// runsc flags come from $WITHRUNTIME_RUNSC_FLAGS, as the server's do. A
+// Runner is safe for concurrent use.
 type Runner struct {
 	Runsc, Rootfs, Dir string
 	CgroupParent       string
+	Files              map[string]string
 }
 
 var bareSeq atomic.Int64
@@ -94,6 +97,9 @@ func (b *Runner) bundle(id string, argv []string) (string, error) {
 			Namespaces: []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace},
 				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}},
 		},
+	}
+	for in, host := range b.Files {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: in, Type: "bind", Source: host, Options: []string{"bind", "ro"}})
 	}
 	data, err := json.Marshal(spec)
 	if err != nil {
