@@ -98,6 +98,9 @@ func New(cfg Config) (*Driver, error) {
 	if _, err := os.Stat(cfg.Runsc); err != nil {
 		return nil, fmt.Errorf("gvisor driver: runsc not found at %q (build it with scripts/install.sh): %w", cfg.Runsc, err)
 	}
+	if err := prepareCgroups(); err != nil {
+		return nil, err
+	}
 	d := &Driver{cfg: cfg, agentDir: filepath.Join(cfg.StateDir, "agent"), hostCPUs: allowedCPUs()}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor driver: %w", err)

@@ -1,0 +1,78 @@
+package gvisor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPrepareCPUSet makes a fresh parent in the host's real cgroup v1 cpuset
+// hierarchy, as runsc would on a host new to Runtime (empty cpus and mems),
+// and checks that after prepareCPUSet a child can be given one core: the
+// write that failed with EACCES on every new host.
+func TestPrepareCPUSet(t *testing.T) {
+	const root = "/sys/fs/cgroup/cpuset"
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := os.Stat(filepath.Join(root, "cpuset.cpus")); err != nil {
+		t.Skip("no cgroup v1 cpuset hierarchy on this host")
+	}
+	name := fmt.Sprintf("withruntime-test-%d", os.Getpid())
+	parent := filepath.Join(root, name)
+	child := filepath.Join(parent, "child")
+	t.Cleanup(func() { _ = os.Remove(child); _ = os.Remove(parent) })
+
+	// What runsc leaves: a parent made with mkdir alone.
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cpu := firstCPU(t, root)
+	if err := os.WriteFile(filepath.Join(child, "cpuset.cpus"), []byte(cpu), 0); err == nil {
+		t.Skip("this kernel fills new cpusets itself (clone_children?): nothing to prepare")
+	}
+	if err := os.Remove(child); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := prepareCPUSet(root, name); err != nil {
+		t.Fatalf("prepareCPUSet: %v", err)
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		want, _ := os.ReadFile(filepath.Join(root, f))
+		got, _ := os.ReadFile(filepath.Join(parent, f))
+		if strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
+			t.Errorf("%s = %q, want the root's %q", f, got, want)
+		}
+	}
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(child, "cpuset.cpus"), []byte(cpu), 0); err != nil {
+		t.Fatalf("one core for a sandbox after prepareCPUSet: %v", err)
+	}
+	// A second call on a prepared parent changes nothing and succeeds.
+	if err := prepareCPUSet(root, name); err != nil {
+		t.Fatalf("prepareCPUSet again: %v", err)
+	}
+	// A host without the hierarchy needs nothing.
+	if err := prepareCPUSet(t.TempDir(), name); err != nil {
+		t.Fatalf("prepareCPUSet without a cpuset hierarchy: %v", err)
+	}
+}
+
+// firstCPU is the first core of root's cpuset.cpus ("0-1,4" gives "0").
+func firstCPU(t *testing.T, root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "cpuset.cpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(b)), ",")
+	first, _, _ = strings.Cut(first, "-")
+	return first
+}
