@@ -48,6 +48,11 @@ type Spec struct {
 	DiskBytes int64
 	// TmpBytes caps the /tmp tmpfs.
 	TmpBytes int64
+	// ShmBytes caps the /dev/shm tmpfs (mode 1777, as Docker and E2B give):
+	// POSIX shared memory and semaphores, which Python's multiprocessing,
+	// joblib, PyTorch's DataLoader and Chromium need. Its pages are the
+	// sandbox's memory, like /tmp's.
+	ShmBytes int64
 	// PidsLimit caps the number of processes and threads.
 	PidsLimit int64
 	// Env is the sandbox environment ("KEY=value") that every command inherits.

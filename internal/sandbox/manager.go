@@ -271,6 +271,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	h, err := m.driver.Create(ctx, driver.Spec{
 		ID: sb.ID, Owner: p.KeyID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
+		ShmBytes:  shmBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
 		Network: netSpec, Policy: plan.driverPolicy(), TrustPEM: trust, LeaseEndsAt: sb.LeaseEndsAt,
 	})
@@ -307,6 +308,14 @@ const mibPerProcess = 4
 // it until the host kills the whole sandbox, where it should get ENOSPC.
 func tmpBytes(tmpMiB, memoryMiB int64) int64 {
 	return min(tmpMiB, memoryMiB/2) << 20
+}
+
+// shmBytes is the size of a sandbox's /dev/shm: like /tmp's, but at most a
+// quarter of its memory, so that /tmp and /dev/shm full together still leave
+// a quarter of the memory to the processes (tmpfs pages are no process's,
+// so the agent's memory guard cannot kill them away).
+func shmBytes(tmpMiB, memoryMiB int64) int64 {
+	return min(tmpMiB, memoryMiB/4) << 20
 }
 
 // pidsLimit is the process cap of a sandbox of memoryMiB: the server's

@@ -315,7 +315,8 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 	}
 	spec := driver.Spec{ID: id, RootFS: rootfs, CPU: m.limits.DefaultCPU,
 		MemoryBytes: m.limits.DefaultMemoryMiB << 20, DiskBytes: m.limits.DefaultDiskMiB << 20,
-		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
+		TmpBytes: tmpBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB), ShmBytes: shmBytes(m.limits.TmpMiB, m.limits.DefaultMemoryMiB),
+		PidsLimit: pidsLimit(m.limits.PidsLimit, m.limits.DefaultMemoryMiB),
 		// A pooled sandbox left behind by a server that died ends itself.
 		LeaseEndsAt: m.now().Add(p.cfg.MaxAge + time.Minute), Pooled: true,
 		// Its boot (and warm-up) yields the host's cores to running

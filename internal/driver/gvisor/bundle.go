@@ -84,10 +84,8 @@ func ociSpec(spec driver.Spec, socketDir string) *specs.Spec {
 	quota := int64(math.Round(spec.CPU * cpuPeriodMicros))
 	period := uint64(cpuPeriodMicros)
 	pids := hostPidsLimit(spec.PidsLimit)
-	tmpOpts := []string{"nosuid", "nodev", "mode=1777"}
-	if spec.TmpBytes > 0 {
-		tmpOpts = append(tmpOpts, "size="+itoa(spec.TmpBytes))
-	}
+	tmpOpts := tmpfsOptions(spec.TmpBytes)
+	shmOpts := tmpfsOptions(spec.ShmBytes)
 	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: "sandbox",
@@ -112,6 +110,8 @@ func ociSpec(spec driver.Spec, socketDir string) *specs.Spec {
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpOpts},
+			// A tmpfs of the sentry's, like /tmp: no gofer, no host thread.
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "tmpfs", Options: shmOpts},
 			// gVisor's own cgroups (v1), for the agent's per-command cgroups.
 			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "mode=755"}},
 			{Destination: socketDirInSandbox, Type: "bind", Source: socketDir, Options: []string{"rbind", "rw"}},
@@ -135,6 +135,17 @@ func ociSpec(spec driver.Spec, socketDir string) *specs.Spec {
 }
 
 // cgroupPath is a sandbox's host cgroup, under each hierarchy's root.
+// tmpfsOptions are the mount options of a world-writable tmpfs (sticky, as
+// /tmp and /dev/shm are everywhere) of at most size bytes (0: gVisor's
+// default).
+func tmpfsOptions(size int64) []string {
+	opts := []string{"nosuid", "nodev", "mode=1777"}
+	if size > 0 {
+		opts = append(opts, "size="+itoa(size))
+	}
+	return opts
+}
+
 func cgroupPath(id string) string { return "/withruntime/" + id }
 
 // rlimits are the agent's resource limits, inherited by every command.

@@ -210,10 +210,7 @@ func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod 
 	root := int64(0)
 	no := false
 	mode := int32(0o400)
-	tmp := corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
-	if spec.TmpBytes > 0 {
-		tmp.SizeLimit = resource.NewQuantity(spec.TmpBytes, resource.BinarySI)
-	}
+	tmp, shm := memoryDir(spec.TmpBytes), memoryDir(spec.ShmBytes)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: d.labels(spec)},
 		Spec: corev1.PodSpec{
@@ -241,14 +238,27 @@ func (d *Driver) pod(spec driver.Spec, image string, now time.Time) *corev1.Pod 
 					{Name: "agent", MountPath: agentDir, ReadOnly: true},
 					{Name: "credentials", MountPath: credentialsDir, ReadOnly: true},
 					{Name: "tmp", MountPath: "/tmp"},
+					{Name: "shm", MountPath: "/dev/shm"},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: name, DefaultMode: &mode}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &tmp}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: tmp}},
+				{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: shm}},
 			},
 		},
 	}
+}
+
+// memoryDir is a memory-backed emptyDir of at most size bytes (0: no size
+// set), for /tmp and /dev/shm: its pages count in the pod's memory, as a
+// tmpfs does in a gVisor sandbox's. (kubelet makes emptyDirs 0777.)
+func memoryDir(size int64) *corev1.EmptyDirVolumeSource {
+	dir := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	if size > 0 {
+		dir.SizeLimit = resource.NewQuantity(size, resource.BinarySI)
+	}
+	return dir
 }
