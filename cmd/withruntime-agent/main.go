@@ -29,10 +29,8 @@ import (
 	"withruntime.dev/runtime/internal/agent"
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/agentauth"
+	"withruntime.dev/runtime/internal/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	socket := flag.String("socket", "/run/withruntime/agent.sock", "unix socket to serve the agent API on")
@@ -76,7 +74,7 @@ func main() {
 		}
 	}
 
-	srv, err := agent.New(agent.Config{Workspace: *workspace, User: *user, Version: version, Logger: log,
+	srv, err := agent.New(agent.Config{Workspace: *workspace, User: *user, Version: version.Get().String(), Logger: log,
 		MemoryBytes: *memoryBytes, PidsLimit: *pidsLimit})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "withruntime-agent: %v\n", err)
@@ -95,7 +93,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("serving", "socket", *socket, "tcp", *listenTCP, "user", *user, "workspace", *workspace, "version", version,
+	log.Info("serving", "socket", *socket, "tcp", *listenTCP, "user", *user, "workspace", *workspace, "version", version.Get().String(),
 		"memoryBytes", *memoryBytes)
 	if agent.IsPID1() {
 		// PID 1's standard streams are runsc's console, a file on the host

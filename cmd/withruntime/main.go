@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+	"withruntime.dev/runtime/internal/version"
 )
 
 // exitRuntimeError is the exit status when Runtime itself fails (not the
@@ -115,9 +116,11 @@ With WITHRUNTIME_URL (and WITHRUNTIME_API_KEY) set, or a config file at
 that server. Otherwise it runs an embedded server in-process on the local data
 directory (WITHRUNTIME_DATA_DIR, default /var/lib/withruntime; templates in
 WITHRUNTIME_TEMPLATES_DIR, default DATA_DIR/templates), which needs root.`,
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newLoginCmd(), newLogoutCmd())
+	root.SetVersionTemplate("withruntime {{.Version}}\n")
+	root.AddCommand(newVersionCmd(), newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newLoginCmd(), newLogoutCmd())
 	return root
 }

@@ -21,6 +21,7 @@ import (
 	"withruntime.dev/runtime/internal/server"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template/image"
+	"withruntime.dev/runtime/internal/version"
 )
 
 // storeEnv is the environment variable that gives --store its default (a
@@ -71,6 +72,7 @@ func newServeCmd() *cobra.Command {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			log.Info("withruntime serve", "version", version.Get().String())
 			if storeDSN == "" { // not the flag's default: --help would show the password
 				storeDSN = os.Getenv(storeEnv)
 			}

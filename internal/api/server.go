@@ -19,6 +19,7 @@ import (
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template/image"
+	"withruntime.dev/runtime/internal/version"
 )
 
 // DefaultMaxUploadBytes caps one file upload (1.5 GiB).
@@ -201,7 +202,7 @@ func keyFrom(ctx context.Context) store.Key {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := Health{OK: true}
+	h := Health{OK: true, Version: version.Get()}
 	for t, st := range s.cfg.Manager.PoolStatus() {
 		if h.Pool == nil {
 			h.Pool = map[string]PoolStatus{}

@@ -5,6 +5,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/store"
+	"withruntime.dev/runtime/internal/version"
 )
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is
@@ -174,6 +175,8 @@ func toKey(k store.Key) Key {
 type Health struct {
 	// OK is always true while the server answers.
 	OK bool `json:"ok"`
+	// Version is the answering server's build (internal/version).
+	Version version.Info `json:"version"`
 	// Pool is, per pooled template, how many booted sandboxes the warm
 	// pool keeps (size) and has waiting now (ready). Absent when the server
 	// runs without a pool.
