@@ -59,16 +59,16 @@ done
 for ns in /run/netns/withruntime*; do
 	ip netns delete "$(basename "$ns")" 2>/dev/null || { umount -l "$ns" 2>/dev/null; rm -f "$ns"; }
 done
-ip -o link show | awk -F': ' '/ alias withruntime/ {split($2, n, "@"); print n[1]}' | while read -r link; do
+{ ip -o link show || true; } | awk -F': ' '/ alias withruntime/ {split($2, n, "@"); print n[1]}' | while read -r link; do
 	ip link delete "$link" 2>/dev/null || true
 done
 if command -v nft >/dev/null; then
-	nft list tables 2>/dev/null | awk '$3 ~ /^withruntime/ {print $2, $3}' | while read -r family name; do
+	{ nft list tables 2>/dev/null || true; } | awk '$3 ~ /^withruntime/ {print $2, $3}' | while read -r family name; do
 		nft delete table "$family" "$name"
 	done
 fi
 # Anything runsc or the server still had mounted under the data directory.
-grep -E ' /(var/lib|run)/withruntime' /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do
+{ grep -E ' /(var/lib|run)/withruntime' /proc/mounts || true; } | awk '{print $2}' | sort -r | while read -r m; do
 	umount -l "$m" 2>/dev/null || true
 done
 
