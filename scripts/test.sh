@@ -27,6 +27,11 @@ summary() {
 }
 trap summary EXIT
 
+# First, before anything else prepares the host: put it back the way a
+# machine new to Runtime is and run README's first command as written
+# (scripts/pristine-test.sh says what it removes and what stays cached).
+suite "pristine host: README's first command" scripts/pristine-test.sh
+
 # The dashboard's browser test (internal/itest TestDashboardBrowser) drives
 # Debian's Chromium headless; Runtime itself does not need it.
 if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' chromium 2>/dev/null || true) != ii* ]]; then
