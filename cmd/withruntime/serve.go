@@ -198,7 +198,7 @@ func loopbackDefault(addr string) string {
 func serveMetrics(ctx context.Context, l net.Listener, srv *server.Server, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", srv.Metrics.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: server.MaxHeaderBytes}
 	go func() {
 		<-ctx.Done()
 		_ = hs.Close()
@@ -217,7 +217,7 @@ func serveE2B(ctx context.Context, l net.Listener, h http.Handler, tlsConf *tls.
 	protocols.SetUnencryptedHTTP2(true)
 	protocols.SetHTTP2(true)
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: server.IdleTimeout,
-		Protocols: &protocols, TLSConfig: tlsConf}
+		Protocols: &protocols, TLSConfig: tlsConf, MaxHeaderBytes: server.MaxHeaderBytes}
 	l = server.LimitE2BListener(l)
 	go func() {
 		<-ctx.Done()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/device"
+	"withruntime.dev/runtime/internal/metrics"
 )
 
 // Device login (RFC 8628; package device). authorize and token are open
@@ -98,7 +99,7 @@ func (s *Server) open(h func(http.ResponseWriter, *http.Request) error) http.Han
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			if isInternal(err) {
-				s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+				s.cfg.Log.Error("request failed", "method", metrics.LogField(r.Method), "path", metrics.LogField(r.URL.Path), "err", err)
 			}
 			writeError(w, r, err)
 		}

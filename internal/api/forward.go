@@ -18,6 +18,7 @@ import (
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/metrics"
 )
 
 // agentRoutes are the sandbox-scoped routes served by the agent (see
@@ -212,7 +213,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 			body.closeIfUnread(w.Header())
 			ferr := s.forwardError(in, id, err)
 			if isInternal(ferr) {
-				s.cfg.Log.Error("forward to agent", "method", r.Method, "path", r.URL.Path, "err", err)
+				s.cfg.Log.Error("forward to agent", "method", metrics.LogField(r.Method), "path", metrics.LogField(r.URL.Path), "err", err)
 			}
 			writeError(w, r, ferr)
 		},

@@ -16,6 +16,7 @@ import (
 	"withruntime.dev/runtime/internal/auth"
 	"withruntime.dev/runtime/internal/device"
 	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/sandbox"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template/image"
@@ -159,7 +160,7 @@ func (s *Server) authed(route string, h func(http.ResponseWriter, *http.Request)
 		r = r.WithContext(context.WithValue(ctx, keyCtx{}, key))
 		if err := h(w, r); err != nil {
 			if isInternal(err) {
-				s.cfg.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+				s.cfg.Log.Error("request failed", "method", metrics.LogField(r.Method), "path", metrics.LogField(r.URL.Path), "err", err)
 			}
 			writeError(w, r, err)
 		}

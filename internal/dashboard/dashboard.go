@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -98,8 +99,8 @@ func New(cfg Config) (*Dashboard, error) {
 	d.routes(mux)
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.cfg.Log.Warn("dashboard: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
-			"origin", r.Header.Get("Origin"), "secFetchSite", r.Header.Get("Sec-Fetch-Site"))
+		d.cfg.Log.Warn("dashboard: cross-origin request refused", "method", metrics.LogField(r.Method), "path", metrics.LogField(r.URL.Path),
+			"origin", metrics.LogField(r.Header.Get("Origin")), "secFetchSite", metrics.LogField(r.Header.Get("Sec-Fetch-Site")))
 		d.refuse(w, r, http.StatusForbidden, "This form was sent from another site, so it was refused. Use the dashboard's own pages.")
 	}))
 	d.h = cop.Handler(mux)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -112,7 +113,7 @@ func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *signed)
 		if r.Method != http.MethodGet {
 			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 			if !sameToken(r.PostFormValue("csrf"), s.csrf) {
-				d.cfg.Log.Warn("dashboard: form without a valid CSRF token refused", "path", r.URL.Path, "key", s.key.ID)
+				d.cfg.Log.Warn("dashboard: form without a valid CSRF token refused", "path", metrics.LogField(r.URL.Path), "key", s.key.ID)
 				d.refuse(w, r, http.StatusForbidden, "This form has no valid CSRF token, so it was refused. Reload the page and try again.")
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -121,4 +122,23 @@ func TestObservers(t *testing.T) {
 	var nilM *Metrics // observers on a nil *Metrics do nothing
 	nilM.Egress(true, 1, 1)
 	nilM.MeterSample("error")
+}
+
+// TestLabelsAndFieldsBounded: a method outside the standard set is the
+// label "other"; a request's field in a log line is cut on a UTF-8
+// boundary, saying how much was left out.
+func TestLabelsAndFieldsBounded(t *testing.T) {
+	for m, want := range map[string]string{"GET": "GET", "PATCH": "PATCH", "get": "other", "PROPFIND": "other", strings.Repeat("X", 1<<20): "other"} {
+		if got := MethodLabel(m); got != want {
+			t.Errorf("MethodLabel(%.20q) = %q, want %q", m, got, want)
+		}
+	}
+	if s := LogField("short"); s != "short" {
+		t.Errorf("LogField(short) = %q", s)
+	}
+	long := strings.Repeat("é", MaxLogField) // 2 bytes each: the cut falls inside one at odd offsets
+	got := LogField("x" + long)
+	if got != "x"+long[:MaxLogField-2]+"...(258 more bytes)" || !utf8.ValidString(got) {
+		t.Errorf("LogField cut to %q", got)
+	}
 }

@@ -39,6 +39,13 @@ func limitListener(l net.Listener) net.Listener {
 	return netutil.LimitListener(l, maxConns())
 }
 
+// MaxHeaderBytes caps a request's head (request line and headers) on every
+// listener of the server: the API, E2B and metrics listeners. net/http's
+// default, 1 MiB, let a request carry a 1 MB method; a longer head is
+// answered 431 before any handler runs. 64 KiB is eight times nginx's
+// default for one header line.
+const MaxHeaderBytes = 64 << 10
+
 // IdleTimeout is how long an idle keep-alive connection of a listener of
 // the server is kept (see above).
 const IdleTimeout = 2 * time.Minute

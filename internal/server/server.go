@@ -285,7 +285,8 @@ func elect(el leader.Elector, mgr *sandbox.Manager, log *slog.Logger) func() {
 // are closed and concurrent ones capped (serve.go), so that no client can
 // take the file descriptors the server needs to run sandboxes.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	hs := &http.Server{Handler: s.Handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleTimeout}
+	hs := &http.Server{Handler: s.Handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(limitListener(l)) }()
 	select {

@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"strings"
 
+	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -147,7 +148,7 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := asAPIError(err)
 	if ae.Status >= 500 {
-		s.cfg.Log.Error("e2b request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.cfg.Log.Error("e2b request failed", "method", metrics.LogField(r.Method), "path", metrics.LogField(r.URL.Path), "err", err)
 	}
 	status := ae.Status
 	if ae.Code == "sandbox_paused" {
