@@ -88,9 +88,17 @@ fi
 # --- withruntime -----------------------------------------------------------
 # go build's cache makes this quick when nothing changed. Build to a
 # temporary name and rename, so a running binary is never half-written.
+# The git commit goes into the binaries (withruntime version, GET /v1/health).
+ldflags=()
+if commit=$(git rev-parse HEAD 2>/dev/null); then
+	pkg=withruntime.dev/runtime/internal/version
+	modified=false
+	[[ -z $(git status --porcelain --untracked-files=no 2>/dev/null) ]] || modified=true
+	ldflags=(-ldflags "-X $pkg.Commit=$commit -X $pkg.CommitTime=$(TZ=UTC git show -s --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD) -X $pkg.Modified=$modified")
+fi
 for cmd in withruntime withruntime-agent; do
 	log "building $cmd"
-	CGO_ENABLED=0 go build -o "/usr/local/bin/.$cmd.new" "./cmd/$cmd"
+	CGO_ENABLED=0 go build "${ldflags[@]}" -o "/usr/local/bin/.$cmd.new" "./cmd/$cmd"
 	if cmp -s "/usr/local/bin/.$cmd.new" "/usr/local/bin/$cmd"; then
 		rm -f "/usr/local/bin/.$cmd.new"
 	else

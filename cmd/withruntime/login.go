@@ -142,7 +142,7 @@ func login(ctx context.Context, baseURL string, trial bool, w io.Writer) (fileCo
 			}
 			what := fmt.Sprintf("key %s (%s)", tok.KeyName, tok.KeyID)
 			if tok.TrialHours > 0 {
-				what += fmt.Sprintf(", a trial of %g sandbox-hours", tok.TrialHours)
+				what += ", a trial of " + sandboxHours(tok.TrialHours)
 			}
 			fmt.Fprintf(w, "Logged in to %s with %s; saved in %s\n", baseURL, what, path)
 			return fc, nil

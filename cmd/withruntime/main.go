@@ -80,7 +80,7 @@ func exitStatus(ctx context.Context, err error) int {
 		}
 		return sig.exitCode()
 	}
-	fmt.Fprintln(os.Stderr, "withruntime:", err)
+	fmt.Fprintln(os.Stderr, "withruntime:", cliHints.Replace(err.Error()))
 	return exitRuntimeError
 }
 
@@ -122,5 +122,6 @@ WITHRUNTIME_TEMPLATES_DIR, default DATA_DIR/templates), which needs root.`,
 	}
 	root.SetVersionTemplate("withruntime {{.Version}}\n")
 	root.AddCommand(newVersionCmd(), newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newLoginCmd(), newLogoutCmd())
+	explainUsage(root)
 	return root
 }

@@ -52,7 +52,7 @@ spent on top, not billed. The host's CPU cost is CPU-S + OVERHEAD CPU-S.`,
 				return err
 			}
 			if tr := rep.Trial; tr != nil {
-				fmt.Printf("trial: %.2f of %g sandbox-hours used, %.2f left\n", tr.UsedHours, tr.AllowanceHours, tr.LeftHours)
+				fmt.Printf("trial: %.2f of %s used, %.2f left\n", tr.UsedHours, sandboxHours(tr.AllowanceHours), tr.LeftHours)
 			}
 			return nil
 		},
@@ -109,4 +109,13 @@ func addMeterFlags(cmd *cobra.Command) func() sandbox.MeterConfig {
 			CPUMicrosPerVCPUHour: cpuUSD * 1e6, MemoryMicrosPerGiBHour: memUSD * 1e6, CPUFloorVCPU: floor,
 			StorageMicrosPerGiBHour: storageUSD * 1e6}}
 	}
+}
+
+// sandboxHours says h sandbox-hours with the plural right: "1 sandbox-hour",
+// "0.5 sandbox-hours".
+func sandboxHours(h float64) string {
+	if h == 1 {
+		return "1 sandbox-hour"
+	}
+	return fmt.Sprintf("%g sandbox-hours", h)
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 
 	"withruntime.dev/runtime/internal/errs"
 )
@@ -38,7 +39,11 @@ func (m *Manager) checkTrial(ctx context.Context, keyID string) error {
 		return err
 	}
 	m.observeRefusal("trial_used")
+	hours := fmt.Sprintf("%g sandbox-hours", float64(t.AllowanceSeconds)/3600)
+	if t.AllowanceSeconds == 3600 {
+		hours = "1 sandbox-hour"
+	}
 	return errs.New(errs.SpendingLimit,
-		"key %s is a trial key of %g sandbox-hours and has used them all (%.2f h); creates are refused: ask the server's administrator for a key without a trial",
-		keyID, float64(t.AllowanceSeconds)/3600, t.UsedSeconds/3600)
+		"key %s is a trial key of %s and has used them all (%.2f h); creates are refused: ask the server's administrator for a key without a trial",
+		keyID, hours, t.UsedSeconds/3600)
 }

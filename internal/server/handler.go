@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"withruntime.dev/runtime/internal/api"
@@ -27,6 +29,11 @@ type LoginConfig struct {
 	// device login prints (serve --public-url; default: the request's
 	// scheme and Host).
 	PublicURL string
+	// TrustedProxies are reverse proxies in front of the server whose
+	// X-Forwarded-For names the client, for device login's per-client
+	// limits (serve --trusted-proxy; default none: the client is the TCP
+	// peer).
+	TrustedProxies []netip.Prefix
 }
 
 // handler is everything the server serves on its one listener: the API
@@ -43,7 +50,7 @@ func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error
 	}
 	h := api.New(api.Config{Manager: s.Manager, Store: s.Store, Templates: tpl, Log: cfg.Log,
 		MaxUploadBytes: cfg.MaxUploadBytes, Limits: limits, Images: cfg.Images,
-		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL, Leader: leaderStatus(cfg.Elector, s.Manager)})
+		Metrics: s.Metrics.Handler(), Device: dev, PublicURL: cfg.Login.PublicURL, TrustedProxies: cfg.Login.TrustedProxies, Leader: leaderStatus(cfg.Elector, s.Manager)})
 	s.api = h
 	dash, err := dashboard.New(dashboard.Config{API: h, Store: s.Store, Log: cfg.Log})
 	if err != nil {
@@ -51,6 +58,7 @@ func (s *Server) handler(cfg Config, limits sandbox.Limits) (http.Handler, error
 	}
 	mux := http.NewServeMux()
 	mux.Handle(dashboard.Prefix, dash)
+	mux.Handle("GET /{$}", browserToDashboard(h))
 	mux.Handle("/", h)
 	return s.Metrics.Middleware(mux), nil
 }
@@ -83,4 +91,17 @@ func leaderStatus(el leader.Elector, mgr *sandbox.Manager) func() api.LeaderStat
 		st := el.Status()
 		return api.LeaderStatus{Identity: st.Identity, Leader: st.Leader, Leading: mgr.Leading()}
 	}
+}
+
+// browserToDashboard sends a browser that asks for the server's root (its
+// Accept names text/html) to the dashboard; API clients keep next's JSON
+// answer there.
+func browserToDashboard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, dashboard.Prefix, http.StatusFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -2,10 +2,12 @@
 // version`, GET /v1/health, the server's first log line and the agent's.
 //
 // The release is Release, which a packager may set at link time
-// (-ldflags "-X withruntime.dev/runtime/internal/version.Release=1.2.3");
-// the commit and its time come from the Go toolchain's build stamp
-// (`go build` in a git checkout records them: runtime/debug.BuildInfo), so a
-// bug report names the exact source without any release step.
+// (-ldflags "-X withruntime.dev/runtime/internal/version.Release=1.2.3").
+// The commit comes from Commit, CommitTime and Modified, which
+// scripts/install.sh sets at link time from git, or else from the Go
+// toolchain's build stamp (runtime/debug.BuildInfo, where GOFLAGS does not
+// turn it off), so a bug report names the exact source without any release
+// step.
 package version
 
 import (
@@ -15,9 +17,15 @@ import (
 	"sync"
 )
 
-// Release is the release this build belongs to; "dev" for a build from a
-// checkout that no packager stamped.
-var Release = "dev"
+// Set at link time with -ldflags "-X withruntime.dev/runtime/internal/version.NAME=VALUE".
+var (
+	// Release is the release this build belongs to; "dev" for a build
+	// from a checkout that no packager stamped.
+	Release = "dev"
+	// Commit is the git commit (40 hex digits), CommitTime its time (RFC
+	// 3339), Modified "true" for a checkout with uncommitted changes.
+	Commit, CommitTime, Modified string
+)
 
 // Info is a build's identity.
 type Info struct {
@@ -36,6 +44,10 @@ type Info struct {
 
 var get = sync.OnceValue(func() Info {
 	info := Info{Release: Release, Go: runtime.Version()}
+	if Commit != "" {
+		info.Commit, info.CommitTime, info.Modified = Commit, CommitTime, Modified == "true"
+		return info
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return info
