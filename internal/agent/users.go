@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -120,10 +121,24 @@ func (a account) credential() *syscall.Credential {
 // defaultPath is PATH for commands unless the sandbox environment sets one.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// withUserBin puts HOME/.local/bin first in path, as Debian's ~/.profile
+// does for a login shell: where `pip install --user` and `npm install -g
+// --prefix ~/.local` put commands, so that they run by name.
+func withUserBin(path, home string) string {
+	if home == "" || home == "/" {
+		return path
+	}
+	bin := filepath.Join(home, ".local", "bin")
+	if slices.Contains(filepath.SplitList(path), bin) {
+		return path
+	}
+	return bin + string(filepath.ListSeparator) + path
+}
+
 // commandEnv builds a command's environment. Precedence, lowest first:
 // PATH/LANG/PYTHONUNBUFFERED defaults; the agent's own environment (which is
 // the sandbox's environment, set by the host); HOME/USER/LOGNAME of the user
-// the command runs as; the request's env.
+// the command runs as, and HOME/.local/bin first in PATH; the request's env.
 func commandEnv(base []string, acct account, extra map[string]string) []string {
 	env := map[string]string{
 		"PATH":             defaultPath,
@@ -148,6 +163,7 @@ func commandEnv(base []string, acct account, extra map[string]string) []string {
 	set("HOME", acct.Home)
 	set("USER", acct.Name)
 	set("LOGNAME", acct.Name)
+	set("PATH", withUserBin(env["PATH"], acct.Home))
 	for k, v := range extra {
 		set(k, v)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/version"
 )
@@ -54,5 +55,25 @@ func TestHealthVersion(t *testing.T) {
 	}
 	if h.Version != version.Get() || h.Version.Go == "" || h.Version.Release == "" {
 		t.Errorf("health version %+v, want %+v", h.Version, version.Get())
+	}
+}
+
+// TestUserBinOnPath: what `pip install --user` installs (~/.local/bin) runs
+// by name, for the default user and for root.
+func TestUserBinOnPath(t *testing.T) {
+	b := newBox(t, api.CreateSandboxRequest{})
+	for _, user := range []string{"", "root"} {
+		res := b.exec(agentapi.ExecRequest{User: user, Command: `mkdir -p ~/.local/bin && printf '#!/bin/sh\necho "tool of $(id -un)"\n' > ~/.local/bin/mytool && chmod +x ~/.local/bin/mytool`})
+		if res.ExitCode != 0 {
+			t.Fatalf("as %q: %+v", user, res)
+		}
+		res = b.exec(agentapi.ExecRequest{User: user, Command: "mytool"})
+		want := "tool of user\n"
+		if user == "root" {
+			want = "tool of root\n"
+		}
+		if res.ExitCode != 0 || res.Stdout != want {
+			t.Errorf("mytool as %q: %+v", user, res)
+		}
 	}
 }
