@@ -8,62 +8,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"withruntime.dev/runtime/internal/agentapi"
 )
-
-// Limits of GET /files/list.
-const (
-	maxListDepth   = 10
-	maxListEntries = 50000
-)
-
-// handleGetFile streams a regular file's bytes.
-func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) error {
-	path, err := s.queryPath(r, "")
-	if err != nil {
-		return err
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return fsErr(err, path)
-	}
-	if st.IsDir() {
-		return badRequest("%s is a directory; list it with GET /files/list?path=%s", path, path)
-	}
-	if !st.Mode().IsRegular() {
-		return badRequest("%s is not a regular file (mode %s); only regular files can be downloaded", path, st.Mode().Type())
-	}
-	// O_NONBLOCK: should a FIFO have replaced the file since the Stat, the
-	// open returns at once instead of waiting for a writer; the opened file
-	// is checked again.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return fsErr(err, path)
-	}
-	defer f.Close()
-	if st, err = f.Stat(); err != nil {
-		return fsErr(err, path)
-	}
-	if !st.Mode().IsRegular() {
-		return badRequest("%s is not a regular file (mode %s); only regular files can be downloaded", path, st.Mode().Type())
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	var src io.Reader = f
-	// Files such as those in /proc report size 0 yet have content: those
-	// are sent chunked. Others are sent as the size seen at open time.
-	if size := st.Size(); size > 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-		src = io.LimitReader(f, size)
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, src)
-	return nil
-}
 
 // Patterns of the temporary files that writes rename into place: short
 // and independent of the target's name, so that names up to NAME_MAX stay
@@ -154,64 +103,6 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, fi)
-	return nil
-}
-
-// handleListFiles lists a directory to the given depth (1: direct
-// children), sorted by path. Symlinked directories are not descended into.
-func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
-	path, err := s.queryPath(r, s.cfg.Workspace)
-	if err != nil {
-		return err
-	}
-	depth := 1
-	if v := r.URL.Query().Get("depth"); v != "" {
-		depth, err = strconv.Atoi(v)
-		if err != nil || depth < 1 || depth > maxListDepth {
-			return badRequest("depth=%q is invalid; give a whole number from 1 (direct children) to %d", v, maxListDepth)
-		}
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return fsErr(err, path)
-	}
-	if !st.IsDir() {
-		return badRequest("%s is not a directory; use GET /files/stat?path=%s for a single file", path, path)
-	}
-	entries := []agentapi.FileInfo{}
-	var walk func(dir string, level int) error
-	walk = func(dir string, level int) error {
-		des, err := os.ReadDir(dir)
-		if err != nil {
-			if level == 1 {
-				return fsErr(err, dir)
-			}
-			return nil // unreadable subdirectory: listed, not descended
-		}
-		for _, de := range des {
-			p := filepath.Join(dir, de.Name())
-			info, err := de.Info()
-			if err != nil {
-				continue // vanished meanwhile
-			}
-			if len(entries) >= maxListEntries {
-				return &apiError{status: http.StatusRequestEntityTooLarge, code: agentapi.CodeTooLarge,
-					msg: fmt.Sprintf("%s holds more than %d entries at depth %d; list a smaller depth or a subdirectory", path, maxListEntries, depth)}
-			}
-			entries = append(entries, toFileInfo(p, info))
-			if de.IsDir() && level < depth {
-				if err := walk(p, level+1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if err := walk(path, 1); err != nil {
-		return err
-	}
-	slices.SortFunc(entries, func(a, b agentapi.FileInfo) int { return strings.Compare(a.Path, b.Path) })
-	writeJSON(w, http.StatusOK, agentapi.FileList{Entries: entries})
 	return nil
 }
 

@@ -28,12 +28,17 @@
 //	                                       stdinOpen (at most MaxStdinWriteBytes);
 //	                                       409 when its stdin is closed or it ended
 //	POST   /processes/{pid}/stdin/close -> 204; the process reads end-of-file
-//	GET    /files?path=P                -> 200 raw bytes (application/octet-stream)
+//	GET    /files?path=P                -> 200 raw bytes (application/octet-stream);
+//	                                       with a Range header of one byte range
+//	                                       206 and those bytes, 416 when the range
+//	                                       starts past the end (see files.go)
 //	PUT    /files?path=P   raw bytes    -> 200 FileInfo; parents are created and owned
 //	                                       by the sandbox user; written to a temporary
 //	                                       file and renamed, so a failed upload leaves
 //	                                       nothing behind
-//	GET    /files/list?path=P&depth=N   -> 200 FileList (depth 1 = direct children)
+//	GET    /files/list?path=P&depth=N&limit=L&cursor=C
+//	                                    -> 200 FileList, one page of the listing
+//	                                       (depth 1 = direct children; see files.go)
 //	GET    /files/stat?path=P           -> 200 FileInfo
 //	POST   /files/mkdir    MkdirRequest -> 200 FileInfo
 //	DELETE /files?path=P&recursive=B    -> 204
@@ -211,29 +216,6 @@ type KillRequest struct {
 	Signal string `json:"signal,omitempty"`
 }
 
-// FileInfo describes one file or directory.
-type FileInfo struct {
-	Name string `json:"name"`
-	// Path is absolute inside the sandbox.
-	Path string `json:"path"`
-	// Type is "file", "dir", "symlink" or "other".
-	Type string `json:"type"`
-	// Size is in bytes.
-	Size int64 `json:"size"`
-	// Mode is the permission bits in octal, such as "0644".
-	Mode    string    `json:"mode"`
-	ModTime time.Time `json:"modTime"`
-	Uid     int       `json:"uid"`
-	Gid     int       `json:"gid"`
-	// Target is where a symlink points.
-	Target string `json:"target,omitempty"`
-}
-
-// FileList is the answer of GET /files/list.
-type FileList struct {
-	Entries []FileInfo `json:"entries"`
-}
-
 // MkdirRequest creates a directory (and its parents when Parents).
 type MkdirRequest struct {
 	Path    string `json:"path"`
@@ -310,6 +292,9 @@ const (
 	CodeUnavailable  = "unavailable"  // 503
 	CodeInternal     = "internal"     // 500
 	CodePortClosed   = "port_closed"  // 502: nothing in the sandbox accepts connections on the port
+	// CodeRangeNotSatisfiable (416): a download's Range starts at or past
+	// the file's end; the answer's Content-Range is "bytes */SIZE".
+	CodeRangeNotSatisfiable = "range_not_satisfiable"
 )
 
 // PortUpgrade is the protocol of the agent's POST /ports/{port}/connect

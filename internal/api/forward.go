@@ -39,7 +39,8 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "files", query: map[string]queryRule{"path": pathParam}},
 	{method: "PUT", path: "files", query: map[string]queryRule{"path": pathParam}},
 	{method: "DELETE", path: "files", query: map[string]queryRule{"path": pathParam, "recursive": boolParam}},
-	{method: "GET", path: "files/list", query: map[string]queryRule{"path": pathParam, "depth": intParam(1, maxListDepth, "levels")}},
+	{method: "GET", path: "files/list", query: map[string]queryRule{"path": pathParam, "depth": intParam(1, agentapi.ListMaxDepth, "levels"),
+		"limit": intParam(1, agentapi.ListMaxLimit, "entries per page"), "cursor": cursorParam}},
 	{method: "GET", path: "files/stat", query: map[string]queryRule{"path": pathParam}},
 	{method: "POST", path: "files/mkdir", body: func() any { return &mkdirRequest{} }},
 	{method: "POST", path: "files/rename", body: func() any { return &renameRequest{} }},
@@ -197,7 +198,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 		Transport:     no1xx{tr},
 		FlushInterval: -1, // NDJSON events go out as the agent writes them
 		ModifyResponse: func(resp *http.Response) error {
-			sanitizeAgentResponse(resp)
+			if err := sanitizeAgentResponse(resp); err != nil {
+				return err
+			}
 			body.closeIfUnread(resp.Header)
 			return nil
 		},
@@ -205,6 +208,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 		// (a lease ended, a Ctrl-C): worth a note, not a warning.
 		ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelInfo),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var bad *badAnswerError
+			if errors.As(err, &bad) {
+				s.cfg.Log.Warn("the agent's answer breaks its protocol", "sandbox", id, "method", r.Method, "path", r.URL.Path, "err", err)
+				writeError(w, r, &httpError{status: http.StatusBadGateway, code: "bad_answer",
+					msg: fmt.Sprintf("sandbox %s: its agent answered what Runtime's agent never does (%v); was it replaced from inside the sandbox?", id, err)})
+				return
+			}
 			if berr := body.failed(); berr != nil {
 				err = berr
 			} else if in.Err() != nil {
@@ -330,8 +340,9 @@ func (s *Server) channelRefused(id string, err error) error {
 		msg: fmt.Sprintf("sandbox %s: its agent cannot be reached safely: the agent's socket was removed or replaced from inside the sandbox; delete the sandbox and create a new one", id)}
 }
 
-// agentRequestHeaders are the request headers forwarded to the agent.
-var agentRequestHeaders = []string{"Accept", "Content-Type"}
+// agentRequestHeaders are the request headers forwarded to the agent
+// (Range and If-Range for downloads).
+var agentRequestHeaders = []string{"Accept", "Content-Type", "Range", "If-Range"}
 
 // no1xx hides from the agent transport the client trace through which
 // httputil.ReverseProxy relays informational answers (103 Early Hints, …)
@@ -366,8 +377,11 @@ var agentContentTypes = map[string]bool{
 
 // sanitizeAgentResponse keeps only the headers the agent protocol uses, so
 // that a forged answer cannot set cookies, redirect, or have a browser
-// render a sandbox's bytes as a page of the server's origin.
-func sanitizeAgentResponse(resp *http.Response) {
+// render a sandbox's bytes as a page of the server's origin. A partial
+// answer (206) whose Content-Range and Content-Length do not agree is
+// refused (*badAnswerError): a client resuming a download would splice
+// wrong bytes into its file.
+func sanitizeAgentResponse(resp *http.Response) error {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if !agentContentTypes[ct] {
 		ct = "application/octet-stream"
@@ -381,6 +395,8 @@ func sanitizeAgentResponse(resp *http.Response) {
 			kept.Set(name, v)
 		}
 	}
+	keepDownloadHeaders(resp.Header, kept)
+	in := resp.Header
 	resp.Header = kept
 	resp.Trailer = nil
 	if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) || resp.StatusCode > 599 {
@@ -388,4 +404,5 @@ func sanitizeAgentResponse(resp *http.Response) {
 		resp.StatusCode = http.StatusBadGateway
 		resp.Status = ""
 	}
+	return checkContentRange(resp, in)
 }

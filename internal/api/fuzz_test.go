@@ -129,7 +129,8 @@ var badQueries = []string{
 	"depth=99999999999999999999", "recursive=maybe", "timeoutSeconds=1e30", "timeoutSeconds=NaN",
 	"timeoutSeconds=-Inf", "timeoutSeconds=0x1p-2", "timeoutSeconds=", "state=running&state=stopped",
 	"metadata.a=b%00", "metadata.%0A=b", "from=0001-01-01", "to=9999-12-31", "from=2026-01-02&to=2026-01-01",
-	"groupBy=week", "groupBy=day%00", "from=2026-01-02T15:04:05+25:00",
+	"groupBy=week", "groupBy=day%00", "from=2026-01-02T15:04:05+25:00", "limit=0", "limit=10001", "cursor=%2F%2F",
+	"cursor=L3dvcmtzcGFjZS9h&limit=2",
 }
 
 // FuzzAPI sends a fuzzed query and body to every route of the real API

@@ -31,8 +31,6 @@ const (
 	// maxExecTimeoutSeconds bounds an exec's timeout and a wait's (about
 	// 31 years; the agent's own limit).
 	maxExecTimeoutSeconds = 1e9
-	// maxListDepth is the deepest listing GET .../files/list gives.
-	maxListDepth = 10
 	// maxPid is the largest process id (a Linux pid is a positive int32).
 	maxPid = 1<<31 - 1
 	// maxMetadataKey and maxMetadataValue bound a sandbox's labels, in bytes.
@@ -162,6 +160,18 @@ func (req *renameRequest) check() error {
 type queryRule func(name, value string) error
 
 func pathParam(name, v string) error { return checkNoNUL(name, v) }
+
+// cursorParam checks a listing's cursor (the next of an earlier page):
+// base64url of a clean absolute path, at most agentapi.ListMaxCursorBytes.
+func cursorParam(name, v string) error {
+	if v == "" {
+		return nil // the first page
+	}
+	if _, err := agentapi.ParseListCursor(v); err != nil {
+		return badRequest("%s: %v; pass the next of the page before, or no %s for the first page", name, err, name)
+	}
+	return nil
+}
 
 func boolParam(name, v string) error {
 	if _, err := strconv.ParseBool(v); err != nil {

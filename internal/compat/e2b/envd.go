@@ -216,21 +216,41 @@ func userOf(r *http.Request) (string, error) {
 	return "", fmt.Errorf("user %q does not exist in Runtime sandboxes: run as \"user\" (uid 1000, the default) or \"root\"", name)
 }
 
-// readFile is GET /files?path=P: the file's bytes.
+// readFile is GET /files?path=P: the file's bytes. A Range (and If-Range)
+// goes to Runtime's download as it came, which honours one byte range as
+// envd does (206 with Content-Range, 416 with Content-Range: bytes */SIZE,
+// anything else the whole file).
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	t := targetFrom(r.Context())
 	p := t.abs(r.URL.Query().Get("path"))
-	resp, err := s.api.do(r.Context(), t.as, "GET", t.base()+"/files?path="+url.QueryEscape(p), nil, nil)
+	h := http.Header{}
+	for _, name := range []string{"Range", "If-Range"} {
+		if v := r.Header.Values(name); len(v) > 0 {
+			h[name] = v
+		}
+	}
+	resp, err := s.api.do(r.Context(), t.as, "GET", t.base()+"/files?path="+url.QueryEscape(p), nil, h)
 	if err != nil {
 		s.writeEnvdError(w, r, err)
 		return
 	}
 	defer resp.Body.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Disposition", "attachment")
-	w.WriteHeader(http.StatusOK)
+	out := w.Header()
+	out.Set("Content-Type", "application/octet-stream")
+	out.Set("X-Content-Type-Options", "nosniff")
+	out.Set("Cache-Control", "no-store")
+	out.Set("Content-Disposition", "attachment")
+	// The API checked these (internal/api's sanitizing of agent answers).
+	for _, name := range []string{"Content-Length", "Content-Range", "Accept-Ranges", "ETag", "Last-Modified"} {
+		if v := resp.Header.Get(name); v != "" {
+			out.Set(name, v)
+		}
+	}
+	status := http.StatusOK
+	if resp.StatusCode == http.StatusPartialContent {
+		status = http.StatusPartialContent
+	}
+	w.WriteHeader(status)
 	_, _ = io.Copy(w, resp.Body)
 }
 
@@ -324,19 +344,4 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// writeEnvdError answers a plain-HTTP envd route's error: a paused sandbox
-// is "not found" running (the SDKs raise their not-running error), the
-// rest keeps the API's status.
-func (s *Server) writeEnvdError(w http.ResponseWriter, r *http.Request, err error) {
-	ae := asAPIError(err)
-	switch {
-	case ae.Code == "sandbox_paused":
-		writeError(w, http.StatusBadGateway, "the sandbox was not found running: %s", ae.Message)
-	case ae.Status == http.StatusGone:
-		writeError(w, http.StatusBadGateway, "the sandbox was not found: %s", ae.Message)
-	default:
-		s.writeAPIError(w, r, err)
-	}
 }

@@ -3,7 +3,9 @@ package e2b
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -65,17 +67,49 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 }
 
 // maxListDepth is the deepest listing Runtime's API gives.
-const maxListDepth = 10
+const maxListDepth = agentapi.ListMaxDepth
 
-func (f *filesystemService) list(ctx context.Context, t target, p string, depth int) ([]agentapi.FileInfo, error) {
-	var list agentapi.FileList
-	q := "?path=" + url.QueryEscape(p) + "&depth=" + strconv.Itoa(depth)
-	if err := f.s.api.json(ctx, t.as, "GET", t.base()+"/files/list"+q, nil, &list); err != nil {
-		return nil, err
+// maxListDirEntries bounds what one listing gathers across Runtime's pages:
+// ListDir answers in one message, held whole in the server's memory, and
+// the pages come from inside the sandbox (which may be hostile).
+var maxListDirEntries = 250_000
+
+// list calls each for every entry of p's listing to depth, in listing
+// order, following Runtime's pages (agentapi.ListMaxLimit entries each)
+// until the last. A listing of more than maxListDirEntries entries, or
+// pages that do not move forward, end it with an error.
+func (f *filesystemService) list(ctx context.Context, t target, p string, depth int, each func(agentapi.FileInfo)) error {
+	q := t.base() + "/files/list?path=" + url.QueryEscape(p) + "&depth=" + strconv.Itoa(depth) +
+		"&limit=" + strconv.Itoa(agentapi.ListMaxLimit)
+	cursor, last, n := "", "", 0
+	for {
+		var page agentapi.FileList
+		if err := f.s.api.json(ctx, t.as, "GET", q+cursor, nil, &page); err != nil {
+			return err
+		}
+		n += len(page.Entries)
+		if n > maxListDirEntries {
+			return &apiError{Status: http.StatusBadRequest, Code: agentapi.CodeBadRequest,
+				Message: fmt.Sprintf("%s holds more than %d entries to depth %d, more than one ListDir answers in Runtime; list a subdirectory or a smaller depth", p, maxListDirEntries, depth)}
+		}
+		for _, e := range page.Entries {
+			each(e)
+		}
+		if !page.Truncated {
+			return nil
+		}
+		next, err := agentapi.ParseListCursor(page.Next)
+		if err != nil || len(page.Entries) == 0 || (last != "" && agentapi.ComparePaths(next, last) <= 0) {
+			return &apiError{Status: http.StatusBadGateway, Code: "bad_answer",
+				Message: fmt.Sprintf("listing %s: the sandbox's agent gave a page that does not move the listing forward (was it replaced from inside the sandbox?)", p)}
+		}
+		cursor, last = "&cursor="+url.QueryEscape(page.Next), next
 	}
-	return list.Entries, nil
 }
 
+// ListDir lists a directory to the depth asked (0: 1, at most
+// maxListDepth), every entry, as envd does, however many of Runtime's pages
+// that takes.
 func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystempb.ListDirRequest]) (*connect.Response[filesystempb.ListDirResponse], error) {
 	t := targetFrom(ctx)
 	depth := int(req.Msg.GetDepth())
@@ -85,13 +119,12 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	case depth > maxListDepth:
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("depth is at most "+strconv.Itoa(maxListDepth)+" in Runtime"))
 	}
-	entries, err := f.list(ctx, t, t.abs(req.Msg.GetPath()), depth)
+	out := &filesystempb.ListDirResponse{}
+	err := f.list(ctx, t, t.abs(req.Msg.GetPath()), depth, func(e agentapi.FileInfo) {
+		out.Entries = append(out.Entries, entryInfo(e))
+	})
 	if err != nil {
 		return nil, rpcError(err)
-	}
-	out := &filesystempb.ListDirResponse{}
-	for _, e := range entries {
-		out.Entries = append(out.Entries, entryInfo(e))
 	}
 	return connect.NewResponse(out), nil
 }

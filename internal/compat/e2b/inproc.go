@@ -38,11 +38,13 @@ type who struct {
 	key   *store.Key
 }
 
-// apiError is an error answer of the API: its status, code and message.
+// apiError is an error answer of the API: its status, code and message,
+// and its headers (a 416's Content-Range).
 type apiError struct {
 	Status  int
 	Code    string
 	Message string
+	Header  http.Header
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -152,7 +154,7 @@ func readAPIError(resp *http.Response) error {
 	if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
 		eb.Error = agentapi.Error{Code: "http_error", Message: fmt.Sprintf("the request failed with status %d", resp.StatusCode)}
 	}
-	return &apiError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	return &apiError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Header: resp.Header}
 }
 
 // asAPIError returns err's *apiError, or a 500 one for any other error.

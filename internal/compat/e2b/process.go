@@ -398,33 +398,3 @@ func (p *procTags) pid(id string, sel *processpb.ProcessSelector) (int, error) {
 	return 0, connect.NewError(connect.CodeInvalidArgument, errors.New("name the process by pid or tag"))
 }
 
-// rpcError maps an error of the in-process API to a Connect error whose code
-// the SDKs turn into their own exceptions.
-func rpcError(err error) error {
-	ae := asAPIError(err)
-	code := connect.CodeInternal
-	msg := ae.Message
-	switch {
-	case ae.Code == "sandbox_paused":
-		code, msg = connect.CodeUnavailable, "the sandbox was not found running: "+msg
-	case ae.Status == http.StatusGone:
-		code, msg = connect.CodeUnavailable, "the sandbox was not found: "+msg
-	case ae.Status == http.StatusBadRequest:
-		code = connect.CodeInvalidArgument
-	case ae.Status == http.StatusUnauthorized:
-		code = connect.CodeUnauthenticated
-	case ae.Status == http.StatusForbidden:
-		code = connect.CodePermissionDenied
-	case ae.Status == http.StatusNotFound:
-		code = connect.CodeNotFound
-	case ae.Status == http.StatusConflict:
-		code = connect.CodeFailedPrecondition
-	case ae.Status == http.StatusRequestTimeout:
-		code = connect.CodeDeadlineExceeded
-	case ae.Status == http.StatusRequestEntityTooLarge, ae.Status == http.StatusTooManyRequests, ae.Status == http.StatusInsufficientStorage:
-		code = connect.CodeResourceExhausted
-	case ae.Status == http.StatusBadGateway, ae.Status == http.StatusServiceUnavailable:
-		code = connect.CodeUnavailable
-	}
-	return connect.NewError(code, errors.New(msg))
-}

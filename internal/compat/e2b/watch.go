@@ -41,13 +41,9 @@ func (f *filesystemService) snapshot(ctx context.Context, t target, dir string, 
 	if recursive {
 		depth = maxListDepth
 	}
-	entries, err := f.list(ctx, t, dir, depth)
-	if err != nil {
+	s := snapshot{}
+	if err := f.list(ctx, t, dir, depth, func(e agentapi.FileInfo) { s[e.Path] = e }); err != nil {
 		return nil, err
-	}
-	s := make(snapshot, len(entries))
-	for _, e := range entries {
-		s[e.Path] = e
 	}
 	return s, nil
 }
