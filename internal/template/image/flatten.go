@@ -77,7 +77,9 @@ func (e *LayerError) Unwrap() error { return e.Kind }
 //   - character and block devices are refused; FIFOs are created;
 //   - whiteouts (".wh.NAME") remove NAME from the lower layers and opaque
 //     markers (".wh..wh..opq") empty their directory of what the lower layers
-//     put there; the markers themselves are not written;
+//     put there; the markers themselves are not written. A whiteout of no
+//     entry (".wh.", ".wh..", ".wh...": the directory itself or its parent)
+//     is refused;
 //   - modes keep exactly the image's permission, setuid, setgid and sticky
 //     bits, with the image's numeric owners; extended attributes (file
 //     capabilities included) are dropped;
@@ -167,7 +169,13 @@ func (ly *layerState) entry(hdr *tar.Header, data io.Reader) error {
 		case strings.HasPrefix(base, whiteoutMeta):
 			return nil // other AUFS metadata (.wh..wh.plnk and the like): ignored
 		}
-		target := path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
+		name := strings.TrimPrefix(base, whiteoutPrefix)
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+			// ".wh.." would hide the directory itself, ".wh..." its parent:
+			// path.Join resolves them, past the ".." check of the entry's name.
+			return ly.refuse(hdr, "is a whiteout of %q, which names no file of the directory; a whiteout hides one entry (.wh.NAME) or empties its directory (.wh..wh..opq)", name)
+		}
+		target := path.Join(dir, name)
 		if ly.seen[target] {
 			return nil // only the lower layers' files are hidden
 		}
@@ -176,7 +184,7 @@ func (ly *layerState) entry(hdr *tar.Header, data io.Reader) error {
 			return err
 		}
 		defer unix.Close(pfd)
-		if err := rootfs.RemoveAllAt(pfd, path.Base(target)); err != nil {
+		if err := rootfs.RemoveAllAt(pfd, name); err != nil {
 			return fmt.Errorf("whiteout of %s: %w", target, err)
 		}
 		return nil

@@ -234,6 +234,11 @@ func TestFlattenHostile(t *testing.T) {
 		{"symlink in a lower layer", [][]ent{{symlink("evil", "/proc/self/root/"+"x")}, {dir("evil/d")}}, errs.Invalid, "through a symlink"},
 		{"symlink then whiteout through it", [][]ent{{symlink("evil", "../outside")}, {file("evil/.wh.victim", "")}}, errs.Invalid, "through a symlink"},
 		{"symlink then hard link through it", [][]ent{{symlink("evil", "../outside"), hardlink("x", "evil/victim")}}, errs.Invalid, "through a symlink"},
+		{"whiteout of the root's parent", [][]ent{{file("keep", "1")}, {file(".wh...", "")}}, errs.Invalid, `whiteout of ".."`},
+		{"whiteout of a directory's parent", [][]ent{{file("a/keep", "1")}, {file("a/.wh...", "")}}, errs.Invalid, `whiteout of ".."`},
+		{"whiteout of the root itself", [][]ent{{file("keep", "1")}, {file(".wh..", "")}}, errs.Invalid, `whiteout of "."`},
+		{"whiteout of no name", [][]ent{{file("keep", "1")}, {file(".wh.", "")}}, errs.Invalid, `whiteout of ""`},
+		{"whiteout of the parent, as a directory", [][]ent{{file("keep", "1")}, {dir(".wh...")}}, errs.Invalid, `whiteout of ".."`},
 		{"hard link outside", [][]ent{{hardlink("x", "../outside/victim")}}, errs.Invalid, "outside the image"},
 		{"hard link to a missing file", [][]ent{{hardlink("x", "/outside/victim")}}, errs.Invalid, "not in the image"},
 		{"char device", [][]ent{{dev}}, errs.Invalid, "character device (1:1)"},
@@ -250,14 +255,14 @@ func TestFlattenHostile(t *testing.T) {
 				layers = append(layers, layerTar(t, l...))
 			}
 			err := s.apply(t, Limits{MaxBytes: 1000}, layers...)
+			if after := s.outsideState(t); after != before {
+				t.Errorf("the files around the root changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
 			var le *LayerError
 			if !errors.As(err, &le) || !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v; want a LayerError of %v saying %q", err, c.kind, c.want)
 			}
 			t.Log(err)
-			if after := s.outsideState(t); after != before {
-				t.Errorf("the files around the root changed:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
 		})
 	}
 }

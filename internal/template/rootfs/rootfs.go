@@ -283,8 +283,13 @@ func (r *Root) Lstat(rel string, mode Mode) (unix.Stat_t, error) {
 }
 
 // RemoveAllAt removes name in dirfd and, for a directory, everything below
-// it, never following a symlink. A missing name is not an error.
+// it, never following a symlink. A missing name is not an error. name must
+// be one entry of dirfd: "", ".", ".." and names with a "/" are refused
+// (".." would empty dirfd's parent).
 func RemoveAllAt(dirfd int, name string) error {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return fmt.Errorf("remove %q: not the name of one entry of a directory: %w", name, unix.EINVAL)
+	}
 	err := unix.Unlinkat(dirfd, name, 0)
 	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil
