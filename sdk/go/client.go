@@ -135,6 +135,20 @@ func (c *Client) BaseURL() string { return c.baseURL }
 // it is), and an error status becomes an *APIError. The caller closes the
 // answer's body.
 func (c *Client) request(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
+	resp, err := c.send(ctx, method, path, body, contentType, accept, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+// send performs one request with the extra headers given and returns the
+// answer whatever its status. The caller closes the answer's body.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType, accept string, header http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("withruntime: %w", err)
@@ -148,16 +162,15 @@ func (c *Client) request(ctx context.Context, method, path string, body io.Reade
 	if body != nil && contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("withruntime: %s %s: %w", method, path, ctx.Err())
 		}
 		return nil, fmt.Errorf("withruntime: cannot reach the Runtime server at %s: %w", c.baseURL, err)
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		return nil, decodeError(resp)
 	}
 	return resp, nil
 }

@@ -246,8 +246,8 @@ func endless(prefix string, wrote *int64) func(http.ResponseWriter, *http.Reques
 // that a replaced agent cannot take a shared client's memory (the MCP
 // server holds many sessions' sandboxes).
 func TestAgentAnswersAreBounded(t *testing.T) {
-	defer func(a, i int64) { maxAgentAnswerBytes, maxInfoBytes = a, i }(maxAgentAnswerBytes, maxInfoBytes)
-	maxAgentAnswerBytes, maxInfoBytes = 4<<20, 64<<10
+	defer func(a, i, l int64) { maxAgentAnswerBytes, maxInfoBytes, maxListPageBytes = a, i, l }(maxAgentAnswerBytes, maxInfoBytes, maxListPageBytes)
+	maxAgentAnswerBytes, maxInfoBytes, maxListPageBytes = 4<<20, 64<<10, 1<<20
 	var list, stat, exec int64
 	c := fake(t, map[string]func(http.ResponseWriter, *http.Request){
 		"GET /v1/sandboxes/sb1":            answer(200, `{"id":"sb1","state":"running"}`),
@@ -272,7 +272,7 @@ func TestAgentAnswersAreBounded(t *testing.T) {
 		}
 	}
 	_, err = sbx.Files().List(ctx, "/workspace", 1)
-	check("List", err, &list, maxAgentAnswerBytes)
+	check("List", err, &list, maxListPageBytes)
 	_, err = sbx.Files().Stat(ctx, "/workspace/x")
 	check("Stat", err, &stat, maxInfoBytes)
 	_, err = sbx.Exec(ctx, ExecRequest{Command: "true"})

@@ -37,9 +37,12 @@ var (
 	// ErrSandboxStopped (410 sandbox_stopped): the sandbox was destroyed
 	// (by Close or another client) or failed.
 	ErrSandboxStopped = errors.New("withruntime: sandbox stopped")
-	// ErrTooLarge (413 too_large): an upload or listing is over the
+	// ErrTooLarge (413 too_large): an upload or request body is over the
 	// server's cap.
 	ErrTooLarge = errors.New("withruntime: too large")
+	// ErrRangeNotSatisfiable (416 range_not_satisfiable): a ranged
+	// download (Files.OpenRange) starts past the end of the file.
+	ErrRangeNotSatisfiable = errors.New("withruntime: range not satisfiable")
 	// ErrRateLimited (429 rate_limited): slow down and retry.
 	ErrRateLimited = errors.New("withruntime: rate limited")
 	// ErrInternal (500 internal): the server failed; its log has details.
@@ -70,30 +73,31 @@ var codes = map[string]struct {
 	err    error
 	status int
 }{
-	"bad_request":     {ErrBadRequest, 400},
-	"unauthorized":    {ErrUnauthorized, 401},
-	"forbidden":       {ErrForbidden, 403},
-	"not_found":       {ErrNotFound, 404},
-	"timeout":         {ErrTimeout, 408},
-	"conflict":        {ErrConflict, 409},
-	"sandbox_paused":  {ErrPaused, 409},
-	"lease_ended":     {ErrLeaseEnded, 410},
-	"sandbox_stopped": {ErrSandboxStopped, 410},
-	"too_large":       {ErrTooLarge, 413},
-	"rate_limited":    {ErrRateLimited, 429},
-	"internal":        {ErrInternal, 500},
-	"not_implemented": {ErrNotImplemented, 501},
-	"unavailable":     {ErrUnavailable, 503},
-	"no_space":        {ErrNoSpace, 507},
-	"cost_cap":        {ErrCostCap, 400},
-	"spending_limit":  {ErrSpendingLimit, 429},
+	"bad_request":           {ErrBadRequest, 400},
+	"unauthorized":          {ErrUnauthorized, 401},
+	"forbidden":             {ErrForbidden, 403},
+	"not_found":             {ErrNotFound, 404},
+	"timeout":               {ErrTimeout, 408},
+	"conflict":              {ErrConflict, 409},
+	"sandbox_paused":        {ErrPaused, 409},
+	"lease_ended":           {ErrLeaseEnded, 410},
+	"sandbox_stopped":       {ErrSandboxStopped, 410},
+	"too_large":             {ErrTooLarge, 413},
+	"range_not_satisfiable": {ErrRangeNotSatisfiable, 416},
+	"rate_limited":          {ErrRateLimited, 429},
+	"internal":              {ErrInternal, 500},
+	"not_implemented":       {ErrNotImplemented, 501},
+	"unavailable":           {ErrUnavailable, 503},
+	"no_space":              {ErrNoSpace, 507},
+	"cost_cap":              {ErrCostCap, 400},
+	"spending_limit":        {ErrSpendingLimit, 429},
 }
 
 // byStatus is the sentinel for an answer whose code is unknown to this
 // version of the SDK (a newer server) or that carried no error body.
 var byStatus = map[int]error{
 	400: ErrBadRequest, 401: ErrUnauthorized, 403: ErrForbidden, 404: ErrNotFound,
-	408: ErrTimeout, 409: ErrConflict, 410: ErrSandboxStopped, 413: ErrTooLarge,
+	408: ErrTimeout, 409: ErrConflict, 410: ErrSandboxStopped, 413: ErrTooLarge, 416: ErrRangeNotSatisfiable,
 	429: ErrRateLimited, 500: ErrInternal, 501: ErrNotImplemented, 503: ErrUnavailable, 507: ErrNoSpace,
 }
 

@@ -223,9 +223,23 @@ type FileInfo struct {
 	Target string `json:"target,omitempty"`
 }
 
-// FileList is the body of GET .../files/list.
+// FileList is the body of GET .../files/list: one page of a listing
+// (Files.ListPage).
 type FileList struct {
+	// Entries is the page's entries, in listing order: by path compared
+	// one component at a time in byte order (a directory, then its
+	// contents, then its next sibling; at depth 1, by name).
 	Entries []FileInfo `json:"entries"`
+	// Truncated says more entries follow: ask for them with
+	// ListOptions.Cursor set to Next.
+	Truncated bool `json:"truncated"`
+	// Next is the cursor of the next page, an opaque string; set only
+	// when Truncated.
+	Next string `json:"next,omitempty"`
+	// Total is the number of entries in the directory itself (its direct
+	// children, whatever the page), as the server read it; set only for a
+	// listing of depth 1.
+	Total *int `json:"total,omitempty"`
 }
 
 // MkdirRequest is the body of POST .../files/mkdir.

@@ -59,8 +59,11 @@ type WriteOutput struct {
 
 // ListOutput is the Data of a runtime_list_files Result.
 type ListOutput struct {
-	Path    string                 `json:"path"`
+	Path string `json:"path"`
+	// Entries is the first MaxListEntries entries at most, by name.
 	Entries []withruntime.FileInfo `json:"entries"`
+	// Total is how many entries the directory holds in all.
+	Total int `json:"total"`
 	// Truncated says there were more than MaxListEntries entries.
 	Truncated bool `json:"truncated"`
 }
@@ -238,22 +241,35 @@ func runListFiles(ctx context.Context, sbx *withruntime.Sandbox, a args) (Result
 	if a.str["path"] != "" {
 		p = resolve(a.str["path"])
 	}
-	entries, err := sbx.Files().List(ctx, p, 1)
+	// One page of MaxListEntries: the server counts the rest (Total), so a
+	// directory of any size is answered at once.
+	page, err := sbx.Files().ListPage(ctx, p, withruntime.ListOptions{Depth: 1, Limit: MaxListEntries})
 	if err != nil {
 		return apiResult(err, "")
 	}
-	out := &ListOutput{Path: p, Entries: entries}
+	entries := page.Entries
 	if len(entries) > MaxListEntries {
-		out.Entries, out.Truncated = entries[:MaxListEntries], true
+		entries = entries[:MaxListEntries]
 	}
+	// Total is the server's count (a server without one: what was seen).
+	total := len(entries)
+	if page.Total != nil && *page.Total > total {
+		total = *page.Total
+	}
+	out := &ListOutput{Path: p, Entries: entries, Total: total, Truncated: page.Truncated || total > len(entries)}
 	var b strings.Builder
-	switch len(entries) {
-	case 0:
+	switch {
+	case out.Truncated && total == len(entries):
+		fmt.Fprintf(&b, "%s: more than %d entries", p, total)
+	case total == 0:
 		fmt.Fprintf(&b, "%s: empty directory", p)
-	case 1:
+	case total == 1:
 		fmt.Fprintf(&b, "%s: 1 entry", p)
 	default:
-		fmt.Fprintf(&b, "%s: %d entries", p, len(entries))
+		fmt.Fprintf(&b, "%s: %d entries", p, total)
+	}
+	if out.Truncated {
+		fmt.Fprintf(&b, "; the first %d (by name) are shown", len(entries))
 	}
 	for _, e := range out.Entries {
 		name, size := e.Name, fmt.Sprint(e.Size)
@@ -266,7 +282,11 @@ func runListFiles(ctx context.Context, sbx *withruntime.Sandbox, a args) (Result
 		fmt.Fprintf(&b, "\n%-7s %10s  %s", e.Type, size, name)
 	}
 	if out.Truncated {
-		fmt.Fprintf(&b, "\n[... %d more entries not shown; use runtime_exec with ls or find to see them ...]", len(entries)-MaxListEntries)
+		more := "more entries"
+		if total > len(entries) {
+			more = fmt.Sprintf("%d more entries", total-len(entries))
+		}
+		fmt.Fprintf(&b, "\n[... %s not shown; use runtime_exec with ls or find to see them ...]", more)
 	}
 	return Result{Text: b.String(), Data: out}, nil
 }
