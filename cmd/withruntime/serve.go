@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,6 +177,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&e2bOpts.PublicTraffic, "e2b-public-traffic", true, "with --e2b-domain, a sandbox's ports answer on PORT-SANDBOX.DOMAIN without its traffic access token unless its create says network.allowPublicTraffic false (E2B's default); false: they need the token unless the create says true")
 	cmd.Flags().Float64Var(&login.TrialHours, "trial-hours", 0, "sandbox-hours that a key approved as a trial (withruntime login, sandbox run --trial) may use in total; past them its creates answer 429 (0: no trials)")
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
+	cmd.Flags().Var(prefixesFlag{&login.TrustedProxies}, "trusted-proxy", "a reverse proxy in front of the server (an address or CIDR; repeat or comma-separate) whose X-Forwarded-For names the client for device login's per-address limits (default none: the client is the connection's peer address, and X-Forwarded-For is ignored)")
 	meter = addMeterFlags(cmd)
 	newDriver = addDriverFlags(cmd)
 	newElector = addLeaderFlags(cmd)
@@ -239,3 +241,36 @@ func limits(maxSandboxes int, pausedRetention time.Duration) *sandbox.Limits {
 	l.PausedRetention = pausedRetention
 	return &l
 }
+
+// prefixesFlag is a flag of addresses or CIDRs (repeated or
+// comma-separated); an address alone is a prefix of one.
+type prefixesFlag struct{ p *[]netip.Prefix }
+
+func (f prefixesFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	var out []string
+	for _, p := range *f.p {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, ",")
+}
+
+func (f prefixesFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return fmt.Errorf("%q is not an address or a CIDR (such as 10.0.0.1 or 10.0.0.0/8): %w", s, err)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		*f.p = append(*f.p, p.Masked())
+	}
+	return nil
+}
+
+func (prefixesFlag) Type() string { return "cidr" }

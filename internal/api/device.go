@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -111,7 +112,8 @@ func (s *Server) deviceAuthorize(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	g, err := s.cfg.Device.Authorize(r.Context(), device.AuthorizeParams{ClientName: req.ClientName, Trial: req.Trial})
+	g, err := s.cfg.Device.Authorize(r.Context(), device.AuthorizeParams{ClientName: req.ClientName, Trial: req.Trial,
+		Client: s.clientAddr(r)})
 	if err != nil {
 		return err
 	}
@@ -194,4 +196,47 @@ func (s *Server) publicURL(r *http.Request) string {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host
+}
+
+// clientAddr is the address a request came from, for limits per client
+// (device login's): the TCP peer's. Only when the peer is one of
+// Config.TrustedProxies is X-Forwarded-For read, from its end: the client
+// is the last address there that is not a trusted proxy itself (what the
+// nearest untrusted hop said it was). Anything before it in the header is
+// the client's own word and never used. The zero Addr: unknown (an
+// in-process request).
+func (s *Server) clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	client := ap.Addr().Unmap()
+	if !s.trusted(client) {
+		return client
+	}
+	fwd := r.Header.Values("X-Forwarded-For")
+	for i := len(fwd) - 1; i >= 0; i-- {
+		hops := strings.Split(fwd[i], ",")
+		for j := len(hops) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(hops[j]))
+			if err != nil {
+				return client // not an address: what came before it cannot be trusted either
+			}
+			client = a.Unmap()
+			if !s.trusted(client) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+// trusted says whether a is one of the trusted reverse proxies.
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/errs"
@@ -51,6 +53,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "cost_cap"
 	case errors.Is(err, errs.SpendingLimit):
 		return http.StatusTooManyRequests, "spending_limit"
+	case errors.Is(err, errs.RateLimited):
+		return http.StatusTooManyRequests, agentapi.CodeRateLimited
 	case errors.Is(err, errs.NoSpace):
 		return http.StatusInsufficientStorage, agentapi.CodeNoSpace
 	case errors.Is(err, errs.Capacity):
@@ -66,6 +70,9 @@ func isInternal(err error) bool {
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
+	if d := errs.RetryAfter(err); d > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	}
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
 		msg = "internal error: " + msg + " (the server log has details)"

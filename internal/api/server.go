@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -53,6 +54,10 @@ type Config struct {
 	// PublicURL is the server's URL as users reach it, for the links that
 	// device login prints (default: the request's scheme and Host).
 	PublicURL string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// a request's client (clientAddr); without them the client is the TCP
+	// peer, whatever the request's headers say.
+	TrustedProxies []netip.Prefix
 	// Leader reports the leader election for GET /v1/health (nil: no
 	// leader election, no field).
 	Leader func() LeaderStatus

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -54,9 +55,6 @@ func (e *Error) Error() string { return e.Msg }
 const (
 	DefaultInterval  = 5 * time.Second
 	DefaultExpiresIn = 10 * time.Minute
-	// MaxLive caps the device logins waiting at once (Authorize is
-	// unauthenticated); past it Authorize answers errs.Capacity.
-	MaxLive = 200
 	// slowDownStep is what each slow_down adds to the interval (RFC 8628
 	// 3.5: 5 seconds).
 	slowDownStep = 5
@@ -72,12 +70,24 @@ type Config struct {
 	// TrialHours is the sandbox-hours a key approved as a trial may use in
 	// total (0: the server grants no trials).
 	TrialHours float64
+	// MaxLive caps the device logins waiting at once, from all clients
+	// (default DefaultMaxLive); see limit.go.
+	MaxLive int
+	// MaxPerAddress caps the logins one client address (IPv4 address, IPv6
+	// /64) starts within ExpiresIn (default DefaultMaxPerAddress).
+	MaxPerAddress int
+	// MaxPerNetwork caps the logins one client network (IPv4 /24, IPv6
+	// /48) starts within ExpiresIn (default DefaultMaxPerNetwork).
+	MaxPerNetwork int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Service issues and redeems device logins. Safe for concurrent use.
-type Service struct{ cfg Config }
+type Service struct {
+	cfg     Config
+	clients *clientLimiter
+}
 
 // New returns a Service.
 func New(cfg Config) *Service {
@@ -90,7 +100,16 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{cfg: cfg}
+	if cfg.MaxLive <= 0 {
+		cfg.MaxLive = DefaultMaxLive
+	}
+	if cfg.MaxPerAddress <= 0 {
+		cfg.MaxPerAddress = DefaultMaxPerAddress
+	}
+	if cfg.MaxPerNetwork <= 0 {
+		cfg.MaxPerNetwork = DefaultMaxPerNetwork
+	}
+	return &Service{cfg: cfg, clients: newClientLimiter(cfg.ExpiresIn, cfg.MaxPerAddress, cfg.MaxPerNetwork)}
 }
 
 // TrialHours is the allowance of a trial key (0: no trials on this server).
@@ -112,21 +131,44 @@ type AuthorizeParams struct {
 	// Trial asks for a trial key (`sandbox run --trial`); the approver
 	// decides.
 	Trial bool
+	// Client is the address the request came from, which the per-client
+	// limits count by (limit.go); the zero Addr is one client of its own.
+	Client netip.Addr
 }
 
-// Authorize starts a device login.
+// Authorize starts a device login. Errors: errs.Invalid (bad fields),
+// errs.RateLimited (the client's address or network started its share of
+// logins; errs.RetryAfter says when to try again), errs.Capacity (the
+// server holds as many waiting logins as it may).
 func (s *Service) Authorize(ctx context.Context, p AuthorizeParams) (Grant, error) {
 	if err := checkText("clientName", p.ClientName, 100); err != nil {
 		return Grant{}, err
 	}
 	now := s.cfg.Now().UTC()
-	_ = s.cfg.Store.DeleteDeviceCodesBefore(ctx, now.Add(-24*time.Hour))
-	n, err := s.cfg.Store.CountLiveDeviceCodes(ctx, now)
+	release, err := s.clients.reserve(p.Client, now)
 	if err != nil {
 		return Grant{}, err
 	}
-	if n >= MaxLive {
-		return Grant{}, errs.New(errs.Capacity, "%d device logins are already waiting for approval; try again in a few minutes", n)
+	g, err := s.authorize(ctx, p, now)
+	if err != nil {
+		release()
+	}
+	return g, err
+}
+
+// authorize makes the codes of a login the client limits admitted, if the
+// pool has room.
+func (s *Service) authorize(ctx context.Context, p AuthorizeParams, now time.Time) (Grant, error) {
+	_ = s.cfg.Store.DeleteDeviceCodesBefore(ctx, now.Add(-24*time.Hour))
+	n, err := s.cfg.Store.CountLiveDeviceCodes(ctx, now)
+	if err != nil {
+		return Grant{}, fmt.Errorf("device login: count the waiting logins: %w", err)
+	}
+	if n >= s.cfg.MaxLive {
+		return Grant{}, errs.Retry(errs.Capacity, min(time.Minute, s.cfg.ExpiresIn),
+			"%d device logins are waiting for approval, the most device login's total limit allows on this server at once; "+
+				"try again in a minute (each leaves the count when its key is handed out, or %s after it was started)",
+			n, shortDuration(s.cfg.ExpiresIn))
 	}
 	for range 5 {
 		g := Grant{DeviceCode: "wrd_" + randomBase32(32), UserCode: newUserCode(), ExpiresIn: s.cfg.ExpiresIn, Interval: s.cfg.Interval}
@@ -139,7 +181,7 @@ func (s *Service) Authorize(ctx context.Context, p AuthorizeParams) (Grant, erro
 			continue // a user code in use: draw another
 		}
 		if err != nil {
-			return Grant{}, err
+			return Grant{}, fmt.Errorf("device login: store the codes: %w", err)
 		}
 		return g, nil
 	}

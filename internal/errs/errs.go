@@ -7,6 +7,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Categories. Each maps to one HTTP status.
@@ -23,6 +24,7 @@ var (
 	Capacity      = errors.New("capacity")        // 503: no room for another sandbox now
 	CostCap       = errors.New("cost_cap")        // 400: the lease could cost more than maxCostMicros
 	SpendingLimit = errors.New("spending_limit")  // 429: the key reached its daily spending limit
+	RateLimited   = errors.New("rate_limited")    // 429: too many requests of one kind from one client; Retry-After says when to try again
 	NoSpace       = errors.New("no_space")        // 507: the host's disk is full
 )
 
@@ -30,6 +32,9 @@ var (
 type Error struct {
 	Kind error
 	Msg  string
+	// RetryAfter, when positive, is how long the caller should wait before
+	// trying again (the answer's Retry-After header).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -40,4 +45,19 @@ func (e *Error) Unwrap() error { return e.Kind }
 // New returns an error of category kind with a formatted message.
 func New(kind error, format string, args ...any) error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Retry returns an error of category kind with a formatted message that
+// tells the caller to try again after a wait (Retry-After).
+func Retry(kind error, after time.Duration, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...), RetryAfter: after}
+}
+
+// RetryAfter is the wait an error in err's chain asks for (0: none).
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }
