@@ -65,7 +65,9 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 	x := &execution{ex: agentapi.Execution{ContextID: c.id, Results: []agentapi.Result{},
 		Logs: agentapi.Logs{Stdout: []string{}, Stderr: []string{}}}}
 	if wantsNDJSON(r) {
-		x.out = startNDJSON(w)
+		out := startNDJSON(w)
+		defer out.close()
+		x.out = out
 		x.emit(agentapi.CodeEvent{Type: "start", ContextID: c.id})
 	}
 	c.mu.Lock()
@@ -250,11 +252,7 @@ func (x *execution) emit(ev agentapi.CodeEvent) {
 	if x.out == nil {
 		return
 	}
-	if err := x.out.enc.Encode(ev); err != nil {
-		x.out = nil
-		return
-	}
-	if err := x.out.rc.Flush(); err != nil {
+	if err := x.out.emit(ev); err != nil {
 		x.out = nil
 	}
 }

@@ -2,14 +2,17 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/httpwait"
 )
 
 // buildSpec validates req and resolves it into a procSpec. background
@@ -175,10 +178,19 @@ func chunkEvent(stream int, b []byte) agentapi.Event {
 	return agentapi.Event{Type: streamNames[stream], Data: text, Lossy: lossy, DataBase64: b64}
 }
 
-// ndjsonWriter writes one event per line and flushes it at once.
+// ndjsonWriter writes one event per line and flushes it at once. While the
+// stream is quiet it writes a heartbeat line every
+// agentapi.HeartbeatSeconds (see agentapi.EventHeartbeat); close stops
+// that, and must be called before the handler returns.
 type ndjsonWriter struct {
-	enc *json.Encoder
-	rc  *http.ResponseController
+	rc   *http.ResponseController
+	stop func()
+
+	mu   sync.Mutex // one line at a time, from the handler or the heartbeat
+	w    io.Writer
+	enc  *json.Encoder
+	last time.Time // of the last line written
+	err  error     // the first write error: the client is gone
 }
 
 func startNDJSON(w http.ResponseWriter) *ndjsonWriter {
@@ -186,15 +198,45 @@ func startNDJSON(w http.ResponseWriter) *ndjsonWriter {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &ndjsonWriter{enc: json.NewEncoder(w), rc: http.NewResponseController(w)}
+	n := &ndjsonWriter{w: w, enc: json.NewEncoder(w), rc: http.NewResponseController(w), last: time.Now()}
+	n.stop = httpwait.Heartbeat(agentapi.HeartbeatInterval/2, n.beat)
+	return n
 }
 
-func (n *ndjsonWriter) emit(ev agentapi.Event) error {
-	if err := n.enc.Encode(ev); err != nil {
-		return err
+// emit writes ev (an agentapi.Event or CodeEvent) as one line.
+func (n *ndjsonWriter) emit(ev any) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err != nil {
+		return n.err
 	}
-	return n.rc.Flush()
+	n.err = n.enc.Encode(ev)
+	if n.err == nil {
+		n.err = n.rc.Flush()
+	}
+	n.last = time.Now()
+	return n.err
 }
+
+// beat writes a heartbeat line when nothing was written for
+// agentapi.HeartbeatInterval. A line being written holds the lock: then
+// the stream is not quiet.
+func (n *ndjsonWriter) beat() {
+	if !n.mu.TryLock() {
+		return
+	}
+	defer n.mu.Unlock()
+	if n.err != nil || time.Since(n.last) < agentapi.HeartbeatInterval {
+		return
+	}
+	if _, n.err = n.w.Write(agentapi.HeartbeatLine); n.err == nil {
+		n.err = n.rc.Flush()
+	}
+	n.last = time.Now()
+}
+
+// close stops the heartbeats; the writer takes no line after it.
+func (n *ndjsonWriter) close() { n.stop() }
 
 // execStream runs spec, streaming events: start, output as it is read, exit.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, spec procSpec) error {
@@ -205,6 +247,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, spec procSpe
 		return err
 	}
 	out := startNDJSON(w)
+	defer out.close()
 	if err := out.emit(agentapi.Event{Type: "start", Pid: p.pid}); err != nil {
 		p.signal(syscall.SIGKILL)
 		return nil

@@ -163,8 +163,20 @@ type timedEvent struct {
 	at time.Duration
 }
 
-// stream reads an NDJSON answer to the end.
+// stream reads an NDJSON answer to the end, without its heartbeats.
 func (a *testAgent) stream(method, path string, body any) []timedEvent {
+	a.t.Helper()
+	var evs []timedEvent
+	for _, ev := range a.streamAll(method, path, body) {
+		if ev.Type != agentapi.EventHeartbeat {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
+}
+
+// streamAll reads an NDJSON answer to the end, heartbeats included.
+func (a *testAgent) streamAll(method, path string, body any) []timedEvent {
 	a.t.Helper()
 	start := time.Now()
 	resp := a.do(context.Background(), method, path, body, "Accept", agentapi.ContentTypeNDJSON)

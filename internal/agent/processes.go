@@ -218,6 +218,7 @@ func (s *Server) handleWaitProcess(w http.ResponseWriter, r *http.Request) error
 // stderr. A deadline ends the stream with an error event (code timeout).
 func (s *Server) followStream(w http.ResponseWriter, r *http.Request, b *bgProc, deadline <-chan time.Time, stillRunning *apiError) error {
 	out := startNDJSON(w)
+	defer out.close()
 	if out.emit(agentapi.Event{Type: "start", Pid: b.info.Pid}) != nil {
 		return nil
 	}

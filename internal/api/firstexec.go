@@ -324,6 +324,8 @@ func checkEvent(line []byte) (agentapi.Event, error) {
 		ok = ev.Result != nil && ev.Error == nil && ev.Data == ""
 	case "error":
 		ok = ev.Error != nil && ev.Result == nil && ev.Data == "" && validCode(ev.Error.Code)
+	case agentapi.EventHeartbeat:
+		ok = ev == agentapi.Event{Type: agentapi.EventHeartbeat}
 	}
 	if !ok {
 		return ev, fmt.Errorf("%w: an event of type %q with fields it does not have", errBadAgentAnswer, ev.Type)

@@ -55,6 +55,7 @@ func relay(t *testing.T, ct, body string) []map[string]any {
 
 func TestFirstStreamRelaysExecEvents(t *testing.T) {
 	body := `{"type":"start","pid":7}
+{"type":"heartbeat"}
 {"type":"stdout","data":"4"}
 {"type":"stderr","data":"\ufffd","lossy":true,"dataBase64":"/w=="}
 {"type":"exit","result":{"exitCode":3,"stdout":"","stderr":"","stdoutTruncated":false,"stderrTruncated":false,"stdoutBytes":1,"stderrBytes":1,"timedOut":false,"durationMs":5}}
@@ -64,8 +65,8 @@ func TestFirstStreamRelaysExecEvents(t *testing.T) {
 	for _, ev := range got {
 		types = append(types, ev["type"].(string))
 	}
-	if strings.Join(types, ",") != "start,stdout,stderr,exit" || got[2]["dataBase64"] != "/w==" ||
-		got[3]["result"].(map[string]any)["exitCode"] != float64(3) {
+	if strings.Join(types, ",") != "start,heartbeat,stdout,stderr,exit" || len(got[1]) != 1 || got[3]["dataBase64"] != "/w==" ||
+		got[4]["result"].(map[string]any)["exitCode"] != float64(3) {
 		t.Fatalf("relayed: %v", got)
 	}
 }
@@ -79,6 +80,7 @@ func TestFirstStreamRefusesForgedEvents(t *testing.T) {
 		"an exit without its result": {agentapi.ContentTypeNDJSON, `{"type":"exit"}` + "\n"},
 		"an error code that is not":  {agentapi.ContentTypeNDJSON, `{"type":"error","error":{"code":"<script>","message":"x"}}` + "\n"},
 		"output with a pid":          {agentapi.ContentTypeNDJSON, `{"type":"stdout","pid":9,"data":"x"}` + "\n" + exit + "\n"},
+		"a heartbeat with data":      {agentapi.ContentTypeNDJSON, `{"type":"heartbeat","data":"<script>"}` + "\n" + exit + "\n"},
 		"a line that is not JSON":    {agentapi.ContentTypeNDJSON, "HTTP/1.1 302 Found\n" + exit + "\n"},
 		"an endless line":            {agentapi.ContentTypeNDJSON, `{"type":"stdout","data":"` + strings.Repeat("A", 3<<20) + `"}` + "\n"},
 		"a page for a browser":       {"text/html", "<script>alert(1)</script>\n" + exit + "\n"},

@@ -11,12 +11,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/httpwait"
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
 	"withruntime.dev/runtime/internal/template/image"
@@ -290,12 +292,28 @@ func (s *Server) runBuild(w http.ResponseWriter, r *http.Request, name string, b
 	rc := http.NewResponseController(w)
 	var mu sync.Mutex
 	enc := json.NewEncoder(w)
+	last := time.Now()
 	send := func(ev TemplateEvent) {
 		mu.Lock()
 		defer mu.Unlock()
 		_ = enc.Encode(ev)
 		_ = rc.Flush()
+		last = time.Now()
 	}
+	// A step can be silent for minutes (a download, a RUN that prints
+	// nothing): heartbeats tell the client the server is alive.
+	stop := httpwait.Heartbeat(agentapi.HeartbeatInterval/2, func() {
+		if !mu.TryLock() {
+			return
+		}
+		defer mu.Unlock()
+		if time.Since(last) >= agentapi.HeartbeatInterval {
+			_, _ = w.Write(agentapi.HeartbeatLine)
+			_ = rc.Flush()
+			last = time.Now()
+		}
+	})
+	defer stop()
 	info, err := build(func(p template.Progress) {
 		send(TemplateEvent{Type: "step", Step: p.Step, Done: p.Done, ElapsedSeconds: p.Elapsed.Seconds()})
 	}, func(data string) {

@@ -133,7 +133,9 @@ func (b *box) stream(req agentapi.ExecRequest) []timedEvent {
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("stream: bad line %q: %v", sc.Text(), err)
 		}
-		evs = append(evs, timedEvent{time.Since(t0), ev})
+		if ev.Type != agentapi.EventHeartbeat {
+			evs = append(evs, timedEvent{time.Since(t0), ev})
+		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("stream: %v", err)

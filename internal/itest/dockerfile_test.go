@@ -61,7 +61,9 @@ func (e *env) buildDockerfile(name string, query url.Values, ctx []byte) ([]api.
 		if err := jsonUnmarshal(line, &ev); err != nil {
 			e.t.Fatalf("bad event %q: %v", line, err)
 		}
-		evs = append(evs, ev)
+		if ev.Type != agentapi.EventHeartbeat {
+			evs = append(evs, ev)
+		}
 	}
 	return evs, status, data
 }

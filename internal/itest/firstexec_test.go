@@ -57,6 +57,9 @@ func (e *env) createStream(req api.CreateSandboxRequest) (api.Sandbox, []stamped
 		if err := dec.Decode(&ev.Event); err != nil {
 			e.t.Fatalf("line %q: %v", sc.Text(), err)
 		}
+		if ev.Type == agentapi.EventHeartbeat {
+			continue
+		}
 		evs = append(evs, ev)
 	}
 	return first.Sandbox, evs

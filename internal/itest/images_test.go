@@ -174,7 +174,9 @@ func (e *env) importNDJSON(req api.CreateTemplateRequest) ([]api.TemplateEvent, 
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			e.t.Fatalf("bad event %q: %v", sc.Text(), err)
 		}
-		evs = append(evs, ev)
+		if ev.Type != agentapi.EventHeartbeat {
+			evs = append(evs, ev)
+		}
 	}
 	return evs, status, data
 }

@@ -53,7 +53,9 @@ func TestPauseEndsRunningExecs(t *testing.T) {
 				t.Errorf("stream line %q: %v", sc.Text(), err)
 				return
 			}
-			events <- ev
+			if ev.Type != agentapi.EventHeartbeat {
+				events <- ev
+			}
 		}
 	}()
 	time.Sleep(time.Second)

@@ -64,9 +64,11 @@ func (e *env) streamNDJSON(ctx context.Context, path string, body any, onEvent f
 				e.t.Fatalf("NDJSON line %q: %v", line, derr)
 			}
 			ev.at = time.Since(start)
-			evs = append(evs, ev)
-			if onEvent != nil {
-				onEvent(ev)
+			if ev.Type != agentapi.EventHeartbeat {
+				evs = append(evs, ev)
+				if onEvent != nil {
+					onEvent(ev)
+				}
 			}
 		}
 		if err != nil {

@@ -794,6 +794,8 @@ func (m *Manager) Running(ctx context.Context, id string) (store.Sandbox, error)
 			id, fmtTime(sb.EndedAt), sb.MemoryMiB)
 	case sb.State == store.StateStopped && sb.EndReason == EndFailed:
 		return sb, errs.New(errs.Stopped, "sandbox %s failed at %s (its processes ended unexpectedly) and was stopped; create a new sandbox", id, fmtTime(sb.EndedAt))
+	case sb.State == store.StateStopped && sb.EndReason == EndDeleted:
+		return sb, errs.New(errs.Stopped, "sandbox %s was destroyed at %s: it was deleted; create a new sandbox", id, fmtTime(sb.EndedAt))
 	case sb.State == store.StateStopped && sb.EndReason == EndRetention:
 		return sb, errs.New(errs.Stopped, "sandbox %s stayed paused past the server's paused retention and was destroyed at %s; create a new sandbox", id, fmtTime(sb.EndedAt))
 	case sb.State == store.StateStopped:

@@ -18,6 +18,11 @@ const contentTypeNDJSON = "application/x-ndjson"
 // maxEventBytes bounds one line of an exec stream.
 const maxEventBytes = 64 << 20
 
+// eventHeartbeat is the type of the line {"type":"heartbeat"} that every
+// stream of the server carries after 2 s without another line; the SDK
+// skips it (it only says the server is alive).
+const eventHeartbeat = "heartbeat"
+
 // Exec runs a command and returns its collected result. A command that
 // fails is a result, not an error: check ExecResult.ExitCode. The error is
 // non-nil only when the command could not be run: ErrBadRequest (invalid
@@ -100,6 +105,8 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest) iter.Seq2[Eve
 				}
 				yield(ev, &APIError{Status: statusOfCode(e.Code), Code: e.Code, Message: e.Message})
 				return
+			case eventHeartbeat:
+				continue // the server's sign of life on a quiet stream
 			}
 			if !yield(ev, nil) {
 				return

@@ -375,6 +375,8 @@ func (c *Client) templateBuild(ctx context.Context, path string, body io.Reader,
 				e = *ev.Error
 			}
 			return Template{}, &APIError{Status: statusOfCode(e.Code), Code: e.Code, Message: e.Message}
+		case eventHeartbeat:
+			continue // the server's sign of life during a quiet step
 		}
 		if progress != nil {
 			progress(ev)

@@ -126,6 +126,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = errors.New("the code stream ended without its end event")
 	}
+	if r.Context().Err() == nil {
+		if serr := s.whyStopped(r.Context(), t); serr != nil {
+			err = serr // the sandbox was destroyed meanwhile: the API's words
+		}
+	}
 	emit(streamError("%v", err))
 }
 

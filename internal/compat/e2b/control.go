@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -210,24 +209,21 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, as who) {
 }
 
 // list returns the key's live sandboxes in E2B's terms, filtered by the
-// query's state (running,paused), metadata (k=v&...), template and
-// startedAfter, ordered by start time.
+// query's state (running,paused), metadata (k=v&...: see queryMetadata),
+// template and startedAfter, ordered by start time. A filter that cannot
+// be read is a 400.
 func (s *Server) list(ctx context.Context, as who, q url.Values) ([]listedSandbox, error) {
+	states, err := queryStates(q)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := queryMetadata(q)
+	if err != nil {
+		return nil, err
+	}
 	var all api.SandboxList
 	if err := s.api.json(ctx, as, "GET", "/v1/sandboxes", nil, &all); err != nil {
 		return nil, err
-	}
-	states := []string{"running", "paused"}
-	if v := q.Get("state"); v != "" {
-		states = strings.Split(v, ",")
-	}
-	meta := url.Values{}
-	if v := q.Get("metadata"); v != "" {
-		m, err := url.ParseQuery(v)
-		if err != nil {
-			return nil, &apiError{Status: http.StatusBadRequest, Message: fmt.Sprintf("metadata must be URL-encoded key=value pairs: %v", err)}
-		}
-		meta = m
 	}
 	var after time.Time
 	if v := q.Get("startedAfter"); v != "" {
@@ -256,17 +252,13 @@ func (s *Server) list(ctx context.Context, as who, q url.Values) ([]listedSandbo
 	return out, nil
 }
 
-func metaMatch(have map[string]string, want url.Values) bool {
-	for k := range want {
-		if have[k] != want.Get(k) {
-			return false
-		}
-	}
-	return true
-}
-
 func (s *Server) listV1(w http.ResponseWriter, r *http.Request, as who) {
-	out, err := s.list(r.Context(), as, r.URL.Query())
+	q, err := parseListQuery(r.URL.RawQuery)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	out, err := s.list(r.Context(), as, q)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -277,15 +269,15 @@ func (s *Server) listV1(w http.ResponseWriter, r *http.Request, as who) {
 // listV2 pages the list: limit (1-100, default 100), and nextToken, the
 // sandbox id the previous page ended with (answered in X-Next-Token).
 func (s *Server) listV2(w http.ResponseWriter, r *http.Request, as who) {
-	q := r.URL.Query()
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, http.StatusBadRequest, "limit must be a whole number from 1 to 100; got %q", v)
-			return
-		}
-		limit = n
+	q, err := parseListQuery(r.URL.RawQuery)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	limit, err := queryLimit(q)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
 	}
 	out, err := s.list(r.Context(), as, q)
 	if err != nil {

@@ -93,6 +93,13 @@ func (c apiClient) doLen(ctx context.Context, as who, method, path string, body 
 		defer func() {
 			if p := recover(); p != nil {
 				w.begin(http.StatusInternalServerError)
+				if p == http.ErrAbortHandler {
+					// How net/http handlers (the API's reverse proxy
+					// to an agent) abort an answer already begun: the
+					// sandbox's agent went away mid-answer.
+					pw.CloseWithError(errAnswerCut)
+					return
+				}
 				pw.CloseWithError(fmt.Errorf("API handler panicked: %v", p))
 				return
 			}

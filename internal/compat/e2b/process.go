@@ -114,10 +114,7 @@ func (s *Server) follow(ctx context.Context, t target, pid int, send func(*proce
 				return err
 			}
 		case err := <-readErr:
-			if err != nil {
-				return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the stream of process %d broke: %w", pid, err))
-			}
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the stream of process %d ended before the process did", pid))
+			return s.streamBroke(ctx, t, fmt.Sprintf("the stream of process %d", pid), err)
 		case line := <-lines:
 			var ev agentapi.Event
 			if err := json.Unmarshal(line, &ev); err != nil {
@@ -143,7 +140,7 @@ func (s *Server) follow(ctx context.Context, t target, pid int, send func(*proce
 // the stream.
 func toProcessEvent(ev agentapi.Event) (out *processpb.ProcessEvent, done bool, err error) {
 	switch ev.Type {
-	case "start":
+	case "start", agentapi.EventHeartbeat:
 		return nil, false, nil
 	case "stdout", "stderr":
 		data := []byte(ev.Data)

@@ -23,6 +23,8 @@ import type {
 (Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol("Symbol.asyncDispose");
 
 const NDJSON = "application/x-ndjson";
+/** The type of the line a stream carries after 2 s without another: the server is alive; skipped. */
+const HEARTBEAT = "heartbeat";
 
 /** Which server to use: a Client, or the options to make one (default: from the environment or the config file). */
 export interface ConnectionOptions extends ClientOptions {
@@ -449,6 +451,7 @@ export class Sandbox implements AsyncDisposable {
             const e = ev.error ?? { code: "internal", message: "exec failed without a message" };
             throw apiError(statusOfCode(e.code), e.code, e.message);
           }
+          if ((ev.type as string) === HEARTBEAT) continue; // the server's sign of life on a quiet stream
           yield ev;
         }
       }

@@ -19,6 +19,8 @@ import type {
 } from "./types.js";
 
 const NDJSON = "application/x-ndjson";
+/** The type of the line a stream carries after 2 s without another: the server is alive; skipped. */
+const HEARTBEAT = "heartbeat";
 const TAR = "application/x-tar";
 /** Where a Dockerfile from outside the build context goes in the context's tar; the server's COPY and ADD leave it out. */
 const CONTEXT_DOCKERFILE = ".withruntime.Dockerfile";
@@ -193,6 +195,7 @@ async function build(
           const e = ev.error ?? { code: "internal", message: "the template build failed without a message" };
           throw apiError(statusOfCode(e.code), e.code, e.message);
         }
+        if ((ev.type as string) === HEARTBEAT) continue; // the server's sign of life during a quiet step
         opts.onEvent?.(ev);
       }
     }

@@ -778,6 +778,8 @@ def _write_chunk(w: Any, ev: Event) -> None:
 
 
 def _event_from_line(line: str) -> Event | None:
+    """One NDJSON line of an exec stream as an event; None for a blank line
+    and a heartbeat (the server's sign of life on a quiet stream)."""
     line = line.strip()
     if not line:
         return None
@@ -787,6 +789,8 @@ def _event_from_line(line: str) -> Event | None:
         raise WithRuntimeError(f"withruntime: bad event in exec stream: {e}") from e
     if not isinstance(d, dict):
         raise WithRuntimeError("withruntime: bad event in exec stream: not a JSON object")
+    if d.get("type") == "heartbeat":
+        return None
     return Event.from_dict(d)
 
 
@@ -870,15 +874,19 @@ class FileReader(io.RawIOBase):
     one chunk at a time. ``chunks()`` iterates the raw chunks. Close it (or
     use ``with``) when done."""
 
-    def __init__(self, resp: httpx.Response, path: str) -> None:
+    def __init__(self, resp: httpx.Response | None, path: str, skip: int = 0, limit: int | None = None) -> None:
         super().__init__()
         self._resp = resp
-        self._it = resp.iter_bytes()
+        self._it: Iterator[bytes] = iter(()) if resp is None else _files.trim(resp.iter_bytes(), skip, limit)
         self._buf = b""
         self._path = path
-        cl = resp.headers.get("Content-Length")
-        #: The file's size in bytes when the server said it, else None.
-        self.size: int | None = int(cl) if cl and cl.isdigit() else None
+        cl = "0" if resp is None else resp.headers.get("Content-Length")
+        size = max(int(cl) - skip, 0) if cl and cl.isdigit() else None
+        if size is not None and limit is not None:
+            size = min(size, limit)
+        #: The number of bytes this reader gives (the file's size for a
+        #: whole download) when the server said it, else None.
+        self.size: int | None = size
 
     @property
     def name(self) -> str:
@@ -918,7 +926,7 @@ class FileReader(io.RawIOBase):
             yield chunk
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and self._resp is not None:
             self._resp.close()
         super().close()
 
@@ -941,27 +949,50 @@ class Files:
 
     # reading
 
-    def open(self, path: str) -> FileReader:
-        """Opens a regular file for streaming download."""
-        resp = self._s._client._send(
-            "GET", self._s._path("/files"), params=self._q(path), accept=_http.OCTET, stream=True
-        )
-        return FileReader(resp, path)
+    def open(self, path: str, offset: int = 0, length: int | None = None) -> FileReader:
+        """Opens a regular file for streaming download: ``length`` bytes
+        (None: to the end) from ``offset``, asked for with a Range request,
+        so an interrupted download resumes where it stopped::
 
-    def read(self, path: str, dst: IO[bytes]) -> int:
-        """Downloads a regular file into the binary file object ``dst``, one
-        chunk at a time, and returns the number of bytes written."""
+            with open("big.bin", "ab") as out:
+                sbx.files.read("big.bin", out, offset=out.tell())
+
+        An offset at the file's end gives nothing; one past it raises
+        RangeNotSatisfiableError. A file the server sends whole (one that
+        reports size 0, such as those in /proc) has its first ``offset``
+        bytes skipped here, so the bytes are the same either way."""
+        hdrs = _files.range_header(path, offset, length)
+        try:
+            resp = self._s._client._send(
+                "GET", self._s._path("/files"), params=self._q(path), accept=_http.OCTET, extra_headers=hdrs, stream=True
+            )
+        except RangeNotSatisfiableError:
+            if offset and self.stat(path).size == offset:
+                return FileReader(None, path)  # at the end: nothing left
+            raise
+        try:
+            skip, limit = _files.skip_and_limit(resp.headers, resp.status_code, path, offset, length)
+        except WithRuntimeError:
+            resp.close()
+            raise
+        return FileReader(resp, path, skip, limit)
+
+    def read(self, path: str, dst: IO[bytes], offset: int = 0, length: int | None = None) -> int:
+        """Downloads a regular file (or ``length`` bytes of it from
+        ``offset``, as :meth:`open`) into the binary file object ``dst``,
+        one chunk at a time, and returns the number of bytes written."""
         n = 0
-        with self.open(path) as f:
+        with self.open(path, offset, length) as f:
             for chunk in f.chunks():
                 dst.write(chunk)
                 n += len(chunk)
         return n
 
-    def read_file(self, path: str) -> bytes:
-        """A regular file's whole content."""
+    def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        """A regular file's whole content (or ``length`` bytes of it from
+        ``offset``, as :meth:`open`)."""
         buf = io.BytesIO()
-        self.read(path, buf)
+        self.read(path, buf, offset, length)
         return buf.getvalue()
 
     def read_bytes(self, path: str) -> bytes:
@@ -1007,10 +1038,48 @@ class Files:
 
     def list(self, path: str = "", depth: int = 1) -> builtins.list[FileInfo]:
         """Lists a directory (default /workspace) to ``depth`` levels (1: its
-        direct children; at most 10), sorted by path."""
-        q = [("path", path or "/workspace"), ("depth", str(max(int(depth), 1)))]
-        out = self._s._client._json("GET", self._s._path("/files/list"), params=q)
-        return [FileInfo.from_dict(d) for d in out.get("entries") or []]
+        direct children; at most 10), every entry, in listing order: by path
+        compared one component at a time (a directory, then its contents,
+        then its next sibling; at depth 1, by name). It follows the server's
+        pages (:meth:`list_page`) to the last, holding at most about 256 MiB
+        of entries; walk a larger listing with :meth:`entries`."""
+        out: builtins.list[FileInfo] = []
+        cursor, read = None, 0
+        while True:
+            page = self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
+            out.extend(page.entries)
+            if not page.truncated:
+                return out
+            read += _files.page_bytes(page)
+            if read > _files.MAX_LIST_BYTES:
+                raise _files.over_list_cap(path, len(out))
+            cursor = page.next
+
+    def list_page(
+        self, path: str = "", depth: int = 1, limit: int | None = None, cursor: str | None = None
+    ) -> FileListPage:
+        """One page of a directory's listing: at most ``limit`` entries
+        (None: the server's default, 1000; at most 10000), from the start
+        or, with ``cursor`` (the ``next`` of the page before), strictly after
+        the page before. Raises BadRequestError for a cursor no listing
+        gave, a depth or limit out of range, or a path that is not a
+        directory."""
+        q = _files.list_params(path, depth, limit, cursor)
+        page = FileListPage.from_dict(self._s._client._json("GET", self._s._path("/files/list"), params=q) or {})
+        _files.check_page(path, page, cursor)
+        return page
+
+    def entries(self, path: str = "", depth: int = 1) -> Iterator[FileInfo]:
+        """Every entry of a directory's listing (as :meth:`list`), fetched a
+        page of 10000 at a time as the iteration goes, so a directory of any
+        size is walked in bounded memory."""
+        cursor = None
+        while True:
+            page = self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
+            yield from page.entries
+            if not page.truncated:
+                return
+            cursor = page.next
 
     def stat(self, path: str) -> FileInfo:
         """Describes one path (a symlink itself, not its target)."""

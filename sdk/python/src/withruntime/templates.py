@@ -213,7 +213,8 @@ def end_event(ev: TemplateEvent) -> Template | None:
 
 
 def event_from_line(line: str) -> TemplateEvent | None:
-    """One NDJSON line of a build's progress as an event; None for a blank line."""
+    """One NDJSON line of a build's progress as an event; None for a blank
+    line and a heartbeat (the server's sign of life during a quiet step)."""
     line = line.strip()
     if not line:
         return None
@@ -223,6 +224,8 @@ def event_from_line(line: str) -> TemplateEvent | None:
         raise WithRuntimeError(f"withruntime: bad event in the template build's progress: {e}") from e
     if not isinstance(d, dict):
         raise WithRuntimeError("withruntime: bad event in the template build's progress: not a JSON object")
+    if d.get("type") == "heartbeat":
+        return None
     return TemplateEvent.from_dict(d)
 
 
