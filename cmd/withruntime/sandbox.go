@@ -24,7 +24,7 @@ import (
 
 func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Short: "Create, use and destroy sandboxes"}
-	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd())
+	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd(), newCpCmd())
 	return cmd
 }
 
