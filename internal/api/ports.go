@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	pathpkg "path"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/driver"
@@ -123,8 +126,9 @@ func (s *Server) relayPort(w http.ResponseWriter, r *http.Request) error {
 		ModifyResponse: func(resp *http.Response) error {
 			if atRoot {
 				hostOnlyCookies(resp.Header)
+				relayLocation(resp.Header, "", raw, path, r.Host, scheme(r))
 			} else {
-				underPrefix(resp.Header, prefix, raw, path, r.Host)
+				underPrefix(resp.Header, prefix, raw, path, r.Host, scheme(r))
 			}
 			return nil
 		},
@@ -197,11 +201,10 @@ func dropAttrs(cookie string, names ...string) []string {
 
 // underPrefix keeps an answer relayed under prefix there: a cookie's Path
 // is moved under the prefix (and its Domain dropped), so it never reaches
-// the API's other routes, the dashboard or another sandbox's port; a
-// redirect to an absolute path, or to the program's own localhost address,
-// is moved under the prefix too (reqPath: the path the program was asked
-// for; apiHost: the Host the caller reached the API at).
-func underPrefix(h http.Header, prefix, port, reqPath, apiHost string) {
+// the API's other routes, the dashboard or another sandbox's port; its
+// Location is relayLocation's (reqPath: the path the program was asked
+// for; apiHost and apiScheme: how the caller reached the API).
+func underPrefix(h http.Header, prefix, port, reqPath, apiHost, apiScheme string) {
 	if cookies := h.Values("Set-Cookie"); len(cookies) > 0 {
 		h.Del("Set-Cookie")
 		for _, c := range cookies {
@@ -216,28 +219,109 @@ func underPrefix(h http.Header, prefix, port, reqPath, apiHost string) {
 			h.Add("Set-Cookie", strings.Join(parts, ";"))
 		}
 	}
+	relayLocation(h, prefix, port, reqPath, apiHost, apiScheme)
+}
+
+// relayLocation keeps a program's redirect inside what the caller reached:
+// the relay's prefix (native) or the root of the port's own host (the E2B
+// domain mode, prefix ""). The program sees itself at
+// http://localhost:PORT/reqPath, so its Location is resolved there, then:
+//
+//   - one to its own address (localhost, a loopback or unspecified address,
+//     with its port) or to the very host and port the caller reached is
+//     moved under the prefix (at the root in the domain mode), dot segments
+//     (escaped ones too) resolved first, so no "/../" walks out to the API's
+//     other routes;
+//   - one to any other port of the caller's host name, to a subdomain of
+//     it, or to another loopback port is dropped (the answer keeps its
+//     status, without a Location): Go's client, and others, keep
+//     Authorization (the caller's key) on a redirect to the same host name
+//     whatever the port, and to its subdomains;
+//   - one to another site passes: the client's own rules for cross-site
+//     redirects apply (they drop Authorization).
+//
+// Host names are compared as clients compare them (IDNA's ASCII form,
+// case and a final dot ignored); a Location that does not parse, or whose
+// host has no such form, is dropped.
+func relayLocation(h http.Header, prefix, port, reqPath, callerHost, callerScheme string) {
 	loc := h.Get("Location")
 	if loc == "" {
 		return
 	}
-	// The program sees itself at http://localhost:PORT/reqPath: a redirect
-	// it gives is resolved there. One to its own address, or to the API's
-	// host, lands under the prefix with its dot segments (escaped ones too)
-	// resolved first, so no "/../" walks out to the API's other routes with
-	// the caller's key (clients keep Authorization on same-host redirects).
-	u, err := url.Parse(loc)
+	h.Del("Location")
+	u, err := url.Parse(strings.TrimSpace(loc))
 	if err != nil {
-		h.Del("Location")
 		return
 	}
 	base := &url.URL{Scheme: "http", Host: "localhost:" + port, Path: reqPath}
 	abs := base.ResolveReference(u)
-	own := abs.Host == "localhost:"+port || abs.Host == "127.0.0.1:"+port || strings.EqualFold(abs.Host, apiHost)
-	if !own {
-		return // another site: the client's own rules for cross-site redirects apply
+	if abs.Scheme != "http" && abs.Scheme != "https" {
+		h.Set("Location", loc) // mailto:, an app's own scheme: no HTTP client follows it with the key
+		return
 	}
-	clean := &url.URL{Path: prefix + pathpkg.Clean("/"+abs.Path), RawQuery: abs.RawQuery, Fragment: abs.Fragment}
-	h.Set("Location", clean.String())
+	host, ok := hostName(abs.Hostname())
+	if !ok {
+		return
+	}
+	apiName, _ := hostName(hostOnly(callerHost))
+	apiPort := portOf(callerHost, callerScheme)
+	switch p := portOf(abs.Host, abs.Scheme); {
+	case loopbackName(host) && p == port, host == apiName && p == apiPort:
+		clean := pathpkg.Clean("/" + abs.Path)
+		if strings.HasSuffix(abs.Path, "/") && clean != "/" {
+			clean += "/" // a directory's redirect to itself with the slash (python's http.server) stays one
+		}
+		h.Set("Location", (&url.URL{Path: prefix + clean, RawQuery: abs.RawQuery, Fragment: abs.Fragment}).String())
+	case loopbackName(host), host == apiName, apiName != "" && strings.HasSuffix(host, "."+apiName):
+		// Dropped: the caller's host under another port, or a subdomain.
+	default:
+		h.Set("Location", loc)
+	}
+}
+
+// hostName is a host name as clients compare them: IDNA's ASCII form, lower
+// case, without a final dot; an IP address as itself. ok is false when the
+// name has no ASCII form.
+func hostName(name string) (string, bool) {
+	name = strings.TrimSuffix(name, ".")
+	if a, err := netip.ParseAddr(name); err == nil {
+		return a.Unmap().String(), true
+	}
+	ascii, err := idna.Lookup.ToASCII(name)
+	if err != nil || ascii == "" {
+		return "", false
+	}
+	return strings.ToLower(ascii), true
+}
+
+// loopbackName says whether a host name (hostName's form) is the program's
+// own machine as it sees it: localhost (and its subdomains), a loopback or
+// the unspecified address.
+func loopbackName(name string) bool {
+	if a, err := netip.ParseAddr(name); err == nil {
+		return a.IsLoopback() || a.IsUnspecified()
+	}
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
+}
+
+// hostOnly is hostport without its port (and an IPv6 address without its
+// brackets).
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+}
+
+// portOf is the port hostport names, or the scheme's default.
+func portOf(hostport, scheme string) string {
+	if _, p, err := net.SplitHostPort(hostport); err == nil && p != "" {
+		return p
+	}
+	if scheme == "https" {
+		return "443"
+	}
+	return "80"
 }
 
 // dropRuntimeCookies removes the dashboard's session and sign-in cookies

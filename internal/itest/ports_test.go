@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,16 +21,23 @@ import (
 )
 
 // portServers are programs the port relay tests run inside sandboxes: an
-// echo of the request (method, path, headers, body length), a raw Upgrade
+// echo of the request (method, path, headers, body length; /goto?URL
+// redirects to URL), a raw Upgrade
 // echo (what a WebSocket does), and two hostile servers: one whose answer
 // is an endless header, one that answers random bytes.
 const portServers = `
-import http.server, json, os, socket, sys, threading
+import http.server, json, os, socket, sys, threading, urllib.parse
 
 class Echo(http.server.BaseHTTPRequestHandler):
     def answer(self):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
+        if self.path.startswith("/goto?"):
+            self.send_response(302)
+            self.send_header("Location", urllib.parse.unquote(self.path[len("/goto?"):]))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", "/landing")
@@ -209,6 +217,76 @@ func TestPortRelay(t *testing.T) {
 		if status != c.status || errorCode(t, data) != c.code {
 			t.Errorf("GET %s: %d %s, want %d %s", c.path, status, data, c.status, c.code)
 		}
+	}
+}
+
+// TestPortRelayRedirectKeepsKey is issue 25's N8b: a program in a sandbox
+// answers a redirect to another port of the API's host. Go's client keeps
+// Authorization on a redirect to the same host name whatever the port, so
+// before, a caller following it sent its key to whatever listened there.
+// Now such a Location is dropped (the 302 arrives without one) and nothing
+// reaches the other port; a redirect to the program's own address still
+// lands under the relay's prefix and is followed there, and one to another
+// site passes.
+func TestPortRelayRedirectKeepsKey(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 600})
+	startPortServer(e, sb.ID, "echo", 8000, nil)
+	base := e.http.URL + "/v1/sandboxes/" + sb.ID + "/ports/8000"
+
+	// Another port of the API's host (127.0.0.1), listening as a thief.
+	var stolen atomic.Int32
+	thief := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Authorization"), e.key) {
+			stolen.Add(1)
+		}
+		fmt.Fprint(w, "thanks")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go thief.Serve(ln)
+	defer thief.Close()
+	thiefURL := "http://" + ln.Addr().String() + "/steal"
+
+	follow := func(target string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/goto?"+url.QueryEscape(target), nil)
+		req.Header.Set("Authorization", "Bearer "+e.key)
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("GET goto %s: %v", target, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, target := range []string{thiefURL, "http://localhost:" + strings.TrimPrefix(thiefURL, "http://127.0.0.1:")} {
+		resp := follow(target)
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "" {
+			t.Errorf("redirect to %s: %d Location %q, want 302 without a Location", target, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("the caller's key reached another port of the API's host %d times by the relay's redirect", n)
+	}
+
+	// Its own address: followed under the prefix, to the echo.
+	resp := follow("http://localhost:8000/landed")
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/v1/sandboxes/"+sb.ID+"/ports/8000/landed" {
+		t.Errorf("redirect to its own address: %d at %s", resp.StatusCode, resp.Request.URL)
+	}
+	// Another site: passed as it is (not followed here: the client would go there).
+	req, _ := http.NewRequest("GET", base+"/goto?"+url.QueryEscape("https://example.com/x"), nil)
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	resp, err = http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || loc != "https://example.com/x" {
+		t.Errorf("redirect to another site: %d Location %q", resp.StatusCode, loc)
 	}
 }
 
