@@ -26,26 +26,9 @@ const keyCols = `id, name, prefix, hash, created_at, revoked_at`
 //
 // dailyLimitMicros > 0 also sets the key's daily spending limit, in the same
 // transaction: a key is never created without the limit it was asked with.
+// InsertKeyWithLimits also sets quotas.
 func (s *Store) InsertKey(ctx context.Context, k Key, dailyLimitMicros int64) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: insert key: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		k.ID, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt)); err != nil {
-		return fmt.Errorf("store: insert key: %w", err)
-	}
-	if dailyLimitMicros > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO key_limits (key_id, daily_limit_micros) VALUES (?, ?)`,
-			k.ID, dailyLimitMicros); err != nil {
-			return fmt.Errorf("store: insert key limit: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: insert key: %w", err)
-	}
-	return nil
+	return s.InsertKeyWithLimits(ctx, k, KeyLimits{DailyLimitMicros: dailyLimitMicros})
 }
 
 // KeyByHash finds the key whose secret hashes to hash, revoked or not.
