@@ -250,6 +250,7 @@ def test_error_codes_match_the_api() -> None:
         "method_not_allowed": 405, "timeout": 408, "conflict": 409, "sandbox_paused": 409, "lease_ended": 410,
         "sandbox_stopped": 410, "too_large": 413, "rate_limited": 429, "internal": 500,
         "not_implemented": 501, "unavailable": 503, "no_space": 507, "cost_cap": 400, "spending_limit": 429,
+        "range_not_satisfiable": 416,
     }  # fmt: skip
     assert {k: v[1] for k, v in withruntime.ERROR_CODES.items()} == want
     from withruntime.errors import api_error
@@ -464,6 +465,44 @@ def test_100_mib_file_is_streamed(sbx: Sandbox, tmp_path: Path) -> None:
     assert (tmp_path / "big.down").stat().st_size == size
     with open(tmp_path / "big.down", "rb") as f:
         assert hashlib.file_digest(f, "sha256").hexdigest() == digest
+
+
+def test_ranged_download_and_listing_pages(sbx: Sandbox, tmp_path: Path) -> None:
+    """A download from an offset (a Range request) resumes one cut short;
+    a listing comes in pages that together hold every entry once."""
+    data = bytes(range(256)) * 64
+    sbx.files.write_file("r/data.bin", data)
+    assert sbx.files.read_file("r/data.bin", offset=100, length=50) == data[100:150]
+    assert sbx.files.read_file("r/data.bin", offset=16000) == data[16000:]
+    assert sbx.files.read_file("r/data.bin", offset=len(data)) == b""
+    assert sbx.files.read_file("r/data.bin", offset=5, length=0) == b""
+    with pytest.raises(withruntime.RangeNotSatisfiableError):
+        sbx.files.read_file("r/data.bin", offset=len(data) + 1)
+    with sbx.files.open("r/data.bin", offset=1000) as f:
+        assert f.size == len(data) - 1000
+    # A resumed download: the first part, then the rest appended.
+    local = tmp_path / "resumed.bin"
+    local.write_bytes(data[:7000])
+    with open(local, "ab") as out:
+        assert sbx.files.read("r/data.bin", out, offset=out.tell()) == len(data) - 7000
+    assert local.read_bytes() == data
+    # A file that reports size 0 but has content is sent whole; the offset
+    # is applied here.
+    status = sbx.files.read_file("/proc/self/status")
+    assert sbx.files.read_file("/proc/self/status", offset=4, length=3) == status[4:7]
+
+    sbx.exec("mkdir -p r/many && cd r/many && for i in $(seq -w 1 25); do : > f$i; done")
+    page = sbx.files.list_page("r/many", limit=10)
+    assert len(page.entries) == 10 and page.truncated and page.next and page.total == 25
+    names = [e.name for e in page.entries]
+    while page.truncated:
+        page = sbx.files.list_page("r/many", limit=10, cursor=page.next)
+        names += [e.name for e in page.entries]
+    assert names == [f"f{i:02d}" for i in range(1, 26)]
+    assert [e.name for e in sbx.files.list("r/many")] == names
+    assert [e.name for e in sbx.files.entries("r/many")] == names
+    with pytest.raises(BadRequestError):
+        sbx.files.list_page("r/many", cursor="not-a-cursor!")
 
 
 # -- the one-shot: a create with its first command -------------------------

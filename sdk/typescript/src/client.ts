@@ -171,6 +171,8 @@ export interface RequestOptions {
   contentType?: string;
   accept?: string;
   signal?: AbortSignal | undefined;
+  /** More request headers, such as Range. */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -386,7 +388,7 @@ export class Client {
    * they do not cover.
    */
   async request(method: string, path: string, init: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string> = { ...init.headers };
     if (this.#apiKey) headers["Authorization"] = `Bearer ${this.#apiKey}`;
     if (init.accept) headers["Accept"] = init.accept;
     if (init.body != null && init.contentType) headers["Content-Type"] = init.contentType;

@@ -77,9 +77,13 @@ export class LeaseEndedError extends APIError {
 export class SandboxStoppedError extends APIError {
   override name = "SandboxStoppedError";
 }
-/** 413 too_large: an upload or listing is over the server's cap. */
+/** 413 too_large: an upload or request body is over the server's cap. */
 export class TooLargeError extends APIError {
   override name = "TooLargeError";
+}
+/** 416 range_not_satisfiable: a ranged download (offset) starts past the end of the file. */
+export class RangeNotSatisfiableError extends APIError {
+  override name = "RangeNotSatisfiableError";
 }
 /** 429 rate_limited: slow down and retry. */
 export class RateLimitedError extends APIError {
@@ -139,6 +143,7 @@ const codes: Record<string, [APIErrorClass, number]> = {
   lease_ended: [LeaseEndedError, 410],
   sandbox_stopped: [SandboxStoppedError, 410],
   too_large: [TooLargeError, 413],
+  range_not_satisfiable: [RangeNotSatisfiableError, 416],
   rate_limited: [RateLimitedError, 429],
   internal: [InternalError, 500],
   not_implemented: [UnsupportedError, 501],
@@ -158,6 +163,7 @@ const byStatus: Record<number, APIErrorClass> = {
   409: ConflictError,
   410: SandboxStoppedError,
   413: TooLargeError,
+  416: RangeNotSatisfiableError,
   429: RateLimitedError,
   500: InternalError,
   501: UnsupportedError,

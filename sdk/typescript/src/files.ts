@@ -1,5 +1,13 @@
 import type { CallOptions, Client } from "./client.js";
-import type { FileInfo } from "./types.js";
+import { RangeNotSatisfiableError, WithRuntimeError } from "./errors.js";
+import type { FileInfo, FileListPage } from "./types.js";
+
+/** A listing page's entry count when ListPageOptions.limit is not given. */
+export const DEFAULT_LIST_LIMIT = 1000;
+/** The largest ListPageOptions.limit. */
+export const MAX_LIST_LIMIT = 10000;
+/** About the most entry JSON Files.list holds (the pages come from inside the sandbox). */
+const MAX_LIST_BYTES = 256 * 1024 * 1024;
 
 /**
  * What a file can be written from: text (written as UTF-8), bytes, a Blob,
@@ -14,10 +22,72 @@ export type FileData =
   | ReadableStream<Uint8Array>
   | AsyncIterable<Uint8Array | string>;
 
-/** Options of Files.list. */
+/** Options of Files.list and Files.entries. */
 export interface ListOptions extends CallOptions {
   /** How many levels to list: 1 (the default) lists the direct children; at most 10. */
   depth?: number;
+}
+
+/** Options of Files.listPage. */
+export interface ListPageOptions extends ListOptions {
+  /** The most entries the page may hold (default 1000, at most 10000); a page may hold fewer. */
+  limit?: number;
+  /** The next of the page before; absent for the first page. */
+  cursor?: string;
+}
+
+/** Options of Files.open, read and readFile: a part of the file. */
+export interface ReadOptions extends CallOptions {
+  /** The first byte to read (default 0). */
+  offset?: number;
+  /** How many bytes to read (default: to the end). */
+  length?: number;
+}
+
+/** The Range header of a read of opts.length bytes from opts.offset; none for the whole file. */
+function rangeHeader(path: string, opts: ReadOptions): Record<string, string> {
+  const offset = opts.offset ?? 0;
+  const length = opts.length;
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw new RangeError(`withruntime: reading ${path}: offset ${offset} is not a byte offset from 0`);
+  }
+  if (length !== undefined && (!Number.isSafeInteger(length) || length < 0)) {
+    throw new RangeError(`withruntime: reading ${path}: length ${length} is not a byte count from 0`);
+  }
+  if (offset === 0 && length === undefined) return {};
+  // A length of 0 still asks for one byte (a range cannot be empty); none of it is given.
+  const last = length === undefined ? "" : String(offset + Math.max(length, 1) - 1);
+  return { Range: `bytes=${offset}-${last}` };
+}
+
+/** body without its first skip bytes, cut after limit bytes (undefined: no cut). */
+function trimStream(body: ReadableStream<Uint8Array>, skip: number, limit: number | undefined): ReadableStream<Uint8Array> {
+  if (skip === 0 && limit === undefined) return body;
+  let left = limit;
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (skip > 0) {
+          if (chunk.byteLength <= skip) {
+            skip -= chunk.byteLength;
+            return;
+          }
+          chunk = chunk.subarray(skip);
+          skip = 0;
+        }
+        if (left !== undefined) {
+          if (left <= 0) return;
+          if (chunk.byteLength > left) chunk = chunk.subarray(0, left);
+          left -= chunk.byteLength;
+        }
+        if (chunk.byteLength > 0) controller.enqueue(chunk);
+      },
+    }),
+  );
+}
+
+function emptyStream(): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({ start: (c) => c.close() });
 }
 
 function toBody(data: FileData): NonNullable<RequestInit["body"]> {
@@ -63,16 +133,41 @@ export class Files {
   }
 
   /**
-   * Streams a regular file's content, without holding it whole. Read the
-   * stream to its end or cancel it.
+   * Streams a regular file's content, without holding it whole: all of it,
+   * or opts.length bytes from opts.offset, asked for with a Range request, so
+   * an interrupted download resumes where it stopped. An offset at the end
+   * gives an empty stream; one past it throws RangeNotSatisfiableError. A
+   * file the server sends whole (one that reports size 0, such as those in
+   * /proc) has its first offset bytes skipped here, so the bytes are the same
+   * either way. Read the stream to its end or cancel it.
    */
-  async open(path: string, opts: CallOptions = {}): Promise<ReadableStream<Uint8Array>> {
-    const resp = await this.#c.request("GET", this.#query("", path), { accept: "application/octet-stream", signal: opts.signal });
-    return resp.body ?? new ReadableStream<Uint8Array>({ start: (c) => c.close() });
+  async open(path: string, opts: ReadOptions = {}): Promise<ReadableStream<Uint8Array>> {
+    const offset = opts.offset ?? 0;
+    const headers = rangeHeader(path, opts);
+    let resp: Response;
+    try {
+      resp = await this.#c.request("GET", this.#query("", path), { accept: "application/octet-stream", signal: opts.signal, headers });
+    } catch (err) {
+      if (err instanceof RangeNotSatisfiableError && offset > 0 && (await this.stat(path, opts)).size === offset) {
+        return emptyStream(); // at the end: nothing left
+      }
+      throw err;
+    }
+    const body = resp.body ?? emptyStream();
+    if (resp.status === 206) {
+      const cr = resp.headers.get("Content-Range") ?? "";
+      const m = /^bytes (\d+)-/.exec(cr);
+      if (!m || Number(m[1]) !== offset) {
+        await body.cancel();
+        throw new WithRuntimeError(`withruntime: reading ${path}: the answer holds ${JSON.stringify(cr)}, not bytes from ${offset}`);
+      }
+      return trimStream(body, 0, opts.length);
+    }
+    return trimStream(body, offset, opts.length);
   }
 
-  /** Copies a regular file's content into dest, streamed, and returns the number of bytes copied. */
-  async read(path: string, dest: WritableStream<Uint8Array>, opts: CallOptions = {}): Promise<number> {
+  /** Copies a regular file's content (or a part of it: opts.offset, opts.length) into dest, streamed, and returns the number of bytes copied. */
+  async read(path: string, dest: WritableStream<Uint8Array>, opts: ReadOptions = {}): Promise<number> {
     const src = await this.open(path, opts);
     let n = 0;
     const count = new TransformStream<Uint8Array, Uint8Array>({
@@ -85,10 +180,13 @@ export class Files {
     return n;
   }
 
-  /** A regular file's whole content, as bytes. */
-  async readFile(path: string, opts: CallOptions = {}): Promise<Uint8Array> {
-    const resp = await this.#c.request("GET", this.#query("", path), { accept: "application/octet-stream", signal: opts.signal });
-    return new Uint8Array(await resp.arrayBuffer());
+  /** A regular file's whole content (or a part of it: opts.offset, opts.length), as bytes. */
+  async readFile(path: string, opts: ReadOptions = {}): Promise<Uint8Array> {
+    if (opts.offset === undefined && opts.length === undefined) {
+      const resp = await this.#c.request("GET", this.#query("", path), { accept: "application/octet-stream", signal: opts.signal });
+      return new Uint8Array(await resp.arrayBuffer());
+    }
+    return new Uint8Array(await new Response(await this.open(path, opts)).arrayBuffer());
   }
 
   /** A regular file's whole content, decoded as UTF-8 text. */
@@ -120,18 +218,64 @@ export class Files {
 
   /**
    * Lists a directory ("" for /workspace) down to opts.depth levels (default
-   * 1: its direct children), sorted by path. Symlinked directories are
-   * listed but not descended into.
+   * 1: its direct children), every entry, in listing order: by path compared
+   * one component at a time (a directory, then its contents, then its next
+   * sibling; at depth 1, by name). Symlinked directories are listed but not
+   * descended into. It follows the server's pages (listPage) to the last,
+   * holding at most about 256 MiB of entries; walk a larger listing with
+   * entries.
    */
   async list(path = "", opts: ListOptions = {}): Promise<FileInfo[]> {
-    const depth = Math.max(1, Math.trunc(opts.depth ?? 1));
-    const out = await this.#c.json<{ entries: FileInfo[] }>(
-      "GET",
-      this.#query("/list", path, { depth: String(depth) }),
-      undefined,
-      opts.signal,
-    );
-    return out.entries;
+    const out: FileInfo[] = [];
+    let cursor: string | undefined;
+    let read = 0;
+    for (;;) {
+      const page = await this.listPage(path, { ...opts, limit: MAX_LIST_LIMIT, cursor });
+      out.push(...page.entries);
+      if (!page.truncated) return out;
+      for (const e of page.entries) read += e.path.length + e.name.length + (e.target?.length ?? 0) + 128;
+      if (read > MAX_LIST_BYTES) {
+        throw new WithRuntimeError(`withruntime: listing ${path}: over ${out.length} entries, more than list holds; walk it with files.entries`);
+      }
+      cursor = page.next;
+    }
+  }
+
+  /**
+   * One page of a directory's listing: at most opts.limit entries (default
+   * 1000, at most 10000), from the start or, with opts.cursor (the next of
+   * the page before), strictly after the page before; so an entry present
+   * from the first page to the last is listed exactly once. Throws
+   * BadRequestError for a cursor no listing gave, a depth or limit out of
+   * range, or a path that is not a directory.
+   */
+  async listPage(path = "", opts: ListPageOptions = {}): Promise<FileListPage> {
+    const q: Record<string, string> = { depth: String(Math.max(1, Math.trunc(opts.depth ?? 1))) };
+    if (opts.limit !== undefined) q["limit"] = String(Math.trunc(opts.limit));
+    if (opts.cursor) q["cursor"] = opts.cursor;
+    const page = await this.#c.json<FileListPage>("GET", this.#query("/list", path, q), undefined, opts.signal);
+    page.entries ??= [];
+    if (page.truncated && (page.entries.length === 0 || !page.next || page.next === opts.cursor)) {
+      throw new WithRuntimeError(
+        `withruntime: listing ${path}: a page that does not move the listing forward (was the sandbox's agent replaced from inside?)`,
+      );
+    }
+    return page;
+  }
+
+  /**
+   * Every entry of a directory's listing (as list), fetched a page of 10000
+   * at a time as the iteration goes (for await), so a directory of any size
+   * is walked in bounded memory.
+   */
+  async *entries(path = "", opts: ListOptions = {}): AsyncGenerator<FileInfo, void, undefined> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.listPage(path, { ...opts, limit: MAX_LIST_LIMIT, cursor });
+      yield* page.entries;
+      if (!page.truncated) return;
+      cursor = page.next;
+    }
   }
 
   /** Describes one path (a symlink itself, not its target). */

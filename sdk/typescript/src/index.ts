@@ -48,7 +48,7 @@ export {
 } from "./code.js";
 export * from "./errors.js";
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
-export { Files, type FileData, type ListOptions } from "./files.js";
+export { Files, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type FileData, type ListOptions, type ListPageOptions, type ReadOptions } from "./files.js";
 export {
   eventData,
   Sandbox,

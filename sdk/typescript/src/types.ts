@@ -201,6 +201,21 @@ export interface FileInfo {
   target?: string;
 }
 
+/**
+ * One page of a directory's listing (Files.listPage). Entries are in listing
+ * order: by path compared one component at a time in byte order (a
+ * directory, then its contents, then its next sibling; at depth 1, by name).
+ */
+export interface FileListPage {
+  entries: FileInfo[];
+  /** More entries follow: ask for them with cursor set to next. */
+  truncated: boolean;
+  /** The cursor of the next page (an opaque string); set only when truncated. */
+  next?: string;
+  /** The number of entries in the directory itself (its direct children, whatever the page); set only for depth 1. */
+  total?: number;
+}
+
 /** A stored secret as the server describes it: never its value (no answer, log or error of the server contains it). */
 export interface SecretInfo {
   /** The secret's name: the environment variable a sandbox created with `secrets: [name]` sees, holding a placeholder. */

@@ -11,6 +11,7 @@ import {
   ConflictError,
   LeaseEndedError,
   NotFoundError,
+  RangeNotSatisfiableError,
   Sandbox,
   SandboxPausedError,
   SandboxStoppedError,
@@ -220,6 +221,32 @@ describe("a real sandbox", { concurrency: 4 }, () => {
     const sink = new WritableStream<Uint8Array>({ write: (c) => void (n += c.length) });
     assert.equal(await sbx.files.read("dir/rand.bin", sink), 1 << 20);
     assert.equal(n, 1 << 20);
+  });
+
+  test("files: a ranged download resumes one cut short; a listing comes in pages", async () => {
+    await using sbx = await Sandbox.create(opts);
+    const data = new Uint8Array(16384).map((_, i) => i % 251);
+    await sbx.files.write("r/data.bin", data);
+    const part = await sbx.files.readFile("r/data.bin", { offset: 100, length: 50 });
+    assert.ok(Buffer.from(part).equals(Buffer.from(data.subarray(100, 150))));
+    const rest = await sbx.files.readFile("r/data.bin", { offset: 7000 });
+    assert.ok(Buffer.concat([data.subarray(0, 7000), rest]).equals(Buffer.from(data)));
+    assert.equal((await sbx.files.readFile("r/data.bin", { offset: data.length })).length, 0);
+    await assert.rejects(sbx.files.readFile("r/data.bin", { offset: data.length + 1 }), RangeNotSatisfiableError);
+
+    await sbx.exec("mkdir -p r/many && cd r/many && for i in $(seq -w 1 25); do : > f$i; done");
+    let page = await sbx.files.listPage("r/many", { limit: 10 });
+    assert.equal(page.entries.length, 10);
+    assert.ok(page.truncated && page.next);
+    assert.equal(page.total, 25);
+    const names = page.entries.map((e) => e.name);
+    while (page.truncated) {
+      page = await sbx.files.listPage("r/many", { limit: 10, cursor: page.next });
+      names.push(...page.entries.map((e) => e.name));
+    }
+    const want = Array.from({ length: 25 }, (_, i) => `f${String(i + 1).padStart(2, "0")}`);
+    assert.deepEqual(names, want);
+    assert.deepEqual((await sbx.files.list("r/many")).map((e) => e.name), want);
   });
 
   test("connect to an existing sandbox; list; setTimeout; kill", async () => {

@@ -14,6 +14,7 @@ import {
   LeaseEndedError,
   NotConfiguredError,
   NotFoundError,
+  RangeNotSatisfiableError,
   Sandbox,
   RateLimitedError,
   SandboxStoppedError,
@@ -289,4 +290,85 @@ test("what create, usage and the key and secret methods send", async () => {
       ["POST", "/v1/secrets", { name: "TOKEN", value: "v", hosts: ["api.example.com"] }],
     ],
   );
+});
+
+/** A fetch that answers the file routes of sandbox sb1: a listing of n entries in pages, and a 10-byte file (ranges honoured, or ignored for path "whole"). */
+function fakeFiles(n: number, sent: string[]): typeof fetch {
+  const data = new TextEncoder().encode("0123456789");
+  return (async (input: string | URL | Request, init?: RequestInit) => {
+    const url = new URL(String(input));
+    const headers = new Headers(init?.headers);
+    const json = (v: unknown, status = 200, h: Record<string, string> = {}) =>
+      new Response(JSON.stringify(v), { status, headers: { "Content-Type": "application/json", ...h } });
+    if (url.pathname === "/v1/sandboxes/sb1") return json({ id: "sb1", state: "running" });
+    if (url.pathname === "/v1/sandboxes/sb1/files/stat") return json({ name: "f", path: "/w/f", type: "file", size: data.length });
+    if (url.pathname === "/v1/sandboxes/sb1/files/list") {
+      const limit = Number(url.searchParams.get("limit") ?? 1000);
+      sent.push(url.searchParams.get("limit") ?? "");
+      const cursor = url.searchParams.get("cursor");
+      const start = cursor ? Number(Buffer.from(cursor, "base64url").toString().slice("/w/f".length)) + 1 : 0;
+      const entries = [];
+      for (let i = start; i < n && entries.length < limit; i++) entries.push({ name: `f${i}`, path: `/w/f${i}`, type: "file", size: 0 });
+      const truncated = entries.length > 0 && start + entries.length < n;
+      const next = truncated ? Buffer.from(entries[entries.length - 1]!.path).toString("base64url") : undefined;
+      return json({ entries, truncated, next, total: n });
+    }
+    if (url.pathname === "/v1/sandboxes/sb1/files") {
+      const rng = headers.get("Range");
+      sent.push(rng ?? "");
+      if (url.searchParams.get("path") === "whole" || !rng) return new Response(data);
+      const m = /^bytes=(\d+)-(\d*)$/.exec(rng)!;
+      const first = Number(m[1]);
+      const last = Math.min(m[2] ? Number(m[2]) : data.length - 1, data.length - 1);
+      if (first >= data.length) {
+        return json({ error: { code: "range_not_satisfiable", message: "past the end" } }, 416, { "Content-Range": `bytes */${data.length}` });
+      }
+      return new Response(data.slice(first, last + 1), { status: 206, headers: { "Content-Range": `bytes ${first}-${last}/${data.length}` } });
+    }
+    return json({ error: { code: "not_found", message: url.pathname } }, 404);
+  }) as typeof fetch;
+}
+
+test("files.list and entries follow the pages; listPage gives one", async () => {
+  const sent: string[] = [];
+  const client = new Client({ baseURL: "http://runtime.invalid", apiKey: "wr_x", fetch: fakeFiles(25_001, sent) });
+  const sbx = await Sandbox.connect("sb1", { client });
+  const all = await sbx.files.list("/w");
+  assert.equal(all.length, 25_001);
+  assert.equal(all[25_000]!.name, "f25000");
+  assert.deepEqual(sent, ["10000", "10000", "10000"]);
+  let i = 0;
+  for await (const e of sbx.files.entries("/w")) {
+    assert.equal(e.name, `f${i}`);
+    if (++i === 12_345) break;
+  }
+  const page = await sbx.files.listPage("/w", { limit: 2 });
+  assert.equal(page.entries.length, 2);
+  assert.ok(page.truncated && page.next);
+  assert.equal(page.total, 25_001);
+  assert.equal((await sbx.files.listPage("/w", { limit: 2, cursor: page.next })).entries[0]!.name, "f2");
+});
+
+test("files.open asks for a Range; a whole-file answer is cut to it; the end is empty, past it an error", async () => {
+  const sent: string[] = [];
+  const client = new Client({ baseURL: "http://runtime.invalid", apiKey: "wr_x", fetch: fakeFiles(0, sent) });
+  const sbx = await Sandbox.connect("sb1", { client });
+  const text = async (path: string, offset?: number, length?: number) =>
+    new TextDecoder().decode(await sbx.files.readFile(path, { offset, length }));
+  const cases: [string, number | undefined, number | undefined, string, string][] = [
+    ["f", 0, 3, "012", "bytes=0-2"],
+    ["f", 4, undefined, "456789", "bytes=4-"],
+    ["f", 8, 100, "89", "bytes=8-107"],
+    ["f", 10, undefined, "", "bytes=10-"],
+    ["whole", 3, 4, "3456", "bytes=3-6"],
+    ["whole", 7, undefined, "789", "bytes=7-"],
+    ["f", 5, 0, "", "bytes=5-5"],
+  ];
+  for (const [path, offset, length, want, range] of cases) {
+    sent.length = 0;
+    assert.equal(await text(path, offset, length), want, `${path} ${offset} ${length}`);
+    assert.equal(sent[0], range);
+  }
+  await assert.rejects(text("f", 11), RangeNotSatisfiableError);
+  await assert.rejects(text("f", -1), RangeError);
 });

@@ -12,13 +12,14 @@ from typing import IO, Any, TextIO
 
 import httpx
 
-from . import _http
+from . import _files, _http
 from ._code_sync import CodeInterpreterMixin
 from ._config import resolve_config
 from .errors import (
     APIError,
     ConflictError,
     NotFoundError,
+    RangeNotSatisfiableError,
     SandboxGoneError,
     SandboxStoppedError,
     TransportError,
@@ -28,10 +29,12 @@ from .errors import (
 )
 from .templates import TemplatesMixin
 from .types import (
+    MAX_LIST_LIMIT,
     ErrorInfo,
     Event,
     ExecResult,
     FileInfo,
+    FileListPage,
     GroupBy,
     KeyInfo,
     NetworkPolicy,
@@ -964,7 +967,12 @@ class Files:
         hdrs = _files.range_header(path, offset, length)
         try:
             resp = self._s._client._send(
-                "GET", self._s._path("/files"), params=self._q(path), accept=_http.OCTET, extra_headers=hdrs, stream=True
+                "GET",
+                self._s._path("/files"),
+                params=self._q(path),
+                accept=_http.OCTET,
+                extra_headers=hdrs,
+                stream=True,
             )
         except RangeNotSatisfiableError:
             if offset and self.stat(path).size == offset:

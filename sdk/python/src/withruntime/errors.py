@@ -38,6 +38,7 @@ __all__ = [
     "LeaseEndedError",
     "SandboxStoppedError",
     "TooLargeError",
+    "RangeNotSatisfiableError",
     "RateLimitedError",
     "InternalError",
     "UnavailableError",
@@ -147,7 +148,12 @@ class SandboxStoppedError(SandboxGoneError):
 
 
 class TooLargeError(APIError):
-    """413 ``too_large``: an upload, request or listing is over the server's cap."""
+    """413 ``too_large``: an upload or request body is over the server's cap."""
+
+
+class RangeNotSatisfiableError(APIError):
+    """416 ``range_not_satisfiable``: a ranged download (``offset``) starts
+    past the end of the file."""
 
 
 class RateLimitedError(APIError):
@@ -201,6 +207,7 @@ ERROR_CODES: dict[str, tuple[type[APIError], int]] = {
     "lease_ended": (LeaseEndedError, 410),
     "sandbox_stopped": (SandboxStoppedError, 410),
     "too_large": (TooLargeError, 413),
+    "range_not_satisfiable": (RangeNotSatisfiableError, 416),
     "rate_limited": (RateLimitedError, 429),
     "internal": (InternalError, 500),
     "not_implemented": (UnsupportedError, 501),
@@ -223,6 +230,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     409: ConflictError,
     410: SandboxStoppedError,
     413: TooLargeError,
+    416: RangeNotSatisfiableError,
     429: RateLimitedError,
     500: InternalError,
     501: UnsupportedError,

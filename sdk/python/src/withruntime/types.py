@@ -23,6 +23,9 @@ __all__ = [
     "Event",
     "ErrorInfo",
     "FileInfo",
+    "FileListPage",
+    "DEFAULT_LIST_LIMIT",
+    "MAX_LIST_LIMIT",
     "NetworkPolicy",
     "SecretInfo",
     "KeyInfo",
@@ -44,6 +47,10 @@ DEFAULT_MAX_OUTPUT_BYTES = 1 << 20
 MAX_MAX_OUTPUT_BYTES = 16 << 20
 #: The exit code of a command killed by its timeout (as timeout(1) reports it).
 TIMEOUT_EXIT_CODE = 124
+#: A listing page's entry count when ``limit`` is not given.
+DEFAULT_LIST_LIMIT = 1000
+#: The largest ``limit`` of a listing page.
+MAX_LIST_LIMIT = 10000
 
 _FRACTION = re.compile(r"(\.\d{6})\d+")
 
@@ -314,6 +321,35 @@ class FileInfo:
     @property
     def is_file(self) -> bool:
         return self.type == "file"
+
+
+@dataclass(frozen=True)
+class FileListPage:
+    """One page of a directory's listing (``files.list_page``). Entries are
+    in listing order: by path compared one component at a time in byte
+    order (a directory, then its contents, then its next sibling; at depth
+    1, by name). While ``truncated``, ask for the next page with ``cursor``
+    set to ``next``: each page starts strictly after the page before, so an
+    entry present from the first page to the last is listed exactly once."""
+
+    entries: list[FileInfo]
+    #: More entries follow this page.
+    truncated: bool
+    #: The cursor of the next page (an opaque string), ``""`` on the last.
+    next: str
+    #: The number of entries in the directory itself (its direct children,
+    #: whatever the page), for a listing of depth 1; else None.
+    total: int | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FileListPage:
+        total = d.get("total")
+        return cls(
+            entries=[FileInfo.from_dict(e) for e in d.get("entries") or []],
+            truncated=bool(d.get("truncated")),
+            next=str(d.get("next") or ""),
+            total=int(total) if isinstance(total, int) else None,
+        )
 
 
 def _strings(v: Any) -> list[str]:

@@ -26,7 +26,7 @@ import { posix } from "node:path";
 import type { CallOptions } from "../client.js";
 import { APIError, LeaseEndedError, SandboxStoppedError, WithRuntimeError } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
-import { WORKSPACE, type ExecResult, type FileInfo } from "../types.js";
+import { WORKSPACE, type ExecResult, type FileInfo, type FileListPage } from "../types.js";
 import { ArgsError, decodeArgs, type Args, type Field } from "./args.js";
 import { CapBuf, marker } from "./capbuf.js";
 import type { ImageOutput } from "./code.js";
@@ -116,7 +116,10 @@ export interface WriteOutput {
 /** The data of a runtime_list_files result. */
 export interface ListOutput {
   path: string;
+  /** The first MAX_LIST_ENTRIES entries at most, by name. */
   entries: FileInfo[];
+  /** How many entries the directory holds in all. */
+  total: number;
   /** There were more than MAX_LIST_ENTRIES entries. */
   truncated: boolean;
 }
@@ -367,19 +370,23 @@ async function runWriteFile(sbx: Sandbox, a: Args, opts: CallOptions): Promise<T
 
 async function runListFiles(sbx: Sandbox, a: Args, opts: CallOptions): Promise<ToolResult> {
   const p = a.str["path"] ? resolvePath(a.str["path"]) : WORKSPACE;
-  let entries: FileInfo[];
+  // One page of MAX_LIST_ENTRIES: the server counts the rest (total), so a
+  // directory of any size is answered at once.
+  let page: FileListPage;
   try {
-    entries = await sbx.files.list(p, { ...opts, depth: 1 });
+    page = await sbx.files.listPage(p, { ...opts, depth: 1, limit: MAX_LIST_ENTRIES });
   } catch (err) {
     return apiResult(err);
   }
-  const out: ListOutput = { path: p, entries, truncated: false };
-  if (entries.length > MAX_LIST_ENTRIES) {
-    out.entries = entries.slice(0, MAX_LIST_ENTRIES);
-    out.truncated = true;
-  }
-  let text =
-    entries.length === 0 ? `${p}: empty directory` : entries.length === 1 ? `${p}: 1 entry` : `${p}: ${entries.length} entries`;
+  const entries = page.entries.slice(0, MAX_LIST_ENTRIES);
+  const total = Math.max(entries.length, page.total ?? 0);
+  const out: ListOutput = { path: p, entries, total, truncated: page.truncated || total > entries.length };
+  let text: string;
+  if (out.truncated && total === entries.length) text = `${p}: more than ${total} entries`;
+  else if (total === 0) text = `${p}: empty directory`;
+  else if (total === 1) text = `${p}: 1 entry`;
+  else text = `${p}: ${total} entries`;
+  if (out.truncated) text += `; the first ${entries.length} (by name) are shown`;
   for (const e of out.entries) {
     let name = e.name;
     let size = String(e.size);
@@ -392,7 +399,8 @@ async function runListFiles(sbx: Sandbox, a: Args, opts: CallOptions): Promise<T
     text += `\n${e.type.padEnd(7)} ${size.padStart(10)}  ${name}`;
   }
   if (out.truncated) {
-    text += `\n[... ${entries.length - MAX_LIST_ENTRIES} more entries not shown; use runtime_exec with ls or find to see them ...]`;
+    const more = total > entries.length ? `${total - entries.length} more entries` : "more entries";
+    text += `\n[... ${more} not shown; use runtime_exec with ls or find to see them ...]`;
   }
   return { text, isError: false, data: out };
 }

@@ -363,10 +363,10 @@ def _run_sync(name: str, sbx: Sandbox, s: dict[str, str], n: dict[str, int]) -> 
         return _run.write_result(fi)
     p = _run.list_path(s)
     try:
-        entries = sbx.files.list(p, 1)
+        page = sbx.files.list_page(p, 1, limit=MAX_LIST_ENTRIES)
     except WithRuntimeError as e:
         return _run.api_result(e, "")
-    return _run.list_result(p, entries)
+    return _run.list_result(p, page)
 
 
 async def _run_async(name: str, sbx: AsyncSandbox, s: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
@@ -424,10 +424,10 @@ async def _run_async(name: str, sbx: AsyncSandbox, s: dict[str, str], n: dict[st
         return _run.write_result(fi)
     p = _run.list_path(s)
     try:
-        entries = await sbx.files.list(p, 1)
+        page = await sbx.files.list_page(p, 1, limit=MAX_LIST_ENTRIES)
     except WithRuntimeError as e:
         return _run.api_result(e, "")
-    return _run.list_result(p, entries)
+    return _run.list_result(p, page)
 
 
 def _failed(spec: _Spec, f: Failure, raise_errors: bool) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import posixpath
 from typing import Any
 
 from ..errors import APIError, SandboxGoneError, WithRuntimeError
-from ..types import WORKSPACE, ExecResult, FileInfo
+from ..types import WORKSPACE, ExecResult, FileInfo, FileListPage
 from ._cap import CapBuf, marker
 
 MAX_OUTPUT_BYTES = 16 << 10
@@ -263,15 +263,22 @@ def file_info_json(fi: FileInfo) -> dict[str, Any]:
     return out
 
 
-def list_result(p: str, entries: list[FileInfo]) -> dict[str, Any]:
-    shown = entries[:MAX_LIST_ENTRIES]
-    truncated = len(entries) > MAX_LIST_ENTRIES
-    if len(entries) == 0:
+def list_result(p: str, page: FileListPage) -> dict[str, Any]:
+    """The result of one listing page asked for with limit MAX_LIST_ENTRIES:
+    its entries and the directory's total (the server counts it)."""
+    shown = page.entries[:MAX_LIST_ENTRIES]
+    total = max(len(shown), page.total or 0)
+    truncated = page.truncated or total > len(shown)
+    if truncated and total == len(shown):
+        b = f"{p}: more than {total} entries"
+    elif total == 0:
         b = f"{p}: empty directory"
-    elif len(entries) == 1:
+    elif total == 1:
         b = f"{p}: 1 entry"
     else:
-        b = f"{p}: {len(entries)} entries"
+        b = f"{p}: {total} entries"
+    if truncated:
+        b += f"; the first {len(shown)} (by name) are shown"
     for e in shown:
         name, size = e.name, str(e.size)
         if e.type == "dir":
@@ -280,9 +287,7 @@ def list_result(p: str, entries: list[FileInfo]) -> dict[str, Any]:
             name += " -> " + e.target
         b += f"\n{e.type:<7} {size:>10}  {name}"
     if truncated:
-        b += (
-            f"\n[... {len(entries) - MAX_LIST_ENTRIES} more entries not shown; use runtime_exec with ls or "
-            "find to see them ...]"
-        )
-    data = {"path": p, "entries": [file_info_json(e) for e in shown], "truncated": truncated}
+        more = f"{total - len(shown)} more entries" if total > len(shown) else "more entries"
+        b += f"\n[... {more} not shown; use runtime_exec with ls or find to see them ...]"
+    data = {"path": p, "entries": [file_info_json(e) for e in shown], "total": total, "truncated": truncated}
     return result(b, data)
