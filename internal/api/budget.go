@@ -119,3 +119,17 @@ func (h *heldBody) done() {
 		h.release = nil
 	}
 }
+
+// MaxHeldBytesPerKey is the bound on the bytes one key's requests hold in
+// the server's memory at once (see Hold): 256 MiB.
+const MaxHeldBytesPerKey = maxBodyBytesPerKey
+
+// Hold books n bytes that a request of the key keyID holds in the server's
+// memory, against the same per-key bound as request bodies: for the
+// in-process callers of the API (the E2B facade) that decode and re-encode
+// what passes through them. It reports false, booking nothing, when the key
+// would go over MaxHeldBytesPerKey; give the bytes back with Release.
+func Hold(keyID string, n int64) bool { return bodies.take(keyID, n) }
+
+// Release gives back n bytes booked with Hold.
+func Release(keyID string, n int64) { bodies.give(keyID, n) }

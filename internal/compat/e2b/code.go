@@ -1,14 +1,13 @@
 package e2b
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -25,6 +24,9 @@ import (
 // maxCodeLine caps one NDJSON line read from the API's /code stream (the
 // agent caps one kernel message at 64 MiB; base64 and JSON add a little).
 const maxCodeLine = 96 << 20
+
+// maxExecuteBody caps the body of POST /execute (the code and its env).
+const maxExecuteBody = 64 << 20
 
 // executeRequest is the body of POST /execute.
 type executeRequest struct {
@@ -67,12 +69,22 @@ func (s *Server) codeHandler() http.Handler {
 // shape (stdout, stderr, result, error, number_of_executions).
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	t := targetFrom(r.Context())
+	h := &held{key: t.as.key.ID}
+	defer h.release()
+	raw, err := readHeld(r.Body, maxExecuteBody, h)
+	if errors.Is(err, errHeld) {
+		writeError(w, http.StatusServiceUnavailable, "%s", heldError())
+		return
+	}
 	var req executeRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<20))
-	if err := dec.Decode(&req); err != nil {
+	if err == nil {
+		err = json.Unmarshal(raw, &req)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "the body is not an execute request {code, context_id, language, env_vars}: %v", err)
 		return
 	}
+	raw = nil
 	in := map[string]any{"code": req.Code}
 	if req.ContextID != nil && *req.ContextID != "" {
 		in["contextId"] = *req.ContextID
@@ -88,8 +100,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	h := http.Header{"Accept": {"application/x-ndjson"}, "Content-Type": {"application/json"}}
-	resp, err := s.api.doLen(r.Context(), t.as, "POST", t.base()+"/code", strings.NewReader(string(body)), int64(len(body)), h)
+	hdr := http.Header{"Accept": {"application/x-ndjson"}, "Content-Type": {"application/json"}}
+	resp, err := s.api.doLen(r.Context(), t.as, "POST", t.base()+"/code", bytes.NewReader(body), int64(len(body)), hdr)
+	// The API has read the body (and booked it again while it held it).
+	body, req = nil, executeRequest{}
+	h.release()
 	if err != nil {
 		s.writeEnvdError(w, r, err)
 		return
@@ -107,25 +122,39 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxCodeLine)
-	for sc.Scan() {
+	lines := newLineReader(resp.Body, maxCodeLine, h)
+	for {
+		line, err := lines.next()
+		if errors.Is(err, errHeld) {
+			emit(streamError("%s", heldError()))
+			return
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the code stream ended without its end event")
+			}
+			s.endExecute(r, t, emit, err)
+			return
+		}
 		var ev agentapi.CodeEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+		if err := json.Unmarshal(line, &ev); err != nil {
 			emit(streamError("the code stream sent a line that is not an event: %v", err))
 			return
 		}
+		line = nil
 		for _, out := range translateEvent(ev, time.Now()) {
 			emit(out)
 		}
+		h.release() // the line is written: its copies are garbage now
 		if ev.Type == "end" {
 			return
 		}
 	}
-	err = sc.Err()
-	if err == nil {
-		err = errors.New("the code stream ended without its end event")
-	}
+}
+
+// endExecute ends an /execute stream that broke off with err, in the API's
+// words when the sandbox was destroyed meanwhile.
+func (s *Server) endExecute(r *http.Request, t target, emit func(any), err error) {
 	if r.Context().Err() == nil {
 		if serr := s.whyStopped(r.Context(), t); serr != nil {
 			err = serr // the sandbox was destroyed meanwhile: the API's words
