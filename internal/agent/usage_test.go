@@ -25,21 +25,27 @@ func TestDescendantsCPUSeconds(t *testing.T) {
 }
 
 // TestUsageCountsABusyChild: a busy child is counted while it runs and
-// after it was reaped.
+// after it was reaped. The child spends a fixed amount of CPU time (not of
+// wall time: on a loaded host a child busy for 2 s of wall time got 0.6 s of
+// CPU and the test failed), and "during" is read once it has spent some.
 func TestUsageCountsABusyChild(t *testing.T) {
 	before := ownCPUSeconds() + descendantsCPUSeconds(scanProcs(), os.Getpid())
-	cmd := exec.Command("sh", "-c", "end=$(($(date +%s)+2)); while [ $(date +%s) -lt $end ]; do :; done")
+	cmd := exec.Command("python3", "-c", "import time\nwhile time.process_time() < 1.0: pass")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	during := ownCPUSeconds() + descendantsCPUSeconds(scanProcs(), os.Getpid())
+	during := before
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if during = ownCPUSeconds() + descendantsCPUSeconds(scanProcs(), os.Getpid()); during-before >= 0.4 {
+			break
+		}
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	after := ownCPUSeconds() + descendantsCPUSeconds(scanProcs(), os.Getpid())
 	t.Logf("before %.2f s, during %.2f s, after %.2f s", before, during, after)
-	if during-before < 0.3 || after-before < 0.6 || after < during {
-		t.Fatalf("before %.2f, during %.2f, after %.2f: want the busy child counted while it runs and after", before, during, after)
+	if during-before < 0.4 || after-before < 0.95 || after < during {
+		t.Fatalf("before %.2f, during %.2f, after %.2f: want the busy child's 1 s counted while it runs and after", before, during, after)
 	}
 }
