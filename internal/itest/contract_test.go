@@ -123,6 +123,8 @@ type apiCall struct {
 	// key overrides the API key; noAuth sends none.
 	key    string
 	noAuth bool
+	// header adds request headers (a download's Range).
+	header map[string]string
 	// invalid says the request breaks the document on purpose: the
 	// validator must refuse it too.
 	invalid bool
@@ -157,6 +159,9 @@ func (c *contract) do(cl apiCall) []byte {
 	}
 	if cl.accept != "" {
 		req.Header.Set("Accept", cl.accept)
+	}
+	for k, v := range cl.header {
+		req.Header.Set(k, v)
 	}
 	switch {
 	case cl.noAuth:
@@ -505,6 +510,11 @@ func TestContract(t *testing.T) {
 		t.Errorf("read: %q", got)
 	}
 	c.do(apiCall{method: "GET", path: sbx + "/files?path=c/empty", want: 200})
+	if got := c.do(apiCall{method: "GET", path: sbx + "/files?path=c/hello.txt", header: map[string]string{"Range": "bytes=1-3"}, want: 206}); string(got) != "ell" {
+		t.Errorf("ranged read: %q", got)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=c/hello.txt", header: map[string]string{"Range": "bytes=6-"}, want: 416})
+	c.do(apiCall{method: "GET", path: sbx + "/files?path=c/hello.txt", header: map[string]string{"Range": "bytes=x"}, want: 200})
 	c.do(apiCall{method: "GET", path: sbx + "/files?path=c/missing", want: 404})
 	c.do(apiCall{method: "GET", path: sbx + "/files?path=c", want: 400})
 	c.do(apiCall{method: "GET", path: sbx + "/files", invalid: true, want: 400})
@@ -527,6 +537,15 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&depth=3", want: 200})
 	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=/dev/null", want: 400})
 	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&depth=0", invalid: true, want: 400})
+	var fl agentapi.FileList
+	mustDecode(t, c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&limit=1", want: 200}), &fl)
+	if len(fl.Entries) != 1 || !fl.Truncated || fl.Next == "" || fl.Total == nil {
+		t.Errorf("a page of 1: %+v", fl)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&limit=1&cursor=" + fl.Next, want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&limit=0", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&cursor=%21", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c&cursor=" + agentapi.ListCursor("/etc/passwd"), want: 400})
 	c.do(apiCall{method: "GET", path: sbx + "/files/list?path=c/missing", want: 404})
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/hello.txt", To: "c/moved/hello.txt"}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/hello.txt", To: "c/x"}, want: 404})

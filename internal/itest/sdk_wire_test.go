@@ -84,6 +84,8 @@ func TestSDKConstantsAndCodesMatchServer(t *testing.T) {
 		{"MaxMaxOutputBytes", withruntime.MaxMaxOutputBytes, agentapi.MaxMaxOutputBytes},
 		{"TimeoutExitCode", withruntime.TimeoutExitCode, agentapi.TimeoutExitCode},
 		{"DefaultCodeTimeoutSeconds", withruntime.DefaultCodeTimeoutSeconds, agentapi.DefaultCodeTimeoutSeconds},
+		{"DefaultListLimit", withruntime.DefaultListLimit, agentapi.ListDefaultLimit},
+		{"MaxListLimit", withruntime.MaxListLimit, agentapi.ListMaxLimit},
 	} {
 		if c.sdk != c.want {
 			t.Errorf("%s: SDK %v, server %v", c.name, c.sdk, c.want)
@@ -92,11 +94,12 @@ func TestSDKConstantsAndCodesMatchServer(t *testing.T) {
 	sentinels := []error{withruntime.ErrBadRequest, withruntime.ErrUnauthorized, withruntime.ErrForbidden,
 		withruntime.ErrNotFound, withruntime.ErrTimeout, withruntime.ErrConflict, withruntime.ErrLeaseEnded,
 		withruntime.ErrSandboxStopped, withruntime.ErrTooLarge, withruntime.ErrRateLimited, withruntime.ErrInternal,
-		withruntime.ErrUnavailable, withruntime.ErrNoSpace, withruntime.ErrPaused, withruntime.ErrNotImplemented}
+		withruntime.ErrUnavailable, withruntime.ErrNoSpace, withruntime.ErrPaused, withruntime.ErrNotImplemented,
+		withruntime.ErrRangeNotSatisfiable}
 	for _, code := range []string{agentapi.CodeBadRequest, agentapi.CodeUnauthorized, agentapi.CodeForbidden,
 		agentapi.CodeNotFound, agentapi.CodeTimeout, agentapi.CodeConflict, agentapi.CodeLeaseEnded,
 		agentapi.CodeTooLarge, agentapi.CodeNoSpace, agentapi.CodeRateLimited, agentapi.CodeUnavailable,
-		agentapi.CodeInternal, agentapi.CodeNotImplemented, "sandbox_stopped", "sandbox_paused"} {
+		agentapi.CodeInternal, agentapi.CodeNotImplemented, "sandbox_stopped", "sandbox_paused", agentapi.CodeRangeNotSatisfiable} {
 		matches := 0
 		for _, s := range sentinels {
 			if errors.Is(&withruntime.APIError{Code: code}, s) {
