@@ -31,6 +31,7 @@ import (
 	"net/http"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/httpwait"
 	"withruntime.dev/runtime/internal/sandbox"
 )
 
@@ -117,11 +118,17 @@ func (s *Server) firstRoundTrip(r *http.Request, id string, first *agentapi.Exec
 	if err != nil {
 		return nil, err
 	}
+	tr = s.boundAgent(tr, id) // see agentwait.go
 	body, err := json.Marshal(first)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://agent/exec", bytes.NewReader(body))
+	bounds := httpwait.Bounds{Headers: agentQuickWait, Idle: agentIdle}
+	if !stream {
+		bounds.Headers = execWait(first.TimeoutSeconds)
+	}
+	ctx := httpwait.WithBounds(r.Context(), bounds)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/exec", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/errs"
+	"withruntime.dev/runtime/internal/httpwait"
 	"withruntime.dev/runtime/internal/metrics"
 )
 
@@ -79,6 +80,11 @@ func (s *Server) forwarder(ar agentRoute) func(http.ResponseWriter, *http.Reques
 		if err := ar.check(r); err != nil {
 			return err
 		}
+		var body []byte
+		if hb, ok := r.Body.(*heldBody); ok {
+			body = hb.data
+		}
+		r = r.WithContext(httpwait.WithBounds(r.Context(), agentBounds(ar, r, body)))
 		if hb, ok := r.Body.(*heldBody); ok {
 			defer hb.Close() // gives its bytes back, also when nothing was forwarded
 		}
@@ -157,6 +163,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rest string) er
 	if err != nil {
 		return err
 	}
+	tr = s.boundAgent(tr, id) // see agentwait.go
 	// A request body that fails to read (over the cap, malformed chunking,
 	// a client gone) ends the round trip at once: the agent drops the
 	// partial upload, and the failure is the client's, not the sandbox's.
@@ -297,6 +304,9 @@ func (e *bodyError) Unwrap() error { return e.err }
 // the cap, a broken request body, a sandbox that stopped meanwhile, or a
 // sandbox that died.
 func (s *Server) forwardError(ctx context.Context, id string, err error) error {
+	if terr := agentTimeoutError(id, err); terr != nil {
+		return terr
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errs.New(errs.TooLarge, "upload is over the %d-byte cap per file; nothing was written", mbe.Limit)

@@ -14,16 +14,28 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/httpwait"
 )
 
-// Client talks to one Runtime server.
+// Client talks to one Runtime server. Its waits are bounded (wait.go).
 type Client struct {
 	BaseURL string
 	APIKey  string
 	HTTP    *http.Client
+	// ResponseTimeout bounds the wait for each answer's headers, beyond
+	// what the call runs on the server first (0: WITHRUNTIME_RESPONSE_TIMEOUT
+	// seconds, else DefaultResponseTimeout; negative: no bound).
+	ResponseTimeout time.Duration
+	// IdleTimeout bounds each read of a stream or download: no byte for
+	// that long fails it (0: WITHRUNTIME_IDLE_TIMEOUT seconds, else
+	// DefaultIdleTimeout; negative: no bound).
+	IdleTimeout time.Duration
+
+	waitState
 }
 
 // APIError is an error answer from the server.
@@ -95,7 +107,11 @@ func (c *Client) sendAs(ctx context.Context, method, path string, body io.Reader
 
 // roundTrip is send without the key check: with the key when there is one.
 func (c *Client) roundTrip(ctx context.Context, method, path string, body io.Reader, contentType, accept string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	b, err := c.bounds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(httpwait.WithBounds(ctx, b), method, strings.TrimRight(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +122,12 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body io.Rea
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
+		var te *httpwait.TimeoutError
+		if errors.As(err, &te) {
+			return nil, te // it names the server and the seconds waited
+		}
 		return nil, fmt.Errorf("cannot reach the Runtime server at %s: %w", c.BaseURL, err)
 	}
 	if resp.StatusCode >= 400 {
@@ -129,7 +145,7 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body io.Rea
 // CreateSandbox creates a sandbox.
 func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	var sb api.Sandbox
-	return sb, c.do(ctx, http.MethodPost, "/v1/sandboxes", req, &sb)
+	return sb, c.do(waitFor(ctx, bootWait), http.MethodPost, "/v1/sandboxes", req, &sb)
 }
 
 // ListSandboxes lists sandboxes, optionally by state.
@@ -168,7 +184,7 @@ func (c *Client) CreateAndExecStream(ctx context.Context, req api.CreateSandboxR
 	if err := enc.Encode(req); err != nil {
 		return api.Sandbox{}, agentapi.ExecResult{}, err
 	}
-	resp, err := c.send(ctx, http.MethodPost, "/v1/sandboxes", &buf, agentapi.ContentTypeNDJSON)
+	resp, err := c.send(waitFor(ctx, bootWait), http.MethodPost, "/v1/sandboxes", &buf, agentapi.ContentTypeNDJSON)
 	if err != nil {
 		return api.Sandbox{}, agentapi.ExecResult{}, err
 	}
@@ -176,7 +192,10 @@ func (c *Client) CreateAndExecStream(ctx context.Context, req api.CreateSandboxR
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	if !sc.Scan() {
-		return api.Sandbox{}, agentapi.ExecResult{}, fmt.Errorf("create stream ended before the sandbox event: %v", sc.Err())
+		if httpwait.IsTimeout(sc.Err()) {
+			return api.Sandbox{}, agentapi.ExecResult{}, sc.Err()
+		}
+		return api.Sandbox{}, agentapi.ExecResult{}, fmt.Errorf("create stream ended before the sandbox event: %w", sc.Err())
 	}
 	var first api.SandboxEvent
 	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Type != "sandbox" || first.Sandbox.ID == "" {
@@ -207,7 +226,10 @@ func (c *Client) ExecStream(ctx context.Context, id string, req agentapi.ExecReq
 	return execEvents(sc, onOutput)
 }
 
-// execEvents reads an exec's NDJSON events up to its exit (see ExecStream).
+// execEvents reads an exec's NDJSON events up to its exit (see ExecStream);
+// a stream silent past the idle bound is its *httpwait.TimeoutError (the
+// server is gone, not the sandbox). Heartbeats, and any type it does not
+// know, are skipped.
 func execEvents(sc *bufio.Scanner, onOutput func(stream string, data []byte)) (agentapi.ExecResult, error) {
 	for sc.Scan() {
 		var ev agentapi.Event
@@ -233,6 +255,9 @@ func execEvents(sc *bufio.Scanner, onOutput func(stream string, data []byte)) (a
 				return agentapi.ExecResult{}, &APIError{Status: 500, Code: ev.Error.Code, Message: ev.Error.Message}
 			}
 		}
+	}
+	if httpwait.IsTimeout(sc.Err()) {
+		return agentapi.ExecResult{}, sc.Err()
 	}
 	return agentapi.ExecResult{}, &StreamError{Err: sc.Err()}
 }

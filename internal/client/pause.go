@@ -12,7 +12,7 @@ import (
 // returns its record (state "paused").
 func (c *Client) PauseSandbox(ctx context.Context, id string) (api.Sandbox, error) {
 	var sb api.Sandbox
-	return sb, c.do(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/pause", nil, &sb)
+	return sb, c.do(waitFor(ctx, checkpointWait), http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/pause", nil, &sb)
 }
 
 // ResumeSandbox boots a paused sandbox where it was (POST .../resume), with
@@ -20,5 +20,5 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) (api.Sandbox, erro
 // its record.
 func (c *Client) ResumeSandbox(ctx context.Context, id string, timeoutSeconds int64) (api.Sandbox, error) {
 	var sb api.Sandbox
-	return sb, c.do(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/resume", api.ResumeRequest{TimeoutSeconds: timeoutSeconds}, &sb)
+	return sb, c.do(waitFor(ctx, checkpointWait), http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/resume", api.ResumeRequest{TimeoutSeconds: timeoutSeconds}, &sb)
 }

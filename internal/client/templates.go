@@ -13,6 +13,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/httpwait"
 )
 
 // CreateTemplate makes a template from a registry image, calling onStep
@@ -22,7 +23,7 @@ func (c *Client) CreateTemplate(ctx context.Context, req api.CreateTemplateReque
 	if err != nil {
 		return api.Template{}, err
 	}
-	resp, err := c.send(ctx, http.MethodPost, "/v1/templates", bytes.NewReader(b), agentapi.ContentTypeNDJSON)
+	resp, err := c.send(waitFor(ctx, buildWait), http.MethodPost, "/v1/templates", bytes.NewReader(b), agentapi.ContentTypeNDJSON)
 	if err != nil {
 		return api.Template{}, err
 	}
@@ -36,7 +37,7 @@ func (c *Client) UploadTemplate(ctx context.Context, name, label string, body io
 	if label != "" {
 		q.Set("image", label)
 	}
-	resp, err := c.sendAs(ctx, http.MethodPost, "/v1/templates?"+q.Encode(), body, api.ContentTypeTar, agentapi.ContentTypeNDJSON)
+	resp, err := c.sendAs(waitFor(ctx, buildWait), http.MethodPost, "/v1/templates?"+q.Encode(), body, api.ContentTypeTar, agentapi.ContentTypeNDJSON)
 	if err != nil {
 		return api.Template{}, err
 	}
@@ -52,7 +53,7 @@ func (c *Client) BuildTemplate(ctx context.Context, name, dockerfile string, que
 	for k, v := range query {
 		q[k] = v
 	}
-	resp, err := c.sendAs(ctx, http.MethodPost, "/v1/templates?"+q.Encode(), body, api.ContentTypeTar, agentapi.ContentTypeNDJSON)
+	resp, err := c.sendAs(waitFor(ctx, buildWait), http.MethodPost, "/v1/templates?"+q.Encode(), body, api.ContentTypeTar, agentapi.ContentTypeNDJSON)
 	if err != nil {
 		return api.Template{}, err
 	}
@@ -85,6 +86,9 @@ func templateStream(resp *http.Response, onStep func(api.TemplateEvent)) (api.Te
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if httpwait.IsTimeout(err) {
+			return api.Template{}, err
+		}
 		return api.Template{}, fmt.Errorf("template build stream broke: %w", err)
 	}
 	return api.Template{}, errors.New("template build stream ended without a result (the server may have stopped)")
