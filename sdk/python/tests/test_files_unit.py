@@ -51,3 +51,18 @@ def test_pages() -> None:
         check_page("d", page, "L3cvYQ")  # the same cursor again
     with pytest.raises(WithRuntimeError):
         check_page("d", FileListPage([], True, "x", None), None)  # truncated yet empty
+
+
+def test_list_tool_shows_500_and_the_total() -> None:
+    from withruntime import FileInfo
+    from withruntime.tools._run import list_result
+
+    entries = [FileInfo(f"f{i:05d}", f"/w/f{i:05d}", "file", 0, "0644", None, 1000, 1000) for i in range(500)]
+    res = list_result("/w", FileListPage(entries, True, "x", 60000))
+    lines = res["text"].split("\n")
+    assert lines[0] == "/w: 60000 entries; the first 500 (by name) are shown"
+    assert len(lines) == 502 and lines[1].endswith("  f00000") and lines[500].endswith("  f00499")
+    assert lines[501] == "[... 59500 more entries not shown; use runtime_exec with ls or find to see them ...]"
+    assert res["data"]["total"] == 60000 and res["data"]["truncated"] is True and len(res["data"]["entries"]) == 500
+    small = list_result("/w", FileListPage(entries[:2], False, "", 2))
+    assert small["text"].split("\n")[0] == "/w: 2 entries" and small["data"]["truncated"] is False

@@ -32,7 +32,7 @@ EXEC_KEYS = [
 ]
 READ_KEYS = ["path", "size", "encoding", "content", "cutBytes"]
 WRITE_KEYS = ["path", "bytes"]
-LIST_KEYS = ["path", "entries", "truncated"]
+LIST_KEYS = ["path", "entries", "total", "truncated"]
 FILE_INFO_KEYS = ["name", "path", "type", "size", "mode", "modTime", "uid", "gid"]
 
 

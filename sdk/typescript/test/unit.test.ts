@@ -372,3 +372,18 @@ test("files.open asks for a Range; a whole-file answer is cut to it; the end is 
   await assert.rejects(text("f", 11), RangeNotSatisfiableError);
   await assert.rejects(text("f", -1), RangeError);
 });
+
+test("runtime_list_files shows the first 500 entries and says how many there are", async () => {
+  const client = new Client({ baseURL: "http://runtime.invalid", apiKey: "wr_x", fetch: fakeFiles(60_000, []) });
+  const sbx = await Sandbox.connect("sb1", { client });
+  const ls = sandboxTools(sbx).find((t) => t.name === "runtime_list_files")!;
+  const res = await ls.execute({ path: "/w" });
+  const lines = res.text.split("\n");
+  assert.equal(res.isError, false);
+  assert.equal(lines[0], "/w: 60000 entries; the first 500 (by name) are shown");
+  assert.equal(lines.length, 502);
+  assert.ok(lines[1]!.endsWith("  f0") && lines[500]!.endsWith("  f499"));
+  assert.equal(lines[501], "[... 59500 more entries not shown; use runtime_exec with ls or find to see them ...]");
+  const data = res.data as { entries: unknown[]; total: number; truncated: boolean };
+  assert.deepEqual([data.entries.length, data.total, data.truncated], [500, 60000, true]);
+});
