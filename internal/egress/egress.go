@@ -20,6 +20,14 @@
 // Each sandbox has its own listeners, bound to its gateway address on
 // ephemeral ports, so a connection's sandbox is known by where it arrived
 // and nothing listens on the host's other addresses.
+//
+// Tenants share what the listeners cost the server (docs/ARCHITECTURE.md,
+// resource model): the proxies' connections are capped in total, per API
+// key and per sandbox (Config.MaxProxyConns, ProxyConnsPerKey,
+// ProxyConnsPerSandbox; a connection past a share is reset at once), a
+// connection that sends no request head within 5 s is reset, and each
+// sandbox's DNS queries are limited to Config.DNSRate per second (past it
+// dropped, in the kernel for UDP).
 package egress
 
 import (
@@ -34,6 +42,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
@@ -100,11 +109,61 @@ type Config struct {
 	// spliced bytes (see proxy.Proxy.Observe), for metrics.
 	Observe func(allowed bool, out, in int64)
 	// MaxProxyConns caps the connections every sandbox's egress proxy
-	// serves at once, all together (each proxy also caps its own at 1024);
-	// past it new connections are reset. Each is a file descriptor of this
-	// process, two once dialed upstream. Default: an eighth of the
-	// process's RLIMIT_NOFILE, at least 1024.
+	// serves at once, all together; past it new connections are reset.
+	// Each is a file descriptor of this process, two once dialed upstream.
+	// Default: an eighth of the process's RLIMIT_NOFILE, at least 1024.
 	MaxProxyConns int
+	// ProxyConnsPerKey caps the connections that the sandboxes of one API
+	// key (Tenant) hold at once, all together: its share of MaxProxyConns,
+	// so that one key cannot take the pool. Default: a quarter of
+	// MaxProxyConns, at most 1,024 (see DefaultShares); -1: no per-key cap.
+	ProxyConnsPerKey int
+	// ProxyConnsPerSandbox caps one sandbox's connections at once. Default:
+	// 256, at most ProxyConnsPerKey.
+	ProxyConnsPerSandbox int
+	// Tenant, when set, returns the API key a sandbox belongs to ("" for
+	// none yet: a warm-pool sandbox). It is asked at Attach and Update
+	// (a claim of a pooled sandbox updates its policy), never per
+	// connection.
+	Tenant func(sandboxID string) string
+	// Limited, when set, hears each connection or DNS query refused for a
+	// full share or rate: LimitSandbox, LimitKey or LimitServer (proxy
+	// connections, reset at once) or LimitDNS (a query past the sandbox's
+	// rate, not answered), for metrics. Each is also logged, at most once
+	// per sandbox and limit every LimitLogEvery.
+	Limited func(limit string)
+	// DNSRate is each sandbox's rate of DNS queries answered, in queries
+	// per second (default DefaultDNSRate); DNSBurst the bucket's size
+	// (default DefaultDNSBurst). Queries past it are dropped unanswered,
+	// in the kernel for UDP (an nftables limit in the sandbox's chain)
+	// and in the server for TCP.
+	DNSRate, DNSBurst int
+}
+
+// LimitDNS names a DNS query dropped past the sandbox's rate (Config.Limited).
+const LimitDNS = "dns"
+
+// DefaultDNSRate and DefaultDNSBurst are Config.DNSRate's and
+// Config.DNSBurst's defaults, in queries per second and queries: far above
+// what resolvers do (pip or npm installing hundreds of packages resolve a
+// few names, each cached for the answer's 30 s TTL) and low enough that a
+// flood costs the server a few percent of a core (docs/ARCHITECTURE.md,
+// resource model).
+const (
+	DefaultDNSRate  = 100
+	DefaultDNSBurst = 200
+)
+
+// LimitLogEvery is how often, at most, a refusal for one sandbox and limit
+// is logged (with the count refused since the last line).
+const LimitLogEvery = 10 * time.Second
+
+// DefaultShares returns the default per-key and per-sandbox connection
+// shares for a server total of total connections: a quarter of total for a
+// key (at most 1,024), and 256 for a sandbox (at most the key's).
+func DefaultShares(total int) (perKey, perSandbox int) {
+	perKey = max(1, min(1024, total/4))
+	return perKey, min(256, perKey)
 }
 
 // dnsTCPConns caps a sandbox's DNS-over-TCP connections served at once.
@@ -167,6 +226,10 @@ type sandbox struct {
 	proxyL  net.Listener
 	proxy   *proxy.Proxy
 	served  chan struct{}
+	// tenant is the key the sandbox's connections count for (Config.Tenant).
+	tenant atomic.Pointer[string]
+	// limited counts refusals per limit for the rate-limited log.
+	limited limitLog
 }
 
 // New checks the configuration and creates (or repairs) the nftables table.
@@ -184,6 +247,22 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.MaxProxyConns <= 0 {
 		cfg.MaxProxyConns = defaultMaxProxyConns()
+	}
+	perKey, perSandbox := DefaultShares(cfg.MaxProxyConns)
+	if cfg.ProxyConnsPerKey == 0 {
+		cfg.ProxyConnsPerKey = perKey
+	}
+	if cfg.ProxyConnsPerSandbox <= 0 {
+		cfg.ProxyConnsPerSandbox = perSandbox
+		if cfg.ProxyConnsPerKey > 0 {
+			cfg.ProxyConnsPerSandbox = min(perSandbox, cfg.ProxyConnsPerKey)
+		}
+	}
+	if cfg.DNSRate <= 0 {
+		cfg.DNSRate = DefaultDNSRate
+	}
+	if cfg.DNSBurst <= 0 {
+		cfg.DNSBurst = max(DefaultDNSBurst, cfg.DNSRate)
 	}
 	if !validName(cfg.Name) {
 		return nil, fmt.Errorf("egress: name %q: want 1 to 64 letters, digits, '_' or '-'", cfg.Name)
@@ -217,7 +296,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, nc: nc, fw: fw, log: log,
-		slots:     proxy.NewSlots(cfg.MaxProxyConns),
+		slots:     proxy.NewShares(cfg.MaxProxyConns, cfg.ProxyConnsPerKey),
 		guard:     policy.NewGuard(cfg.Exempt...),
 		sandboxes: map[string]*sandbox{},
 	}, nil
@@ -268,10 +347,12 @@ func (m *Manager) Attach(ctx context.Context, id string, p Policy) (*Attachment,
 	if err := netns.ValidID(id); err != nil {
 		return nil, errs.New(errs.Invalid, "%v", err)
 	}
+	tenant := m.tenantOf(id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if sb, ok := m.sandboxes[id]; ok {
 		sb.matcher.Store(matcher)
+		sb.tenant.Store(&tenant)
 		return m.attachment(sb), nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -283,6 +364,7 @@ func (m *Manager) Attach(ctx context.Context, id string, p Policy) (*Attachment,
 	}
 	sb := &sandbox{id: id, link: link, served: make(chan struct{})}
 	sb.matcher.Store(matcher)
+	sb.tenant.Store(&tenant)
 	if err := m.serve(sb); err != nil {
 		m.stop(sb)
 		_ = m.nc.Delete(id)
@@ -311,6 +393,8 @@ func (m *Manager) serve(sb *sandbox) error {
 		Resolver: m.cfg.Resolver,
 		Guard:    m.guard,
 		Log:      log,
+		Limit:    dnsserver.NewBucket(m.cfg.DNSRate, m.cfg.DNSBurst),
+		Limited:  func() { m.limited(sb, LimitDNS) },
 	}
 	if up := m.cfg.Upstream; up != nil {
 		// Names reached through the upstream proxy over HTTPS (the
@@ -343,6 +427,9 @@ func (m *Manager) serve(sb *sandbox) error {
 		Upstream:      m.cfg.Upstream,
 		Observe:       m.cfg.Observe,
 		Shared:        m.slots,
+		MaxConns:      m.cfg.ProxyConnsPerSandbox,
+		Tenant:        func() string { return *sb.tenant.Load() },
+		Limited:       func(limit string) { m.limited(sb, limit) },
 	}
 	go func() {
 		defer close(sb.served)
@@ -356,6 +443,7 @@ func (m *Manager) serve(sb *sandbox) error {
 		DNSUDPPort: uint16(pc.LocalAddr().(*net.UDPAddr).Port),
 		DNSTCPPort: uint16(dnsTCP.Addr().(*net.TCPAddr).Port),
 		ProxyPort:  uint16(sb.proxyL.Addr().(*net.TCPAddr).Port),
+		DNSRate:    uint64(m.cfg.DNSRate), DNSBurst: uint32(m.cfg.DNSBurst),
 	})
 }
 
@@ -392,6 +480,7 @@ func (m *Manager) Update(ctx context.Context, id string, p Policy) error {
 	if err != nil {
 		return err
 	}
+	tenant := m.tenantOf(id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb, ok := m.sandboxes[id]
@@ -399,6 +488,7 @@ func (m *Manager) Update(ctx context.Context, id string, p Policy) error {
 		return fmt.Errorf("egress update %s: %w", id, ErrNotAttached)
 	}
 	sb.matcher.Store(matcher)
+	sb.tenant.Store(&tenant)
 	return nil
 }
 

@@ -469,7 +469,7 @@ socketserver.UnixStreamServer("/run/withruntime/agent.sock", H).serve_forever()
 
 // TestHostileProxyFlood: every connection a sandbox opens to its egress
 // proxy is a file descriptor of the server, held while the proxy waits for
-// the request (10 s), and a sandbox holds about 1,200 that way. A tenant's
+// the request (5 s), and a sandbox holds about 1,200 that way. A tenant's
 // few sandboxes must not take them all (its destroys would then fail):
 // the proxies of all sandboxes share a cap, past which new connections are
 // reset, and the slots come back when the connections end.

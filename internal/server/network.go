@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"golang.org/x/net/http/httpproxy"
 
@@ -18,6 +22,7 @@ import (
 	"withruntime.dev/runtime/internal/egress/proxy"
 	"withruntime.dev/runtime/internal/egress/secrets"
 	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/store"
 )
 
 // EgressConfig configures sandbox networks (package egress). Zero values
@@ -58,6 +63,15 @@ type EgressConfig struct {
 	// MaxProxyConns caps the connections all sandboxes' egress proxies
 	// serve at once (default: see egress.Config.MaxProxyConns).
 	MaxProxyConns int
+	// ProxyConnsPerKey and ProxyConnsPerSandbox are one key's and one
+	// sandbox's shares of MaxProxyConns, in connections at once (defaults:
+	// egress.DefaultShares, 1,024 and 256 on a server of 4,096 or more; -1
+	// per key: no per-key share).
+	ProxyConnsPerKey, ProxyConnsPerSandbox int
+	// DNSRate is each sandbox's rate of DNS queries in queries per second
+	// (default egress.DefaultDNSRate, 100, with a burst of twice the rate,
+	// at least egress.DefaultDNSBurst).
+	DNSRate int
 	// PodProxyListen, for a driver that enforces policies itself and knows
 	// its sandboxes by address (Kubernetes), is where this server serves
 	// their egress proxy (package podproxy), e.g. ":3128": host names,
@@ -167,7 +181,10 @@ func openPodProxy(cfg Config, mgr *sandbox.Manager) (egressCloser, error) {
 // openEgress loads (or creates) the Runtime CA in DataDir/egress, starts the
 // egress manager and gives it to the sandbox manager.
 // observe hears each proxied connection (metrics; may be nil).
-func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out, in int64)) (egressCloser, error) {
+// tenant returns the key a sandbox belongs to, for its share of the
+// proxies' connections; limited hears each connection or query refused
+// for a share or rate (both may be nil).
+func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out, in int64), tenant func(string) string, limited func(string)) (egressCloser, error) {
 	if cfg.Egress.Disabled {
 		if cfg.Egress.PodProxyListen != "" && cfg.Driver != nil {
 			return openPodProxy(cfg, mgr)
@@ -193,6 +210,8 @@ func openEgress(cfg Config, mgr *sandbox.Manager, observe func(allowed bool, out
 		Name: e.Name, LinkPrefix: e.LinkPrefix, Pool: e.Pool, Exempt: e.Exempt,
 		Resolver: e.Resolver, UpstreamRoots: e.UpstreamRoots, CA: ca, Log: cfg.Log,
 		Upstream: upstream, Observe: observe, MaxProxyConns: e.MaxProxyConns,
+		ProxyConnsPerKey: e.ProxyConnsPerKey, ProxyConnsPerSandbox: e.ProxyConnsPerSandbox,
+		Tenant: tenant, Limited: limited, DNSRate: e.DNSRate, DNSBurst: 2 * e.DNSRate,
 	})
 	if err != nil {
 		return egressCloser{}, fmt.Errorf("sandbox networks: %w (the server needs nftables and network namespaces; Egress.Disabled runs sandboxes without any network)", err)
@@ -222,4 +241,38 @@ func upstreamFromEnv() (func(scheme, host string) *url.URL, error) {
 		}
 		return u
 	}, nil
+}
+
+// egressLimits counts egress connections and DNS queries refused for a
+// share or rate, in withruntime_egress_limited_total{limit} on reg, and
+// returns the function that counts one.
+func egressLimits(reg prometheus.Registerer) func(limit string) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "withruntime_egress_limited_total",
+		Help: "Egress connections reset at once for a full share (limit: sandbox, key, server) and DNS queries dropped past a sandbox's rate (limit: dns).",
+	}, []string{"limit"})
+	reg.MustRegister(c)
+	known := map[string]bool{}
+	for _, l := range []string{proxy.LimitSandbox, proxy.LimitKey, proxy.LimitServer, egress.LimitDNS} {
+		c.WithLabelValues(l)
+		known[l] = true
+	}
+	return func(limit string) {
+		if known[limit] {
+			c.WithLabelValues(limit).Inc()
+		}
+	}
+}
+
+// sandboxKey returns the key of sandbox id in st ("" when it has no record).
+func sandboxKey(st *store.Store) func(id string) string {
+	return func(id string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sb, err := st.GetSandbox(ctx, id)
+		if err != nil {
+			return ""
+		}
+		return sb.KeyID
+	}
 }

@@ -226,7 +226,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	met := metrics.New(src, cfg.Log)
 	mgr.SetObserver(met)
-	eg, err := openEgress(cfg, mgr, met.Egress)
+	eg, err := openEgress(cfg, mgr, met.Egress, sandboxKey(st), egressLimits(met.Registry()))
 	if err != nil {
 		st.Close()
 		return nil, err

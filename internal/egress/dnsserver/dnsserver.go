@@ -49,6 +49,14 @@ type Handler struct {
 	ViaUpstream func(name string) bool
 	// Gateway is the sandbox's gateway address (with ViaUpstream).
 	Gateway netip.Addr
+	// Limit, when set, is the sandbox's rate of queries: one past it is
+	// dropped unanswered (the client's resolver retries after its timeout,
+	// so a burst of lookups slows down instead of failing), and Limited
+	// hears it. For UDP the kernel drops most of them first (the nftables
+	// limit in the sandbox's chain); this covers DNS over TCP as well.
+	Limit *Bucket
+	// Limited, when set, hears each query dropped by Limit.
+	Limited func()
 }
 
 // ServeDNS implements dns.Handler.
@@ -58,6 +66,12 @@ type Handler struct {
 // are IPv4 only), so clients fall back to A at once. A name that is not
 // allowed gets NXDOMAIN whatever the type.
 func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	if h.Limit != nil && !h.Limit.Allow() {
+		if h.Limited != nil {
+			h.Limited()
+		}
+		return
+	}
 	resp := h.answer(req)
 	if opt := req.IsEdns0(); opt != nil {
 		resp.SetEdns0(max(opt.UDPSize(), dns.MinMsgSize), false)

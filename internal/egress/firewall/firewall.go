@@ -15,6 +15,7 @@
 //	    meta nfproto ipv4 tcp dport { 80, 443 } redirect to :<proxy>
 //	  }
 //	  chain filter_<veth> {
+//	    udp dport <dns udp> limit rate over <DNSRate>/second burst <DNSBurst> packets drop
 //	    ct state established,related accept
 //	    ip daddr <gateway> udp dport <dns udp> accept
 //	    ip daddr <gateway> tcp dport { <dns tcp>, <proxy> } accept
@@ -64,6 +65,12 @@ type Rules struct {
 	// DNSUDPPort, DNSTCPPort and ProxyPort are the sandbox's listeners on
 	// the gateway address.
 	DNSUDPPort, DNSTCPPort, ProxyPort uint16
+	// DNSRate, when set, caps the sandbox's DNS packets over UDP in the
+	// kernel, in packets per second with a burst of DNSBurst: the ones past
+	// it are dropped before the DNS server reads them, so a flood costs the
+	// server's process nothing beyond the rate.
+	DNSRate  uint64
+	DNSBurst uint32
 }
 
 // Firewall manages one nftables table. Its methods are safe for concurrent use.
@@ -206,6 +213,18 @@ func (f *Firewall) Add(r Rules) error {
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(dport)},
 			&expr.Verdict{Kind: expr.VerdictAccept},
+		}})
+	}
+	if r.DNSRate > 0 {
+		// Before the established rule: a resolver sending every query
+		// from one port is one conntrack flow.
+		c.AddRule(&nftables.Rule{Table: f.table, Chain: filterChain, Exprs: []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: port(r.DNSUDPPort)},
+			&expr.Limit{Type: expr.LimitTypePkts, Rate: r.DNSRate, Unit: expr.LimitTimeSecond, Burst: max(r.DNSBurst, 1), Over: true},
+			&expr.Verdict{Kind: expr.VerdictDrop},
 		}})
 	}
 	c.AddRule(&nftables.Rule{Table: f.table, Chain: filterChain, Exprs: []expr.Any{

@@ -39,11 +39,7 @@ func (p *Proxy) intercept(c net.Conn, req *request, targets []netip.Addr, port u
 		NextProtos:   []string{"http/1.1"},
 		MinVersion:   tls.VersionTLS12,
 	})
-	peek := p.PeekTimeout
-	if peek == 0 {
-		peek = 10 * time.Second
-	}
-	hctx, cancel := context.WithTimeout(context.Background(), peek)
+	hctx, cancel := context.WithTimeout(context.Background(), p.peekTimeout())
 	err = tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {

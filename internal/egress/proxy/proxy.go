@@ -48,7 +48,10 @@ type Proxy struct {
 	// OriginalDst returns where the client was connecting before the
 	// redirect. The default reads SO_ORIGINAL_DST from conntrack.
 	OriginalDst func(net.Conn) (netip.AddrPort, error)
-	// PeekTimeout bounds the wait for the request head (default 10 s).
+	// PeekTimeout bounds the wait for the request head, the TLS
+	// ClientHello or the HTTP request head, from the connection's accept
+	// (default DefaultPeekTimeout). A connection that sends none in time
+	// is reset: an idle connection holds a slot of its shares.
 	PeekTimeout time.Duration
 	// DialTimeout bounds resolving and connecting upstream (default 10 s).
 	DialTimeout time.Duration
@@ -62,13 +65,21 @@ type Proxy struct {
 	CA *secrets.CA
 	// UpstreamRoots verifies intercepted hosts (nil: the host's roots).
 	UpstreamRoots *x509.CertPool
-	// MaxConns caps the connections served at once (default 1024); past it
-	// new connections are reset.
+	// MaxConns caps the connections served at once: the sandbox's share
+	// (default 1024); past it new connections are reset.
 	MaxConns int
 	// Shared, when set, also caps the connections served at once by every
-	// proxy that shares it (every sandbox's); past it new connections are
-	// reset.
+	// proxy that shares it (every sandbox's), in total and per key (see
+	// NewShares); past it new connections are reset.
 	Shared *Slots
+	// Tenant, when set, returns the key whose share of Shared this
+	// sandbox's connections count in; read once per connection ("" or nil:
+	// the total only).
+	Tenant func() string
+	// Limited, when set, hears each connection reset at accept for a full
+	// share: LimitSandbox, LimitKey or LimitServer. It runs on the accept
+	// loop: keep it short.
+	Limited func(limit string)
 	// Log receives one line per connection (optional).
 	Log *slog.Logger
 	// Upstream, when set, returns the HTTP proxy to reach host through for
@@ -82,7 +93,7 @@ type Proxy struct {
 	Observe func(allowed bool, out, in int64)
 
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]string // the key each holds a slot of Shared for
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -108,8 +119,11 @@ func (p *Proxy) Serve(l net.Listener) error {
 			continue
 		}
 		wait = 0
-		if !p.track(c) {
+		if limit := p.track(c); limit != "" {
 			resetConn(c)
+			if p.Limited != nil && limit != errClosed {
+				p.Limited(limit)
+			}
 			continue
 		}
 		p.wg.Add(1)
@@ -135,32 +149,53 @@ func temporaryAcceptError(err error) bool {
 	return false
 }
 
-func (p *Proxy) track(c net.Conn) bool {
+// DefaultPeekTimeout is Proxy.PeekTimeout's default: clients send their
+// ClientHello or request line right after connecting, so a few seconds
+// cover a loaded sandbox and still free an idle connection's slot early.
+const DefaultPeekTimeout = 5 * time.Second
+
+// DefaultMaxConns is Proxy.MaxConns's default, one sandbox's share.
+const DefaultMaxConns = 1024
+
+// errClosed is track's answer once the proxy is closed (not a share).
+const errClosed = "closed"
+
+// track admits c, or returns the limit that is full.
+func (p *Proxy) track(c net.Conn) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	max := p.MaxConns
 	if max == 0 {
-		max = 1024
+		max = DefaultMaxConns
 	}
-	if p.closed || len(p.conns) >= max {
-		return false
+	if p.closed {
+		return errClosed
 	}
-	if p.Shared != nil && !p.Shared.acquire() {
-		return false
+	if len(p.conns) >= max {
+		return LimitSandbox
+	}
+	var key string
+	if p.Tenant != nil {
+		key = p.Tenant()
+	}
+	if p.Shared != nil {
+		if limit := p.Shared.acquire(key); limit != "" {
+			return limit
+		}
 	}
 	if p.conns == nil {
-		p.conns = map[net.Conn]struct{}{}
+		p.conns = map[net.Conn]string{}
 	}
-	p.conns[c] = struct{}{}
-	return true
+	p.conns[c] = key
+	return ""
 }
 
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
-	if _, ok := p.conns[c]; ok {
+	if key, ok := p.conns[c]; ok {
 		delete(p.conns, c)
 		if p.Shared != nil {
-			p.Shared.release()
+			p.Shared.release(key)
 		}
 	}
 	p.mu.Unlock()
@@ -199,11 +234,7 @@ func (p *Proxy) ServeConn(c net.Conn) {
 		}
 		dst = la.AddrPort()
 	}
-	peek := p.PeekTimeout
-	if peek == 0 {
-		peek = 10 * time.Second
-	}
-	_ = c.SetReadDeadline(time.Now().Add(peek))
+	_ = c.SetReadDeadline(start.Add(p.peekTimeout()))
 	req, err := readRequest(c)
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
@@ -283,6 +314,13 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	}
 	sent, received = splice(c, up)
 	sent += int64(len(req.head))
+}
+
+func (p *Proxy) peekTimeout() time.Duration {
+	if p.PeekTimeout > 0 {
+		return p.PeekTimeout
+	}
+	return DefaultPeekTimeout
 }
 
 func (p *Proxy) observe(allowed bool, out, in int64) {
