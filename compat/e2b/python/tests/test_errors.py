@@ -78,3 +78,15 @@ def test_killed_sandbox_is_not_running():
     with pytest.raises(SandboxNotRunningException):
         sb.commands.run("true")
     assert sb.is_running() is False
+
+
+def test_ranged_download(sandbox):
+    """GET /files honours a Range as envd does: 206 with Content-Range, 416
+    with bytes */SIZE past the end."""
+    sandbox.files.write("/tmp/r.bin", bytes(range(256)) * 4)
+    url = SANDBOX_URL + "/files?path=/tmp/r.bin"
+    headers = {"X-Access-Token": sandbox._envd_access_token, "E2b-Sandbox-Id": sandbox.sandbox_id, "E2b-Sandbox-Port": "49983"}
+    r = httpx.get(url, headers={**headers, "Range": "bytes=10-19"})
+    assert r.status_code == 206 and r.content == bytes(range(10, 20)) and r.headers["Content-Range"] == "bytes 10-19/1024"
+    r = httpx.get(url, headers={**headers, "Range": "bytes=1024-"})
+    assert r.status_code == 416 and r.headers["Content-Range"] == "bytes */1024"

@@ -47,6 +47,18 @@ def test_list_mkdir_exists_rename_remove(sandbox):
         sandbox.files.list(d)
 
 
+def test_list_a_big_directory(sandbox):
+    """A directory of more entries than one of Runtime's listing pages holds
+    (10000) is listed whole, in order, as envd lists it."""
+    d = f"/tmp/big-{uuid.uuid4().hex[:8]}"
+    made = sandbox.commands.run(
+        f"mkdir {d} && cd {d} && python3 -c \"[open('f%05d' % i, 'w').close() for i in range(12001)]\"", timeout=300
+    )
+    assert made.exit_code == 0
+    entries = sandbox.files.list(d)
+    assert [e.name for e in entries] == [f"f{i:05d}" for i in range(12001)]
+
+
 def test_watch_dir(sandbox):
     d = f"/tmp/w-{uuid.uuid4().hex[:8]}"
     sandbox.files.make_dir(d + "/deep")
