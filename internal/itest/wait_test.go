@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/server"
+	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
 // Every client bounds its waits (issue 24, F11): a server that accepted the
@@ -123,4 +125,32 @@ while True: held.append(s.accept())' </dev/null >/dev/null 2>&1 & sleep 0.5`)
 		t.Fatal("no exec reached the silent listener")
 	}
 	t.Logf("%d of %d execs reached the silent listener; answered after %s", stalled, n, time.Since(start).Round(time.Second))
+}
+
+// TestSDKQuietStream: the Go SDK with an idle bound of 5 s streams a
+// command silent for 12 s to its end (heartbeats, which it never yields),
+// and a collected exec longer than its response timeout gets its answer
+// (the bound adds the exec's own timeout).
+func TestSDKQuietStream(t *testing.T) {
+	e := newEnv(t)
+	c, err := withruntime.NewClient(withruntime.WithBaseURL(e.http.URL), withruntime.WithAPIKey(e.key),
+		withruntime.WithIdleTimeout(5*time.Second), withruntime.WithResponseTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sbx, err := c.Create(ctx, withruntime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Close()
+	var out strings.Builder
+	res, err := sbx.ExecTo(ctx, withruntime.ExecRequest{Command: "sleep 12; echo done"}, &out, nil)
+	if err != nil || res.ExitCode != 0 || out.String() != "done\n" {
+		t.Fatalf("quiet stream: %+v %v %q", res, err, out.String())
+	}
+	res, err = sbx.Exec(ctx, withruntime.ExecRequest{Command: "sleep 8; echo late", TimeoutSeconds: 30})
+	if err != nil || res.Stdout != "late\n" {
+		t.Fatalf("collected exec longer than the response timeout: %+v %v", res, err)
+	}
 }

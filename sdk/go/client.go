@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Environment variables and the config file that NewClient reads.
@@ -31,6 +32,8 @@ type Client struct {
 	baseURL string
 	apiKey  string
 	hc      *http.Client
+	// respTimeout and idleTimeout bound the waits (wait.go); 0: none.
+	respTimeout, idleTimeout time.Duration
 }
 
 // ClientOption configures NewClient.
@@ -45,8 +48,9 @@ func WithBaseURL(url string) ClientOption { return func(c *Client) { c.baseURL =
 func WithAPIKey(key string) ClientOption { return func(c *Client) { c.apiKey = key } }
 
 // WithHTTPClient sets the HTTP client (default: one without an overall
-// timeout, since exec streams and file transfers can be long; bound calls
-// with their context instead).
+// timeout, since exec streams and file transfers can be long; the SDK
+// bounds the waits on a silent server itself: WithResponseTimeout,
+// WithIdleTimeout; bound whole calls with their context).
 func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.hc = hc } }
 
 // NewClient returns a client for the server found, in this order, in the
@@ -57,7 +61,7 @@ func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.h
 // one: the SDK never starts a server itself. The local default is a server
 // started on the same host with `withruntime serve`.
 func NewClient(opts ...ClientOption) (*Client, error) {
-	c := &Client{}
+	c := &Client{respTimeout: DefaultResponseTimeout, idleTimeout: DefaultIdleTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -165,8 +169,15 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := c.hc.Do(req)
+	headers := c.respTimeout
+	if extra, ok := ctx.Value(waitKey{}).(time.Duration); ok && headers > 0 {
+		headers += extra
+	}
+	resp, err := boundedDo(c.hc, req, c.baseURL, headers, c.idleTimeout)
 	if err != nil {
+		if isTimeout(err) {
+			return nil, err // it names the server and the seconds waited
+		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("withruntime: %s %s: %w", method, path, ctx.Err())
 		}
@@ -261,6 +272,9 @@ func (c *Client) doJSONCapped(ctx context.Context, method, path string, in, out 
 		r = newCapReader(r, max)
 	}
 	if err := json.NewDecoder(r).Decode(out); err != nil {
+		if isTimeout(err) {
+			return err
+		}
 		return fmt.Errorf("withruntime: decoding the answer to %s %s: %w", method, path, err)
 	}
 	return nil

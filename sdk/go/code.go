@@ -245,7 +245,17 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts *RunCodeOptions
 	if streamed {
 		accept = contentTypeNDJSON
 	}
-	resp, err := s.c.request(ctx, "POST", s.path("/code"), bytes.NewReader(b), "application/json", accept)
+	timeout := o.TimeoutSeconds
+	if timeout <= 0 {
+		timeout = DefaultCodeTimeoutSeconds
+	}
+	// The answer's headers come once a kernel has started (and, collected,
+	// once the cell has run).
+	wait := kernelWait
+	if !streamed {
+		wait += seconds(timeout)
+	}
+	resp, err := s.c.request(waitFor(ctx, wait), "POST", s.path("/code"), bytes.NewReader(b), "application/json", accept)
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +318,9 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts *RunCodeOptions
 		return nil, fmt.Errorf("withruntime: code stream: %w", ctx.Err())
 	}
 	if err := sc.Err(); err != nil {
+		if isTimeout(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("withruntime: code stream broke: %w", err)
 	}
 	return nil, errors.New("withruntime: code stream ended without an end event (the sandbox may have been stopped)")
@@ -317,7 +330,7 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts *RunCodeOptions
 // returns it once it is ready.
 func (s *Sandbox) CreateContext(ctx context.Context, req CreateContextRequest) (CodeContext, error) {
 	var c CodeContext
-	err := s.c.doJSON(ctx, "POST", s.path("/contexts"), req, &c)
+	err := s.c.doJSON(waitFor(ctx, kernelWait), "POST", s.path("/contexts"), req, &c)
 	return c, err
 }
 
@@ -333,7 +346,7 @@ func (s *Sandbox) ListContexts(ctx context.Context) ([]CodeContext, error) {
 // RestartContext gives the context a new kernel (its variables are lost).
 func (s *Sandbox) RestartContext(ctx context.Context, id string) (CodeContext, error) {
 	var c CodeContext
-	err := s.c.doJSON(ctx, "POST", s.path("/contexts/"+url.PathEscape(id)+"/restart"), nil, &c)
+	err := s.c.doJSON(waitFor(ctx, kernelWait), "POST", s.path("/contexts/"+url.PathEscape(id)+"/restart"), nil, &c)
 	return c, err
 }
 

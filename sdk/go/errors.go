@@ -21,7 +21,10 @@ var (
 	ErrForbidden = errors.New("withruntime: forbidden")
 	// ErrNotFound (404 not_found): no such sandbox, file or directory.
 	ErrNotFound = errors.New("withruntime: not found")
-	// ErrTimeout (408 timeout): the server gave up waiting.
+	// ErrTimeout (408 timeout): the server gave up waiting; also 504
+	// agent_timeout: the sandbox's agent did not answer within the
+	// server's bound (see the API's Heartbeats). A client-side bound on a
+	// silent server is a *TimeoutError instead.
 	ErrTimeout = errors.New("withruntime: timeout")
 	// ErrConflict (409 conflict): the sandbox or file is in the wrong state
 	// (still starting, already exists, not empty).
@@ -78,6 +81,7 @@ var codes = map[string]struct {
 	"forbidden":             {ErrForbidden, 403},
 	"not_found":             {ErrNotFound, 404},
 	"timeout":               {ErrTimeout, 408},
+	"agent_timeout":         {ErrTimeout, 504},
 	"conflict":              {ErrConflict, 409},
 	"sandbox_paused":        {ErrPaused, 409},
 	"lease_ended":           {ErrLeaseEnded, 410},
@@ -91,13 +95,15 @@ var codes = map[string]struct {
 	"no_space":              {ErrNoSpace, 507},
 	"cost_cap":              {ErrCostCap, 400},
 	"spending_limit":        {ErrSpendingLimit, 429},
+	"quota_exceeded":        {ErrQuota, 429},
+	"disk_quota_exceeded":   {ErrQuota, 507},
 }
 
 // byStatus is the sentinel for an answer whose code is unknown to this
 // version of the SDK (a newer server) or that carried no error body.
 var byStatus = map[int]error{
 	400: ErrBadRequest, 401: ErrUnauthorized, 403: ErrForbidden, 404: ErrNotFound,
-	408: ErrTimeout, 409: ErrConflict, 410: ErrSandboxStopped, 413: ErrTooLarge, 416: ErrRangeNotSatisfiable,
+	408: ErrTimeout, 504: ErrTimeout, 409: ErrConflict, 410: ErrSandboxStopped, 413: ErrTooLarge, 416: ErrRangeNotSatisfiable,
 	429: ErrRateLimited, 500: ErrInternal, 501: ErrNotImplemented, 503: ErrUnavailable, 507: ErrNoSpace,
 }
 

@@ -33,7 +33,7 @@ func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("withruntime: encoding request: %w", err)
 	}
-	resp, err := s.c.request(ctx, "POST", s.path("/exec"), bytes.NewReader(b), "application/json", "application/json")
+	resp, err := s.c.request(waitFor(ctx, execWait(req.TimeoutSeconds)), "POST", s.path("/exec"), bytes.NewReader(b), "application/json", "application/json")
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -116,6 +116,8 @@ func (s *Sandbox) ExecStream(ctx context.Context, req ExecRequest) iter.Seq2[Eve
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("withruntime: exec stream: %w", ctx.Err())
+		case isTimeout(err):
+			// The server went silent: its *TimeoutError says so.
 		case err != nil:
 			err = fmt.Errorf("withruntime: exec stream broke: %w", err)
 		default:

@@ -116,7 +116,7 @@ func List(ctx context.Context, f ListFilter) ([]SandboxInfo, error) {
 func (c *Client) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	req := opts.request()
 	var info SandboxInfo
-	if err := c.doJSON(ctx, "POST", "/v1/sandboxes", req, &info); err != nil {
+	if err := c.doJSON(waitFor(ctx, bootWait), "POST", "/v1/sandboxes", req, &info); err != nil {
 		return nil, err
 	}
 	return &Sandbox{c: c, id: info.ID, info: info}, nil
@@ -147,7 +147,7 @@ func (c *Client) CreateAndExec(ctx context.Context, opts Options, req ExecReques
 	if err != nil {
 		return nil, ExecResult{}, fmt.Errorf("withruntime: encoding request: %w", err)
 	}
-	resp, err := c.request(ctx, "POST", "/v1/sandboxes", bytes.NewReader(b), "application/json", "application/json")
+	resp, err := c.request(waitFor(ctx, bootWait+execWait(req.TimeoutSeconds)), "POST", "/v1/sandboxes", bytes.NewReader(b), "application/json", "application/json")
 	if err != nil {
 		return nil, ExecResult{}, err
 	}
@@ -276,7 +276,7 @@ func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) {
 // paused), ErrNoSpace (no room on the host; it runs on), ErrLeaseEnded,
 // ErrSandboxStopped.
 func (s *Sandbox) Pause(ctx context.Context) error {
-	return s.post(ctx, "/pause", nil)
+	return s.post(waitFor(ctx, checkpointWait), "/pause", nil)
 }
 
 // Resume boots the paused sandbox where it was, with a lease of seconds
@@ -284,7 +284,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 // ErrUnavailable, ErrSpendingLimit (it stays paused), ErrSandboxStopped
 // (it could not be resumed and was destroyed).
 func (s *Sandbox) Resume(ctx context.Context, seconds int64) error {
-	return s.post(ctx, "/resume", ResumeRequest{TimeoutSeconds: seconds})
+	return s.post(waitFor(ctx, checkpointWait), "/resume", ResumeRequest{TimeoutSeconds: seconds})
 }
 
 // post sends a control request about the sandbox and keeps the record it

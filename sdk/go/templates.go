@@ -340,7 +340,7 @@ func (c *Client) checkTemplateFree(ctx context.Context, name string) error {
 // templateBuild posts a template build, reads its NDJSON progress and
 // returns the template, or the error event as an *APIError.
 func (c *Client) templateBuild(ctx context.Context, path string, body io.Reader, contentType string, progress func(TemplateEvent)) (Template, error) {
-	resp, err := c.request(ctx, "POST", path, body, contentType, contentTypeNDJSON)
+	resp, err := c.request(waitFor(ctx, buildWait), "POST", path, body, contentType, contentTypeNDJSON)
 	if err != nil {
 		return Template{}, err
 	}
@@ -386,6 +386,9 @@ func (c *Client) templateBuild(ctx context.Context, path string, body io.Reader,
 		return Template{}, fmt.Errorf("withruntime: template build: %w", ctx.Err())
 	}
 	if err := sc.Err(); err != nil {
+		if isTimeout(err) {
+			return Template{}, err
+		}
 		return Template{}, fmt.Errorf("withruntime: the template build's progress broke: %w", err)
 	}
 	return Template{}, errors.New("withruntime: the template build's progress ended without a result")
