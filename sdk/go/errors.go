@@ -95,8 +95,6 @@ var codes = map[string]struct {
 	"no_space":              {ErrNoSpace, 507},
 	"cost_cap":              {ErrCostCap, 400},
 	"spending_limit":        {ErrSpendingLimit, 429},
-	"quota_exceeded":        {ErrQuota, 429},
-	"disk_quota_exceeded":   {ErrQuota, 507},
 }
 
 // byStatus is the sentinel for an answer whose code is unknown to this
