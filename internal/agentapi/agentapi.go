@@ -28,17 +28,22 @@
 //	                                       stdinOpen (at most MaxStdinWriteBytes);
 //	                                       409 when its stdin is closed or it ended
 //	POST   /processes/{pid}/stdin/close -> 204; the process reads end-of-file
-//	GET    /files?path=P                -> 200 raw bytes (application/octet-stream);
-//	                                       with a Range header of one byte range
-//	                                       206 and those bytes, 416 when the range
-//	                                       starts past the end (see files.go)
+//	GET    /files?path=P                -> 200 raw bytes (application/octet-stream),
+//	                                       with Accept-Ranges, ETag, Last-Modified;
+//	                                       a Range of one byte range: 206 and those
+//	                                       bytes with Content-Range, 416 with
+//	                                       Content-Range: bytes */SIZE when it starts
+//	                                       at or past the end; any other Range, or
+//	                                       an If-Range of another version: 200
 //	PUT    /files?path=P   raw bytes    -> 200 FileInfo; parents are created and owned
 //	                                       by the sandbox user; written to a temporary
 //	                                       file and renamed, so a failed upload leaves
 //	                                       nothing behind
 //	GET    /files/list?path=P&depth=N&limit=L&cursor=C
 //	                                    -> 200 FileList, one page of the listing
-//	                                       (depth 1 = direct children; see files.go)
+//	                                       (depth 1 = direct children; limit and
+//	                                       cursor: see FileList and the List
+//	                                       constants in files.go)
 //	GET    /files/stat?path=P           -> 200 FileInfo
 //	POST   /files/mkdir    MkdirRequest -> 200 FileInfo
 //	DELETE /files?path=P&recursive=B    -> 204
