@@ -7,21 +7,28 @@ import (
 )
 
 // A JSON request body is read whole before it is checked: up to 1 MiB, and
-// 64 MiB for exec (its stdin). The server, not the caller, holds those bytes
-// (about three times over while the body is decoded and checked), and a key
-// could send many at once: twenty 60 MiB execs took 3.7 GiB of the server,
-// a hundred and thirty would end it (and the host's other processes) for
-// every tenant. So the bytes of the bodies one key's requests hold at once
-// are bounded: past maxBodyBytesPerKey a request is refused with 503, and
-// the others go on. A forwarded body's bytes are given back once the agent
-// has read it, not when the command ends.
+// 64 MiB for exec (its stdin). The server, not the caller, holds those bytes,
+// about three times over while the body is decoded, checked and encoded
+// again for the agent, and a key could send many at once: twenty 60 MiB
+// execs took 3.7 GiB of the server, a hundred and thirty would end it (and
+// the host's other processes) for every tenant. So the memory that one
+// key's requests hold at once is bounded: each body byte read is booked
+// bodyCopies times, and past maxHeldBytesPerKey a request is refused with
+// 503 while the others go on. A forwarded body's bytes are given back once
+// the agent has read it, not when the command ends. The E2B facade books
+// what it translates against the same bound (Hold).
 
-// maxBodyBytesPerKey bounds the JSON body bytes one key's requests hold in
-// the server at once (four exec bodies at their maximum).
-const maxBodyBytesPerKey = 4 * maxExecBytes
+// bodyCopies is how many copies of a body the server holds while it decodes
+// and forwards it: the bytes read, the decoded values, the encoding sent on.
+const bodyCopies = 3
+
+// maxHeldBytesPerKey bounds the memory one key's requests hold in the
+// server at once, in bytes: 512 MiB, two exec bodies at their maximum
+// (each booked bodyCopies times), or many small ones.
+const maxHeldBytesPerKey = 512 << 20
 
 // bodies is the server's account of body bytes held, by key id.
-var bodies = &bodyBudgets{used: map[string]int64{}, max: maxBodyBytesPerKey}
+var bodies = &bodyBudgets{used: map[string]int64{}, max: maxHeldBytesPerKey}
 
 type bodyBudgets struct {
 	mu   sync.Mutex
@@ -52,7 +59,8 @@ func (b *bodyBudgets) give(key string, n int64) {
 // errBodyBudget ends the read of a body that would go over its key's bound.
 var errBodyBudget = errors.New("body budget")
 
-// budgetReader reads a request body, booking each byte read for key.
+// budgetReader reads a request body, booking each byte read bodyCopies
+// times for key.
 type budgetReader struct {
 	r     io.Reader
 	key   string
@@ -63,11 +71,11 @@ type budgetReader struct {
 func (b *budgetReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if n > 0 {
-		if !bodies.take(b.key, int64(n)) {
+		if !bodies.take(b.key, bodyCopies*int64(n)) {
 			return 0, errBodyBudget
 		}
 		b.mu.Lock()
-		b.taken += int64(n)
+		b.taken += bodyCopies * int64(n)
 		b.mu.Unlock()
 	}
 	return n, err
@@ -121,8 +129,8 @@ func (h *heldBody) done() {
 }
 
 // MaxHeldBytesPerKey is the bound on the bytes one key's requests hold in
-// the server's memory at once (see Hold): 256 MiB.
-const MaxHeldBytesPerKey = maxBodyBytesPerKey
+// the server's memory at once (see Hold): 512 MiB.
+const MaxHeldBytesPerKey = maxHeldBytesPerKey
 
 // Hold books n bytes that a request of the key keyID holds in the server's
 // memory, against the same per-key bound as request bodies: for the

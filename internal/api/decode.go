@@ -123,7 +123,7 @@ func readBody(r *http.Request, limit int64) (data []byte, release func(), err er
 		case errors.As(err, &mbe):
 			return nil, func() {}, errs.New(errs.TooLarge, "request body is over %d bytes; JSON bodies are small — upload files with PUT .../files", limit)
 		case errors.Is(err, errBodyBudget):
-			return nil, func() {}, errs.New(errs.Capacity, "this key's requests already hold %d MiB of request bodies in the server (exec stdin included); retry when some have finished, or put large input in a file (PUT .../files streams)", maxBodyBytesPerKey>>20)
+			return nil, func() {}, errs.New(errs.Capacity, "this key's requests already hold %d MiB of the server's memory (request bodies, exec stdin included, about three times their size while decoded); retry when some have finished, or put large input in a file (PUT .../files streams)", maxHeldBytesPerKey>>20)
 		}
 		return nil, func() {}, badRequest("reading request body: %v", err)
 	}
