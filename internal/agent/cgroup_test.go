@@ -261,8 +261,8 @@ func TestGuardUnitsIncludeCgroup(t *testing.T) {
 		}
 		t.Fatalf("want one unit, the command with its daemon")
 	}
-	if v := victim(units, byMemory); v != nil && v.p != p {
-		t.Errorf("victim %+v, want the command", v)
+	if c, ok := memoryVictim(units, growthSample{}, time.Now(), true); ok && c.u.p != p {
+		t.Errorf("victim %+v, want the command", c.u)
 	}
 }
 

@@ -1,11 +1,10 @@
 package agent
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,27 +17,36 @@ import (
 // memory limit is killed whole, agent included. And a sandbox kept full of
 // forking processes is one whose agent cannot answer: its system calls wait
 // behind theirs. So the agent watches both from inside and kills the
-// command whose tree uses the most — its process group, session and
-// descendants:
+// command at fault, with its whole tree (process group, session,
+// descendants and cgroup), and ends the command's stderr with a line that
+// says why (proc.note):
 //
-//   - memory: when the sandbox's memory in use (MemTotal - MemFree, what the
-//     host limit is charged for, less gVisor's own) reaches the sandbox's
-//     memory size, the command with the largest resident memory is killed.
-//     Its result says oomKilled, exit code 137. The host limit sits higher
-//     by a headroom (the driver's: a quarter of the size, 64 MiB, and 1 MiB
-//     per process the sandbox may run) that covers gVisor's own memory and
-//     the guard's reaction time; memory is sampled more often the closer it
-//     is to the limit, and rarely while no process runs. A command that
-//     outgrows the guard anyway meets the host's OOM killer, which the
-//     driver points at the command (see proc.noteHostOOMKill).
+//   - memory: when the memory that processes and files hold (see
+//     memReading.held: what the host limit is charged for, less gVisor's
+//     own and what it is still releasing) reaches the sandbox's memory
+//     size, the command whose growth took it there is killed (see
+//     memoryVictim; the note says how much it grew, what it held, the
+//     limit), never a command that merely holds memory beside it. Its
+//     result says oomKilled, exit code 137. The host limit sits higher by
+//     a headroom (the driver's: a quarter of the size, 64 MiB, and 1 MiB
+//     per process the sandbox may run) that covers gVisor's own memory,
+//     what it is still releasing, and the guard's reaction time; memory is
+//     sampled more often the closer it is to the limit, through a memory
+//     cgroup that makes gVisor count it afresh (see memGauge), and rarely
+//     while no process runs. Memory in use at the emergency level, half
+//     way to the host limit, gets the command that grows killed at once,
+//     without waiting memSettle for the last victim's memory. A command
+//     that outgrows the guard anyway meets the host's OOM killer, which
+//     the driver points at the command, and is reported the same (see
+//     proc.noteHostOOMKill).
 //   - processes: when the sandbox stays at 90% or more of its process limit
 //     (RLIMIT_NPROC, per user, which the driver sizes so that a sandbox full
 //     of processes still fits in its memory) for pidsSustain, the command
-//     with the most processes and threads is killed. A fork bomb sits at
-//     the limit, retrying, until then; a program that forks up to the limit
-//     and cleans up is left alone. (The agent cannot stop a bomb sooner: its
-//     own system calls queue behind the bomb's forks until the limit stops
-//     them.)
+//     with the most processes and threads is killed (processLimitKilled).
+//     A fork bomb sits at the limit, retrying, until then; a program that
+//     forks up to the limit and cleans up is left alone. (The agent cannot
+//     stop a bomb sooner: its own system calls queue behind the bomb's
+//     forks until the limit stops them.)
 //
 // While it picks and kills, the guard stops every other process in the
 // sandbox (kill(-1) spares only PID 1 and the agent): growth stops at once
@@ -61,15 +69,26 @@ type guard struct {
 	pidsTrigger int
 	// on is false outside a sandbox: the guard never acts on a host.
 	on bool
+	// pidsLimit is the process limit pidsTrigger is 90% of.
+	pidsLimit int
 	// fullAt is when a sample last found the memory in use at
 	// memFullPercent of memLimit or more (UnixNano; 0: never).
 	fullAt atomic.Int64
+
+	// growth is what commands held at recent samples; overSince is when
+	// the memory held went over the limit (zero: it is not); warned is set
+	// once a stay over the limit with nothing to kill has been logged.
+	// Used by the run loop only.
+	growth    growthLog
+	lastNoted time.Time
+	overSince time.Time
+	warned    bool
 
 	// wake is signalled when a command starts.
 	wake chan struct{}
 
 	// Sources and actions, replaceable in tests.
-	readMem    func() (total, free int64, err error)
+	readMem    func() (memReading, error)
 	countProcs func() int
 	scan       func() []procEntry
 	stopOthers func(stop bool)
@@ -113,8 +132,8 @@ const (
 // sized). pidsLimit is how many processes and threads each user may have
 // (0: the agent's RLIMIT_NPROC, which its commands inherit).
 func newGuard(log *slog.Logger, live *liveSet, memoryBytes int64, pidsLimit int) *guard {
-	g := &guard{log: log, live: live, wake: make(chan struct{}, 1), readMem: newMeminfo().read,
-		countProcs: countProcs, scan: scanProcs, stopOthers: stopOthers}
+	g := &guard{log: log, live: live, wake: make(chan struct{}, 1), readMem: newMemGauge().read,
+		countProcs: countProcs, scan: newStatCache().scan, stopOthers: stopOthers}
 	if memoryBytes <= 0 || !inSandbox() {
 		return g
 	}
@@ -127,7 +146,7 @@ func newGuard(log *slog.Logger, live *liveSet, memoryBytes int64, pidsLimit int)
 		}
 	}
 	if pidsLimit > 0 {
-		g.pidsTrigger = max(pidsLimit*9/10, 1)
+		g.pidsLimit, g.pidsTrigger = pidsLimit, max(pidsLimit*9/10, 1)
 	}
 	return g
 }
@@ -148,7 +167,8 @@ const rlimitNproc = 6
 // inside is the host limit; the level stays below it.
 func (g *guard) setMemory(size int64) {
 	g.memLimit, g.memEmergency = size, size
-	total, _, err := g.readMem()
+	m, err := g.readMem()
+	total := m.total
 	if err != nil || total <= 0 {
 		return
 	}
@@ -195,23 +215,88 @@ func (g *guard) quiet() bool {
 	return len(g.live.list()) == 0 && g.countProcs() <= 2
 }
 
-// checkMemory samples the memory, kills if it is at the limit, and returns
-// how long until the next sample.
+// checkMemory samples the memory, kills if it is over the limit, and
+// returns how long until the next sample.
 func (g *guard) checkMemory(now time.Time, lastKill *time.Time) time.Duration {
-	total, free, err := g.readMem()
+	m, err := g.readMem()
 	if err != nil {
 		return guardMaxInterval
 	}
-	used := total - free
-	if used >= g.memLimit*memFullPercent/100 {
+	if m.used >= g.memLimit*memFullPercent/100 {
 		g.fullAt.Store(now.UnixNano())
 	}
-	if used >= g.memLimit && (now.Sub(*lastKill) >= memSettle || used >= g.memEmergency) {
-		if g.kill(byMemory, used) {
-			*lastKill = time.Now()
-		}
+	if m.held < g.memLimit {
+		g.overSince = time.Time{}
+	} else if g.overSince.IsZero() {
+		g.overSince = now
 	}
-	return g.interval(used)
+	wait := g.interval(m)
+	if m.held >= g.memLimit || m.used >= g.memEmergency {
+		wait = g.overLimit(now, m, lastKill)
+	} else {
+		g.warned = false
+	}
+	// Noted after any kill, which measures growth up to now from earlier.
+	g.noteGrowth(now, m)
+	return wait
+}
+
+// overLimit kills for memory unless the last victim's memory may still be
+// on its way out, and returns how long until the next sample.
+func (g *guard) overLimit(now time.Time, m memReading, lastKill *time.Time) time.Duration {
+	if now.Sub(*lastKill) < memSettle && m.used < g.memEmergency {
+		return guardMinInterval
+	}
+	switch killed, found := g.killForMemory(now, m); {
+	case killed:
+		*lastKill = time.Now()
+	case !found:
+		return memOverNoGrowth
+	}
+	return guardMinInterval
+}
+
+// noteGrowth adds to the growth log from memWatchPercent of the limit on
+// (of what is held or in use: a command may grow while gVisor releases a
+// dead one's memory), at most every memNoteEvery, and empties it below.
+func (g *guard) noteGrowth(now time.Time, m memReading) {
+	switch {
+	case max(m.held, m.used) < g.memLimit*memWatchPercent/100:
+		g.growth.reset()
+	case now.Sub(g.lastNoted) >= memNoteEvery:
+		g.lastNoted = now
+		g.growth.add(now, g.units(g.scan()))
+	}
+}
+
+// killForMemory kills the command memoryVictim picks, if any. found is
+// false when there was none even before every process was stopped. Size
+// decides only over the limit of what is held: memory in use that nothing
+// holds is not a command's.
+func (g *guard) killForMemory(now time.Time, m memReading) (killed, found bool) {
+	ref, haveRef := g.growth.reference()
+	bySize := m.held >= g.memLimit && (!haveRef || now.Sub(g.overSince) >= memSustain)
+	pick := func(units []*unit) (*unit, string, bool) {
+		if !haveRef && !bySize {
+			return nil, "", false // no growth to measure yet
+		}
+		c, ok := memoryVictim(units, ref, now, bySize)
+		if !ok {
+			return nil, "", false
+		}
+		return c.u, memoryNote(c, g.memLimit), true
+	}
+	// Look before stopping every process: over the limit with no command
+	// growing, the guard would otherwise stop the sandbox at every sample.
+	if _, _, ok := pick(g.units(g.scan())); !ok {
+		if !g.warned {
+			g.warned = true
+			g.log.Warn("sandbox over its memory limit, but no command is growing or large enough to kill",
+				"heldBytes", m.held, "usedBytes", m.used, "limitBytes", g.memLimit)
+		}
+		return false, false
+	}
+	return g.kill(byMemory, m.held, pick), true
 }
 
 // memoryFull reports whether the memory in use is at memFullPercent of the
@@ -221,8 +306,20 @@ func (g *guard) memoryFull() bool {
 	if t := g.fullAt.Load(); t != 0 && time.Since(time.Unix(0, t)) < memFullRecent {
 		return true
 	}
-	total, free, err := g.readMem()
-	return err == nil && total-free >= g.memLimit*memFullPercent/100
+	m, err := g.readMem()
+	return err == nil && m.used >= g.memLimit*memFullPercent/100
+}
+
+// hostKillNote is the line a command's stderr ends with when one of its
+// processes was killed by SIGKILL from outside the agent while the memory
+// was full (proc.noteHostOOMKill), and "" when the memory is not full.
+func (g *guard) hostKillNote() string {
+	if !g.memoryFull() {
+		return ""
+	}
+	return fmt.Sprintf("withruntime: out of memory: a process of this command was killed (SIGKILL) from outside the agent "+
+		"while the sandbox was at its memory limit of %d MiB: its memory reached the host's limit for the sandbox "+
+		"before the agent could act\n", mib(g.memLimit))
 }
 
 // checkProcs kills the command with the most processes when the sandbox
@@ -237,23 +334,25 @@ func (g *guard) checkProcs(now time.Time, overSince *time.Time) {
 	case overSince.IsZero():
 		*overSince = now
 	case now.Sub(*overSince) >= pidsSustain:
-		g.kill(byProcs, int64(n))
+		g.kill(byProcs, int64(n), g.procsVictim)
 		*overSince = time.Time{}
 	}
 }
 
 // interval is how long until the next memory sample: half the time that
-// the fastest growth would take to reach the limit.
-func (g *guard) interval(used int64) time.Duration {
-	d := time.Duration(float64(g.memLimit-used) / guardMaxGrowth / 2 * float64(time.Second))
+// the fastest growth would take to reach the limit (or, for the memory in
+// use, the emergency level).
+func (g *guard) interval(m memReading) time.Duration {
+	room := min(g.memLimit-m.held, g.memEmergency-m.used)
+	d := time.Duration(float64(room) / guardMaxGrowth / 2 * float64(time.Second))
 	return min(max(d, guardMinInterval), guardMaxInterval)
 }
 
 type killReason int
 
 const (
-	byMemory killReason = iota // the largest resident memory
-	byProcs                    // the most processes and threads
+	byMemory killReason = iota // the sandbox's memory (see memoryVictim)
+	byProcs                    // the process limit: the most processes and threads
 )
 
 func (r killReason) String() string {
@@ -267,10 +366,14 @@ type unit struct {
 	root  int   // the command's pid, which is also its session and group id
 	p     *proc // the running command, if any
 	pids  []int
-	rss   int64 // bytes
-	tasks int   // processes and threads
-	group bool  // some member is still in the process group root
+	rss   int64     // bytes
+	tasks int       // processes and threads
+	group bool      // some member is still in the process group root
+	top   procEntry // the member with the most resident memory
 }
+
+// pageSize converts /proc's resident pages to bytes.
+var pageSize = int64(os.Getpagesize())
 
 // units sorts the sandbox's processes into commands. The agent, PID 1 and
 // anything else in the agent's session are left out.
@@ -284,7 +387,6 @@ func (g *guard) units(procs []procEntry) []*unit {
 			selfSid = e.sid
 		}
 	}
-	page := int64(os.Getpagesize())
 	claimed := map[int]bool{}
 	add := func(u *unit, e procEntry) {
 		claimed[e.pid] = true
@@ -292,8 +394,11 @@ func (g *guard) units(procs []procEntry) []*unit {
 			return // dead: holds nothing, and waits only for its reaper
 		}
 		u.pids = append(u.pids, e.pid)
-		u.rss += e.rssPages * page
+		u.rss += e.rssPages * pageSize
 		u.tasks += max(e.threads, 1)
+		if len(u.pids) == 1 || e.rssPages > u.top.rssPages {
+			u.top = e
+		}
 		if e.pgid == u.root {
 			u.group = true
 		}
@@ -334,56 +439,60 @@ func (g *guard) units(procs []procEntry) []*unit {
 	return out
 }
 
-// victim picks what to kill: the largest command by memory or by tasks,
-// if it is large enough to matter.
-func victim(units []*unit, why killReason) *unit {
+// procsVictim picks what to kill for the process limit: the command with
+// the most processes and threads, if it has minVictimProcs.
+func (g *guard) procsVictim(units []*unit) (*unit, string, bool) {
 	var best *unit
 	for _, u := range units {
-		switch why {
-		case byMemory:
-			if u.rss >= minVictimBytes && (best == nil || u.rss > best.rss) {
-				best = u
-			}
-		case byProcs:
-			if u.tasks >= minVictimProcs && (best == nil || u.tasks > best.tasks) {
-				best = u
-			}
+		if u.tasks >= minVictimProcs && (best == nil || u.tasks > best.tasks) {
+			best = u
 		}
 	}
-	return best
+	if best == nil {
+		return nil, "", false
+	}
+	note := fmt.Sprintf("withruntime: process limit: killed this command, which had the most processes and threads, %d "+
+		"(pid %d %s first), when the sandbox had stayed at its limit of %d for %v\n",
+		best.tasks, best.root, best.top.comm, g.pidsLimit, pidsSustain)
+	return best, note, true
 }
 
-// kill kills the victim of why (see victim) and reports whether there was
-// one. Every other process is stopped meanwhile: in a sandbox busy forking
-// or faulting in memory the agent's own system calls wait their turn behind
+// kill kills the command pick chooses, with its whole tree, and reports
+// whether there was one; the note pick returns ends the command's stderr.
+// Every other process is stopped meanwhile: in a sandbox busy forking or
+// faulting in memory the agent's own system calls wait their turn behind
 // theirs, and reading /proc process by process would take seconds.
-func (g *guard) kill(why killReason, level int64) bool {
+func (g *guard) kill(why killReason, level int64, pick func([]*unit) (*unit, string, bool)) bool {
 	g.stopOthers(true)
 	defer g.stopOthers(false)
-	u := victim(g.units(g.scan()), why)
-	if u == nil {
-		g.log.Warn("sandbox at a limit, but no command is large enough to kill",
-			"reason", why.String(), "level", level)
+	u, note, ok := pick(g.units(g.scan()))
+	if !ok {
+		g.log.Warn("sandbox at a limit, but no command to kill", "reason", why.String(), "level", level)
 		return false
 	}
 	if u.p == nil {
-		// A command that started after the live set was read is its own
-		// session (sid == its pid): find it, so that its result says why.
-		for _, p := range g.live.list() {
-			if p.pid == u.root {
-				u.p = p
-				break
-			}
-		}
+		u.p = g.findLive(u.root)
 	}
 	g.log.Warn("killing a command", "reason", why.String(), "level", level, "pid", u.root,
-		"running", u.p != nil, "processes", len(u.pids), "tasks", u.tasks, "rssBytes", u.rss)
+		"running", u.p != nil, "processes", len(u.pids), "tasks", u.tasks, "rssBytes", u.rss, "note", note)
 	if u.p != nil {
-		u.p.kill(why)
+		u.p.kill(why, note)
 	} else {
 		signalTree(u.root, syscall.SIGKILL, u.group)
 	}
 	return true
+}
+
+// findLive finds the running command whose pid is root: one that started
+// after the live set was read is its own session (sid == its pid), and its
+// result must say why it was killed.
+func (g *guard) findLive(root int) *proc {
+	for _, p := range g.live.list() {
+		if p.pid == root {
+			return p
+		}
+	}
+	return nil
 }
 
 // stopOthers stops (or continues) every process of the sandbox but PID 1
@@ -394,62 +503,6 @@ func stopOthers(stop bool) {
 		sig = syscall.SIGSTOP
 	}
 	_ = syscall.Kill(-1, sig)
-}
-
-// meminfo reads MemTotal and MemFree from /proc/meminfo, in bytes, through
-// a file kept open: under gVisor reading it again costs 20 µs of CPU,
-// opening it a millisecond.
-type meminfo struct {
-	mu  sync.Mutex
-	f   *os.File
-	buf []byte
-}
-
-func newMeminfo() *meminfo { return &meminfo{buf: make([]byte, 8192)} }
-
-func (m *meminfo) read() (total, free int64, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.f == nil {
-		if m.f, err = os.Open("/proc/meminfo"); err != nil {
-			return 0, 0, err
-		}
-	}
-	n, err := m.f.ReadAt(m.buf, 0)
-	if n == 0 && err != nil {
-		m.f.Close()
-		m.f = nil
-		return 0, 0, err
-	}
-	total, free = parseMeminfo(m.buf[:n])
-	return total, free, nil
-}
-
-// parseMeminfo finds MemTotal and MemFree, in bytes.
-func parseMeminfo(data []byte) (total, free int64) {
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		key, rest, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
-		var dst *int64
-		switch string(key) {
-		case "MemTotal":
-			dst = &total
-		case "MemFree":
-			dst = &free
-		default:
-			continue
-		}
-		if f := bytes.Fields(rest); len(f) > 0 {
-			kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
-			*dst = kb << 10
-		}
-		if total > 0 && free > 0 {
-			break
-		}
-	}
-	return total, free
 }
 
 // countProcs counts the processes in /proc.

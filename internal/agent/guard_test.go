@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,22 +16,27 @@ import (
 )
 
 // newGuardedAgent serves an agent whose guard watches a fake memory gauge
-// (used bytes of a 1 GiB sandbox, settable through the returned pointer) and
+// (bytes held of a 1 GiB sandbox and bytes in use that nothing holds, the
+// memory gVisor is still releasing, settable through the returned
+// pointers) and
 // sees only the processes of the agent's own commands, so it can never
 // touch anything else on the host. Stopping "every other process" is a
 // no-op.
-func newGuardedAgent(t *testing.T) (*testAgent, *atomic.Int64) {
+func newGuardedAgent(t *testing.T) (a *testAgent, held, releasing *atomic.Int64) {
 	t.Helper()
 	srv, err := New(Config{User: currentUser(t), Workspace: t.TempDir(), Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var used atomic.Int64
+	held, releasing = new(atomic.Int64), new(atomic.Int64)
 	g := srv.guard
 	g.on = true
-	g.readMem = func() (int64, int64, error) { return 1<<30 + 64<<20, 1<<30 + 64<<20 - used.Load(), nil }
+	g.readMem = func() (memReading, error) {
+		h := held.Load()
+		return memReading{total: 1<<30 + 512<<20, used: h + releasing.Load(), held: h}, nil
+	}
 	g.setMemory(1 << 30)
-	g.pidsTrigger = 30
+	g.pidsLimit, g.pidsTrigger = 33, 30
 	g.stopOthers = func(bool) {}
 	var mu sync.Mutex
 	ours := map[int]bool{} // sessions of every command started, finished or not
@@ -80,22 +86,28 @@ func newGuardedAgent(t *testing.T) (*testAgent, *atomic.Int64) {
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return newClientAgent(t, sock, srv.cfg.Workspace), &used
+	return newClientAgent(t, sock, srv.cfg.Workspace), held, releasing
 }
 
-// The largest command is killed when memory reaches the sandbox's size and
-// its result says so; a small command beside it is left alone.
+// The largest command is killed when memory reaches the sandbox's size
+// with no earlier sample to measure growth from (the guard got no CPU
+// while memory grew past memWatchPercent to the limit), and its result
+// says so; a small command beside it is left alone.
 func TestGuardKillsLargestForMemory(t *testing.T) {
 	t.Parallel()
-	a, used := newGuardedAgent(t)
+	a, used, _ := newGuardedAgent(t)
 	var small agentapi.Process
 	a.call("POST", "/processes", agentapi.ExecRequest{Command: "sleep 30"}, http.StatusCreated, &small)
+	dir := t.TempDir()
 	resc := make(chan agentapi.ExecResult)
 	go func() {
-		resc <- a.exec(agentapi.ExecRequest{Command: `python3 -c "x = bytearray(64 << 20); print('big', flush=True); import time; time.sleep(30)"`})
+		resc <- a.exec(agentapi.ExecRequest{Cwd: dir,
+			Command: `python3 -c "x = bytearray(64 << 20); open('big', 'w'); import time; time.sleep(30)"`})
 	}()
-	eventually(t, 10*time.Second, "the big command to start", func() bool { return len(procsMatching("bytearray(64")) > 0 })
-	time.Sleep(300 * time.Millisecond) // let it touch its memory
+	eventually(t, 10*time.Second, "the big command to hold its memory", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "big"))
+		return err == nil
+	})
 	used.Store(1<<30 + 1)
 	var res agentapi.ExecResult
 	select {
@@ -107,6 +119,9 @@ func TestGuardKillsLargestForMemory(t *testing.T) {
 	if !res.OOMKilled || res.ExitCode != 137 || res.Signal != "SIGKILL" {
 		t.Errorf("killed command: %+v", res)
 	}
+	if !strings.Contains(res.Stderr, "withruntime: out of memory: killed this command, which held the most memory") {
+		t.Errorf("the killed command's stderr does not say why: %q", res.Stderr)
+	}
 	var p agentapi.Process
 	a.call("GET", "/processes/"+strconv.Itoa(small.Pid), nil, http.StatusOK, &p)
 	if !p.Running {
@@ -115,10 +130,121 @@ func TestGuardKillsLargestForMemory(t *testing.T) {
 	a.call("POST", "/processes/"+strconv.Itoa(small.Pid)+"/kill", nil, http.StatusOK, nil)
 }
 
+// The command whose growth takes the sandbox over the limit is killed, not
+// a larger one that has held its memory all along; its stderr ends with
+// the guard's reason, after its own output.
+func TestGuardKillsTheGrowingCommand(t *testing.T) {
+	t.Parallel()
+	a, used, _ := newGuardedAgent(t)
+	dir := t.TempDir()
+	exists := func(name string) func() bool {
+		return func() bool { _, err := os.Stat(filepath.Join(dir, name)); return err == nil }
+	}
+	var steady agentapi.Process
+	a.call("POST", "/processes", agentapi.ExecRequest{Cwd: dir,
+		Command: `python3 -c "x = bytearray(64 << 20); open('steady', 'w'); import time; time.sleep(30)"`}, http.StatusCreated, &steady)
+	eventually(t, 10*time.Second, "the steady command to hold its memory", exists("steady"))
+	resc := make(chan agentapi.ExecResult)
+	go func() {
+		resc <- a.exec(agentapi.ExecRequest{Cwd: dir, Command: `python3 -c "
+import os, sys, time
+print('waiting', file=sys.stderr, flush=True)
+open('waiting', 'w')
+while not os.path.exists('go'):
+    time.sleep(0.01)
+x = bytearray(40 << 20)
+print('grown', flush=True)
+open('grown', 'w')
+time.sleep(30)"`})
+	}()
+	eventually(t, 10*time.Second, "the growing command to start", exists("waiting"))
+	used.Store(600 << 20)              // over memWatchPercent: the guard notes what each command holds
+	time.Sleep(600 * time.Millisecond) // samples of both before it grows
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the command to grow", exists("grown"))
+	used.Store(1<<30 + 1)
+	var res agentapi.ExecResult
+	select {
+	case res = <-resc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the growing command was not killed")
+	}
+	used.Store(0)
+	if !res.OOMKilled || res.ExitCode != 137 || res.Stdout != "grown\n" {
+		t.Errorf("growing command: %+v", res)
+	}
+	if !strings.HasPrefix(res.Stderr, "waiting\nwithruntime: out of memory: killed this command, which grew by ") ||
+		!strings.HasSuffix(res.Stderr, "when the sandbox reached its memory limit of 1024 MiB\n") || res.StderrBytes != int64(len("waiting\n")) {
+		t.Errorf("stderr %q (%d bytes counted): want the command's own, then why it was killed", res.Stderr, res.StderrBytes)
+	}
+	var p agentapi.Process
+	a.call("GET", "/processes/"+strconv.Itoa(steady.Pid), nil, http.StatusOK, &p)
+	if !p.Running {
+		t.Errorf("the steady command was killed: %+v", p)
+	}
+	a.call("POST", "/processes/"+strconv.Itoa(steady.Pid)+"/kill", nil, http.StatusOK, nil)
+}
+
+// A SIGKILL the agent did not send, while the memory is full, is the host's
+// OOM killer: the result says oomKilled and the stderr says so, also when a
+// shell reports its child's death as exit status 137.
+func TestGuardReportsOutsideKillWhileFull(t *testing.T) {
+	t.Parallel()
+	a, used, _ := newGuardedAgent(t)
+	used.Store(1<<30 - 1<<20) // at memFullPercent, under the limit: the guard kills nothing
+	for _, cmd := range []string{"echo started >&2; kill -9 $$", "sh -c 'kill -9 $$'; exit $?"} {
+		res := a.exec(agentapi.ExecRequest{Command: cmd})
+		if !res.OOMKilled || res.ExitCode != 137 || !strings.Contains(res.Stderr, "killed (SIGKILL) from outside the agent") {
+			t.Errorf("%s: %+v", cmd, res)
+		}
+	}
+	used.Store(0)
+	time.Sleep(memFullRecent)
+	if res := a.exec(agentapi.ExecRequest{Command: "kill -9 $$"}); res.OOMKilled || res.Stderr != "" {
+		t.Errorf("killed with the memory not full: %+v", res)
+	}
+}
+
+// Memory in use that no command holds (gVisor still releasing a dead
+// command's pages) gets no command killed, even at the emergency level:
+// killing frees nothing sooner. A command that grows meanwhile is killed.
+func TestGuardWaitsForReleasedMemory(t *testing.T) {
+	t.Parallel()
+	a, held, releasing := newGuardedAgent(t)
+	dir := t.TempDir()
+	var steady agentapi.Process
+	a.call("POST", "/processes", agentapi.ExecRequest{Cwd: dir,
+		Command: `python3 -c "x = bytearray(64 << 20); open('steady', 'w'); import time; time.sleep(30)"`}, http.StatusCreated, &steady)
+	eventually(t, 10*time.Second, "the steady command to hold its memory", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "steady"))
+		return err == nil
+	})
+	held.Store(80 << 20)
+	releasing.Store(1<<30 + 300<<20) // past the emergency level (1280 MiB)
+	time.Sleep(memSustain + 500*time.Millisecond)
+	var p agentapi.Process
+	a.call("GET", "/processes/"+strconv.Itoa(steady.Pid), nil, http.StatusOK, &p)
+	if !p.Running {
+		t.Fatalf("a command was killed for memory that nothing holds: %+v", p)
+	}
+	res := a.exec(agentapi.ExecRequest{Command: `python3 -c "x = bytearray(40 << 20); import time; time.sleep(30)"`})
+	if !res.OOMKilled || !strings.Contains(res.Stderr, "which grew by") {
+		t.Errorf("the command that grew at the emergency level: %+v", res)
+	}
+	releasing.Store(0)
+	a.call("GET", "/processes/"+strconv.Itoa(steady.Pid), nil, http.StatusOK, &p)
+	if !p.Running {
+		t.Errorf("the steady command was killed: %+v", p)
+	}
+	a.call("POST", "/processes/"+strconv.Itoa(steady.Pid)+"/kill", nil, http.StatusOK, nil)
+}
+
 // Nothing is killed below the limit, nor for memory that no command holds.
 func TestGuardLeavesSmallCommands(t *testing.T) {
 	t.Parallel()
-	a, used := newGuardedAgent(t)
+	a, used, _ := newGuardedAgent(t)
 	used.Store(1<<30 + 1) // over the limit, but only sleeps run: too small to kill
 	res := a.exec(agentapi.ExecRequest{Command: "sleep 0.5; echo done"})
 	if res.ExitCode != 0 || res.Stdout != "done\n" || res.OOMKilled {
@@ -131,7 +257,7 @@ func TestGuardLeavesSmallCommands(t *testing.T) {
 // shell's fork bomb returns at once).
 func TestGuardKillsAtProcessLimit(t *testing.T) {
 	t.Parallel()
-	a, _ := newGuardedAgent(t)
+	a, _, _ := newGuardedAgent(t)
 	res := a.exec(agentapi.ExecRequest{Command: "for i in $(seq 40); do sleep 1201 & done; echo started"})
 	if res.Stdout != "started\n" {
 		t.Fatalf("start: %+v", res)
@@ -146,23 +272,71 @@ func TestGuardKillsAtProcessLimit(t *testing.T) {
 	a.exec(agentapi.ExecRequest{Command: "pkill -f 'sleep 1202'; true"})
 }
 
-func TestVictim(t *testing.T) {
+func TestMemoryVictim(t *testing.T) {
+	now := time.Now()
 	units := []*unit{
-		{root: 10, pids: make([]int, 3), rss: 100 << 20, tasks: 3},
-		{root: 20, pids: make([]int, 40), rss: 50 << 20, tasks: 40},
-		{root: 30, pids: make([]int, 1), rss: 1 << 20, tasks: 60},
+		{root: 10, rss: 600 << 20}, // steady, the largest
+		{root: 20, rss: 300 << 20}, // grew by 200 MiB
+		{root: 30, rss: 40 << 20},  // new since the reference
+		{root: 40, rss: 8 << 20},   // new, too small to matter
 	}
-	if v := victim(units, byMemory); v == nil || v.root != 10 {
-		t.Errorf("by memory: %+v", v)
+	ref := growthSample{at: now.Add(-time.Second), rss: map[int]int64{10: 600 << 20, 20: 100 << 20}}
+	if c, ok := memoryVictim(units, ref, now, false); !ok || c.u.root != 20 || c.grew != 200<<20 || c.over != time.Second {
+		t.Errorf("by growth: %+v", c)
 	}
-	if v := victim(units, byProcs); v == nil || v.root != 30 {
-		t.Errorf("by processes: %+v", v)
+	if c, ok := memoryVictim(units, ref, now, true); !ok || c.u.root != 10 || !c.bySize {
+		t.Errorf("by size: %+v", c)
 	}
-	if v := victim([]*unit{{root: 1, rss: 1 << 20, tasks: 3}}, byMemory); v != nil {
-		t.Errorf("too small to kill for memory: %+v", v)
+	steady := growthSample{at: ref.at, rss: map[int]int64{10: 600 << 20, 20: 300 << 20, 30: 35 << 20}}
+	if c, ok := memoryVictim(units, steady, now, false); ok {
+		t.Errorf("nothing grew by memMinGrowth, yet %+v", c)
 	}
-	if v := victim([]*unit{{root: 1, rss: 1 << 20, tasks: 3}}, byProcs); v != nil {
-		t.Errorf("too few processes to kill: %+v", v)
+	if c, ok := memoryVictim([]*unit{{root: 1, rss: 1 << 20}}, growthSample{}, now, true); ok {
+		t.Errorf("too small to kill for memory: %+v", c)
+	}
+}
+
+func TestProcsVictim(t *testing.T) {
+	g := &guard{pidsLimit: 100}
+	units := []*unit{{root: 10, tasks: 3}, {root: 20, tasks: 40}, {root: 30, tasks: 60, top: procEntry{comm: "python3"}}}
+	if u, note, ok := g.procsVictim(units); !ok || u.root != 30 || !strings.Contains(note, "60 (pid 30 python3 first)") {
+		t.Errorf("by processes: %+v %q", u, note)
+	}
+	if u, _, ok := g.procsVictim([]*unit{{root: 1, tasks: 3}}); ok {
+		t.Errorf("too few processes to kill: %+v", u)
+	}
+}
+
+// The growth log keeps the newest sample at least memGrowthWindow old, the
+// reference, and every later one.
+func TestGrowthLog(t *testing.T) {
+	var l growthLog
+	if _, ok := l.reference(); ok {
+		t.Fatal("a reference in an empty log")
+	}
+	t0 := time.Now()
+	for i := range 10 {
+		l.add(t0.Add(time.Duration(i)*300*time.Millisecond), []*unit{{root: 1, rss: int64(i)}})
+	}
+	// Samples at 0, 300, ... 2700 ms: 1500 ms is the newest a second old at 2700.
+	ref, _ := l.reference()
+	if ref.rss[1] != 5 || len(l.samples) != 5 {
+		t.Errorf("reference %+v of %d samples", ref, len(l.samples))
+	}
+	l.reset()
+	if _, ok := l.reference(); ok {
+		t.Error("a reference after reset")
+	}
+}
+
+func TestParseMeminfo(t *testing.T) {
+	m := parseMeminfo([]byte("MemTotal:         589824 kB\nMemFree:          474488 kB\nMemAvailable:     474488 kB\n" +
+		"AnonPages:         2048 kB\nMapped:            1024 kB\nShmem:                0 kB\n"))
+	if m.total != 589824<<10 || m.used != 115336<<10 || m.held != 3072<<10 {
+		t.Errorf("%+v", m)
+	}
+	if m := parseMeminfo([]byte("MemTotal: 2048 kB\nMemFree: 1024 kB\n")); m.used != 1024<<10 || m.held != m.used {
+		t.Errorf("without AnonPages and Mapped: %+v", m)
 	}
 }
 
@@ -197,14 +371,18 @@ func TestUnitsGroupLeftoversBySession(t *testing.T) {
 }
 
 func TestGuardInterval(t *testing.T) {
-	g := &guard{memLimit: 1 << 30}
-	if d := g.interval(0); d != guardMaxInterval {
+	g := &guard{memLimit: 1 << 30, memEmergency: 1<<30 + 256<<20}
+	at := func(held, used int64) time.Duration { return g.interval(memReading{held: held, used: used}) }
+	if d := at(0, 0); d != guardMaxInterval {
 		t.Errorf("far from the limit: %v", d)
 	}
-	if d := g.interval(1<<30 - 1<<20); d != guardMinInterval {
+	if d := at(1<<30-1<<20, 1<<30-1<<20); d != guardMinInterval {
 		t.Errorf("at the limit: %v", d)
 	}
-	if d := g.interval(1<<30 - 200<<20); d <= guardMinInterval || d >= guardMaxInterval {
+	if d := at(1<<30-200<<20, 1<<30-200<<20); d <= guardMinInterval || d >= guardMaxInterval {
 		t.Errorf("200 MiB below: %v", d)
+	}
+	if d := at(0, 1<<30+255<<20); d != guardMinInterval {
+		t.Errorf("held low, but in use at the emergency level: %v", d)
 	}
 }

@@ -56,13 +56,18 @@ type outStream struct {
 	final atomic.Int64 // total when done closed: the bytes that count
 	done  chan struct{}
 
-	mu     sync.Mutex
-	exitAt time.Time // when the main process exited; zero while it runs
-	grace  time.Duration
+	// exited is closed by mainExited: a stream at EOF waits for it, so
+	// that an epilogue set when the main process is reaped still goes out.
+	exited chan struct{}
+
+	mu       sync.Mutex
+	exitAt   time.Time // when the main process exited; zero while it runs
+	grace    time.Duration
+	epilogue []byte // the agent's own last words on this stream (proc.note)
 }
 
 func newOutStream(idx int, r *os.File, s sink) *outStream {
-	return &outStream{idx: idx, r: r, sink: s, done: make(chan struct{})}
+	return &outStream{idx: idx, r: r, sink: s, done: make(chan struct{}), exited: make(chan struct{})}
 }
 
 // mainExited starts the grace period; a pending Read gets its deadline.
@@ -71,16 +76,33 @@ func (s *outStream) mainExited(grace time.Duration) {
 	defer s.mu.Unlock()
 	s.exitAt, s.grace = time.Now(), grace
 	_ = s.r.SetReadDeadline(s.exitAt.Add(grace))
+	close(s.exited)
 }
 
-// run reads until EOF. It closes done at EOF or when the grace is used up,
-// whichever is first, and then keeps discarding until EOF.
+// setEpilogue makes b the last bytes the sink gets from this stream, after
+// the command's own. Call it before mainExited. The bytes are the agent's,
+// not the command's: count leaves them out.
+func (s *outStream) setEpilogue(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epilogue = b
+}
+
+// run reads until EOF. It closes done at EOF (once the main process has
+// exited) or when the grace is used up, whichever is first, and then keeps
+// discarding until EOF.
 func (s *outStream) run() {
 	defer s.r.Close()
 	buf := make([]byte, 32<<10)
 	detached := false
 	finish := func() {
 		detached = true
+		s.mu.Lock()
+		epilogue := s.epilogue
+		s.mu.Unlock()
+		if len(epilogue) > 0 {
+			s.sink.write(s.idx, epilogue)
+		}
 		s.sink.end(s.idx)
 		s.final.Store(s.total.Load())
 		close(s.done)
@@ -125,6 +147,7 @@ func (s *outStream) run() {
 				continue
 			}
 			if !detached {
+				<-s.exited // see exited
 				finish()
 			}
 			return

@@ -27,9 +27,10 @@ type procSpec struct {
 	// proc.writeStdin until proc.closeStdin (background processes).
 	stdinOpen bool
 	timeout   time.Duration // 0: none
-	// memoryFull reports whether the sandbox's memory is, or just was, at
-	// its limit (guard.memoryFull); nil: never.
-	memoryFull func() bool
+	// hostKillNote says why a process died of a SIGKILL the agent did not
+	// send, when the sandbox's memory is, or just was, at its limit
+	// (guard.hostKillNote), and is "" otherwise; nil: never.
+	hostKillNote func() string
 }
 
 // proc is one running (or finished) command: its own session and process
@@ -52,8 +53,11 @@ type proc struct {
 	pidKilled bool // the guard killed it for the sandbox's process limit
 	timer     *time.Timer
 	ended     time.Time
-	// memoryFull is procSpec.memoryFull.
-	memoryFull func() bool
+	// hostKillNote is procSpec.hostKillNote.
+	hostKillNote func() string
+	// note is the line the agent appends to the command's stderr to say
+	// why it killed it ("": none).
+	note string
 
 	// stdin is the write end of an open stdin pipe (procSpec.stdinOpen);
 	// nil once closed. stdinMu serialises writes and the close.
@@ -160,7 +164,7 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		done:    make(chan struct{}),
 		stdin:   openStdin,
 
-		memoryFull: spec.memoryFull,
+		hostKillNote: spec.hostKillNote,
 	}
 	p.streams[stdout] = newOutStream(stdout, outR, sk)
 	p.streams[stderr] = newOutStream(stderr, errR, sk)
@@ -208,6 +212,9 @@ func (p *proc) wait() {
 	grace := lingerGrace
 	if p.killed {
 		grace = killedGrace
+	}
+	if p.note != "" {
+		p.streams[stderr].setEpilogue([]byte(p.note))
 	}
 	p.mu.Unlock()
 	close(p.exited)
@@ -260,26 +267,38 @@ func (p *proc) onTimeout() {
 // limit. That is the host's OOM killer: when a command outgrows the guard
 // (on a loaded host the guard may not get the CPU in time), the host kills
 // the command's systrap stub at the sandbox's host limit, and gVisor ends
-// the command with SIGKILL. A `kill -9` from inside at that very moment
-// is reported the same way. Called with p.mu held, once reaped.
+// the command with SIGKILL. A shell reports a child killed so as its exit
+// status 137, which counts the same. A `kill -9` from inside at that very
+// moment is reported the same way. Called with p.mu held, once reaped.
 func (p *proc) noteHostOOMKill() {
-	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL || p.killed || p.timedOut || p.pidKilled || p.memoryFull == nil {
+	if p.killed || p.timedOut || p.pidKilled || p.hostKillNote == nil || !diedOfSIGKILL(p.cmd.ProcessState) {
 		return
 	}
-	if p.memoryFull() {
-		p.oomKilled = true
+	if note := p.hostKillNote(); note != "" {
+		p.oomKilled, p.note = true, note
 	}
 }
 
+// diedOfSIGKILL reports whether st is a death by SIGKILL, or the exit
+// status 137 (128 + SIGKILL) with which a shell reports its child's.
+func diedOfSIGKILL(st *os.ProcessState) bool {
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return ws.Signal() == syscall.SIGKILL
+	}
+	return ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGKILL)
+}
+
 // kill kills the command's whole tree for the guard. A kill for memory
-// that reaches the main process makes the result an out-of-memory kill.
-func (p *proc) kill(why killReason) {
+// that reaches the main process makes the result an out-of-memory kill;
+// note, the guard's reason, then ends its stderr.
+func (p *proc) kill(why killReason, note string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.reaped && !p.timedOut && !p.oomKilled && !p.pidKilled {
 		p.oomKilled = why == byMemory
 		p.pidKilled = why == byProcs
+		p.note = note
 	}
 	p.signalLocked(syscall.SIGKILL)
 }

@@ -13,7 +13,8 @@ import (
 // procEntry is one process as seen in /proc/PID/stat.
 type procEntry struct {
 	pid, ppid, pgid, sid int
-	state                byte // 'R', 'S', ... 'Z' for a zombie
+	comm                 string // the command name, as in ps
+	state                byte   // 'R', 'S', ... 'Z' for a zombie
 	threads              int
 	rssPages             int64
 	cpuTicks             int64  // user and system time, in clock ticks
@@ -59,6 +60,9 @@ func parseStat(pid int, data []byte) (procEntry, bool) {
 		return procEntry{}, false
 	}
 	e := procEntry{pid: pid, state: f[0][0]}
+	if j := bytes.IndexByte(data, '('); j >= 0 && j < i {
+		e.comm = string(data[j+1 : i])
+	}
 	e.ppid, _ = strconv.Atoi(f[1])
 	e.pgid, _ = strconv.Atoi(f[2])
 	e.sid, _ = strconv.Atoi(f[3])

@@ -114,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 // view.
 func (s *Server) start(spec procSpec, sk sink) (*proc, error) {
 	if s.guard.on {
-		spec.memoryFull = s.guard.memoryFull
+		spec.hostKillNote = s.guard.hostKillNote
 	}
 	p, err := startProc(spec, sk, s.cgroups)
 	if err != nil {

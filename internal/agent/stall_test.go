@@ -85,13 +85,6 @@ func TestStatCache(t *testing.T) {
 	}
 }
 
-func TestParseMeminfo(t *testing.T) {
-	total, free := parseMeminfo([]byte("MemTotal:         589824 kB\nMemFree:          574488 kB\nMemAvailable:     574488 kB\n"))
-	if total != 589824<<10 || free != 574488<<10 {
-		t.Errorf("total %d free %d", total, free)
-	}
-}
-
 // sudoLike behaves as sudo does without a terminal: when its child stops,
 // it stops itself (sudo_suspend_parent). Its child, sleep, writes to a
 // pipe that the parent reads: an idle pipeline of the parent and child.
