@@ -829,7 +829,9 @@ while True:
 }
 
 // C15: a command that outgrows the sandbox's memory is killed and reported
-// as out of memory; the sandbox lives on.
+// as out of memory, with the reason on its stderr; the sandbox lives on. A
+// modest command beside a hog is never the one killed (the guard kills the
+// command that grew, and waits for gVisor to release a dead one's memory).
 func TestC15Memory(t *testing.T) {
 	b := newBox(t, api.CreateSandboxRequest{MemoryMiB: 1024})
 	b.logOnFailure(t)
@@ -848,6 +850,9 @@ while True:
 		if !memoryError && !(res.OOMKilled && res.ExitCode == 137) {
 			t.Errorf("%s: %+v, want MemoryError or an out-of-memory kill (137)", cmd, res)
 		}
+		if res.OOMKilled && !strings.Contains(res.Stderr, "withruntime: out of memory: ") {
+			t.Errorf("%s: killed for memory, but its stderr does not say why: %q", cmd, res.Stderr)
+		}
 		t0 := time.Now()
 		waitFor(t, 5*time.Second, "echo ok after the memory hog", func() bool {
 			status, body := b.e.do("POST", b.path("exec"), agentapi.ExecRequest{Command: "echo ok", TimeoutSeconds: 2})
@@ -863,7 +868,7 @@ while True:
 	small := b.sh(`python3 -c "x=bytearray(100<<20); import time; time.sleep(3); print('small ok')"`)
 	var bg agentapi.ExecResult
 	b.e.must(http.StatusOK, "POST", b.path(fmt.Sprintf("processes/%d/wait?timeoutSeconds=30", p.Pid)), nil, &bg)
-	if !bg.OOMKilled || bg.ExitCode != 137 {
+	if !bg.OOMKilled || bg.ExitCode != 137 || !strings.Contains(bg.Stderr, "withruntime: out of memory: ") {
 		t.Errorf("background hog: %+v", bg)
 	}
 	if small.Stdout != "small ok\n" || small.OOMKilled {
