@@ -2,9 +2,10 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
-import { APIError, NotConfiguredError, WithRuntimeError, apiError } from "./errors.js";
+import { APIError, NotConfiguredError, ServerTimeoutError, WithRuntimeError, apiError } from "./errors.js";
 import { Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
 import * as templates from "./templates.js";
+import { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS, boundedFetch } from "./wait.js";
 import type {
   BuildTemplateOptions,
   GroupBy,
@@ -34,6 +35,24 @@ export interface ClientOptions {
   apiKey?: string;
   /** The fetch function to use (default: the global fetch). */
   fetch?: typeof fetch;
+  /**
+   * Seconds each call waits for the server's answer to begin (its headers),
+   * beyond what the call runs on the server first: a collected exec its
+   * timeoutSeconds (default 120), runCode its timeout plus a kernel's start,
+   * create a sandbox's boot (2 min), pause and resume 10 min, a template
+   * build's pull 2 min. A streamed upload that keeps moving restarts the
+   * clock (a string, Blob or bytes body counts from the start). A bound that
+   * runs out throws ServerTimeoutError. Default 60; 0: no bound.
+   */
+  responseTimeoutSeconds?: number;
+  /**
+   * Seconds a stream (execStream, a streamed runCode, a template build's
+   * progress) or a download may go without a byte before it throws
+   * ServerTimeoutError; time spent between reads does not count. The server
+   * sends a heartbeat every 2 s on its streams, so 5 or more is safe.
+   * Default 60; 0: no bound.
+   */
+  idleTimeoutSeconds?: number;
 }
 
 /** Options every call takes. */
@@ -107,9 +126,10 @@ let patient: object | null | undefined;
 /**
  * Node's fetch (undici) gives up on an answer whose headers take over 300
  * seconds, or whose body is silent that long: a command that runs for
- * minutes without output. This is a dispatcher of the same class as Node's
- * global one with those two timeouts off (the SDK bounds nothing itself:
- * the caller's signal and the command's own timeout do). It is undefined
+ * minutes before it answers. This is a dispatcher of the same class as Node's
+ * global one with those two timeouts off: the SDK bounds the waits itself
+ * (wait.ts: the response timeout plus what the call runs, and the idle
+ * timeout, which the server's heartbeats keep from firing). It is undefined
  * until Node's fetch has made its global dispatcher (at its first call; the
  * first request of a Sandbox, create or connect, is short), outside Node,
  * and when the application installed a dispatcher of its own (such as a
@@ -161,6 +181,15 @@ export interface CreateKeyOptions extends CallOptions {
   dailyLimitMicros?: number;
 }
 
+/** A bound in seconds as given (undefined: def; 0: none). */
+function seconds(v: number | undefined, def: number, name: string): number {
+  if (v === undefined) return def;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+    throw new TypeError(`${name} must be a number of seconds (0 for no bound), not ${String(v)}`);
+  }
+  return v;
+}
+
 function when(v: Date | string): string {
   return v instanceof Date ? v.toISOString() : v;
 }
@@ -173,6 +202,8 @@ export interface RequestOptions {
   signal?: AbortSignal | undefined;
   /** More request headers, such as Range. */
   headers?: Record<string, string>;
+  /** Seconds the call runs on the server before it answers, added to the response timeout (see ClientOptions.responseTimeoutSeconds). */
+  waitSeconds?: number;
 }
 
 /**
@@ -191,6 +222,8 @@ export class Client {
   readonly #apiKey: string;
   readonly #fetch: typeof fetch;
   readonly #globalFetch: boolean;
+  readonly #responseTimeout: number;
+  readonly #idleTimeout: number;
 
   constructor(opts: ClientOptions = {}) {
     const { baseURL, apiKey } = resolveConfig(opts);
@@ -201,6 +234,8 @@ export class Client {
     this.#apiKey = apiKey;
     this.#fetch = opts.fetch ?? globalThis.fetch;
     this.#globalFetch = opts.fetch === undefined;
+    this.#responseTimeout = seconds(opts.responseTimeoutSeconds, DEFAULT_RESPONSE_TIMEOUT_SECONDS, "responseTimeoutSeconds");
+    this.#idleTimeout = seconds(opts.idleTimeoutSeconds, DEFAULT_IDLE_TIMEOUT_SECONDS, "idleTimeoutSeconds");
   }
 
   /** Creates a sandbox on this server (see Sandbox.create). */
@@ -405,10 +440,13 @@ export class Client {
       req.redirect = "error";
       req.window = null;
     }
+    const bounds = { headers: this.#responseTimeout > 0 ? this.#responseTimeout + (init.waitSeconds ?? 0) : 0, idle: this.#idleTimeout };
+    const describe = { server: this.baseURL, method, path: path.split("?")[0] ?? path };
     let resp: Response;
     try {
-      resp = await this.#fetch(this.baseURL + path, req);
+      resp = await boundedFetch(this.#fetch, this.baseURL + path, req, bounds, describe);
     } catch (err) {
+      if (err instanceof ServerTimeoutError) throw err;
       if (init.signal?.aborted) throw init.signal.reason ?? err;
       const cause = (err as { cause?: { message?: string } }).cause;
       const detail = cause?.message ? `${(err as Error).message}: ${cause.message}` : (err as Error).message;
@@ -420,16 +458,24 @@ export class Client {
 
   /**
    * Sends body (if not undefined) as JSON to a path of the API and returns
-   * the decoded answer (undefined for an empty one).
+   * the decoded answer (undefined for an empty one). waitSeconds is what
+   * the call runs on the server before it answers (RequestOptions).
    */
-  async json<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  async json<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, waitSeconds?: number): Promise<T> {
     const resp = await this.request(method, path, {
       body: body === undefined ? null : JSON.stringify(body),
       contentType: "application/json",
       accept: "application/json",
       signal,
+      waitSeconds,
     });
-    const text = await resp.text();
+    let text: string;
+    try {
+      text = await resp.text();
+    } catch (err) {
+      if (err instanceof ServerTimeoutError) throw err;
+      throw new WithRuntimeError(`withruntime: reading the answer to ${method} ${path}: ${(err as Error).message}`, { cause: err });
+    }
     if (text === "") return undefined as T;
     try {
       return JSON.parse(text) as T;

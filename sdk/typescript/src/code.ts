@@ -3,6 +3,7 @@
 // one runCode to the next and return charts as images.
 import type { Client } from "./client.js";
 import { WithRuntimeError } from "./errors.js";
+import { KERNEL_WAIT, runWait } from "./wait.js";
 
 /** The template whose sandboxes run code in contexts. */
 export const CODE_INTERPRETER_TEMPLATE = "code-interpreter";
@@ -248,13 +249,15 @@ export class CodeInterpreter {
     if (opts.env && Object.keys(opts.env).length > 0) body["env"] = opts.env;
     const streamed = !!(opts.onStdout || opts.onStderr || opts.onResult || opts.onError);
     if (!streamed) {
-      return Execution.fromJSON(await this.client.json<ExecutionData>("POST", this.base + "/code", body, opts.signal));
+      const wait = KERNEL_WAIT + runWait(opts.timeoutSeconds, DEFAULT_CODE_TIMEOUT_SECONDS);
+      return Execution.fromJSON(await this.client.json<ExecutionData>("POST", this.base + "/code", body, opts.signal, wait));
     }
     const resp = await this.client.request("POST", this.base + "/code", {
       body: JSON.stringify(body),
       contentType: "application/json",
       accept: "application/x-ndjson",
       signal: opts.signal,
+      waitSeconds: KERNEL_WAIT, // its answer begins once a kernel runs
     });
     if (!resp.body) throw new WithRuntimeError("withruntime: code stream had no body");
     const ex = new Execution();
@@ -329,7 +332,7 @@ export class CodeInterpreter {
     if (opts.language) body["language"] = opts.language;
     if (opts.cwd) body["cwd"] = opts.cwd;
     if (opts.env && Object.keys(opts.env).length > 0) body["env"] = opts.env;
-    return this.client.json<CodeContext>("POST", this.base + "/contexts", body, opts.signal);
+    return this.client.json<CodeContext>("POST", this.base + "/contexts", body, opts.signal, KERNEL_WAIT);
   }
 
   async listContexts(signal?: AbortSignal): Promise<CodeContext[]> {
@@ -339,7 +342,7 @@ export class CodeInterpreter {
 
   async restartContext(context: CodeContext | string, signal?: AbortSignal): Promise<CodeContext> {
     const id = encodeURIComponent(contextId(context) ?? "");
-    return this.client.json<CodeContext>("POST", `${this.base}/contexts/${id}/restart`, undefined, signal);
+    return this.client.json<CodeContext>("POST", `${this.base}/contexts/${id}/restart`, undefined, signal, KERNEL_WAIT);
   }
 
   async removeContext(context: CodeContext | string, signal?: AbortSignal): Promise<void> {

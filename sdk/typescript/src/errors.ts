@@ -20,6 +20,40 @@ export class NotConfiguredError extends WithRuntimeError {
   override name = "NotConfiguredError";
 }
 
+/**
+ * A wait on a server that accepted the connection ran out (it may be
+ * stopped or overloaded): no answer headers within the client's
+ * responseTimeoutSeconds (plus what the call runs first), or, with `idle`,
+ * a stream or download that sent nothing for idleTimeoutSeconds.
+ */
+export class ServerTimeoutError extends WithRuntimeError {
+  override name = "ServerTimeoutError";
+  /** The server's base URL. */
+  readonly server: string;
+  /** The request's method and path, such as "GET" "/v1/sandboxes". */
+  readonly method: string;
+  readonly path: string;
+  /** The wait was for a stream's next byte, not for the answer's headers. */
+  readonly idle: boolean;
+  /** The bound that ran out, in seconds. */
+  readonly seconds: number;
+  constructor(server: string, method: string, path: string, seconds: number, idle: boolean) {
+    const secs = seconds < 10 && !Number.isInteger(seconds) ? `${seconds.toFixed(1)} s` : `${Math.round(seconds)} s`;
+    super(
+      idle
+        ? `withruntime: the answer of the Runtime server at ${server} to ${method} ${path} sent nothing for ${secs} ` +
+            "(it accepted the connection: it may be stopped or overloaded); the client's idleTimeoutSeconds waits longer"
+        : `withruntime: the Runtime server at ${server} did not answer ${method} ${path} within ${secs} ` +
+            "(it accepted the connection: it may be stopped or overloaded); the client's responseTimeoutSeconds waits longer",
+    );
+    this.server = server;
+    this.method = method;
+    this.path = path;
+    this.idle = idle;
+    this.seconds = seconds;
+  }
+}
+
 /** An error answer from the server, or an error event that ended an exec stream. */
 export class APIError extends WithRuntimeError {
   override name = "APIError";
@@ -50,7 +84,11 @@ export class ForbiddenError extends APIError {
 export class NotFoundError extends APIError {
   override name = "NotFoundError";
 }
-/** 408 timeout: the server gave up waiting. */
+/**
+ * 408 timeout: the server gave up waiting; also 504 agent_timeout: the
+ * sandbox's agent did not answer within the server's bound. (A bound of
+ * this client on a silent server is a ServerTimeoutError.)
+ */
 export class TimeoutError extends APIError {
   override name = "TimeoutError";
 }
@@ -138,6 +176,7 @@ const codes: Record<string, [APIErrorClass, number]> = {
   forbidden: [ForbiddenError, 403],
   not_found: [NotFoundError, 404],
   timeout: [TimeoutError, 408],
+  agent_timeout: [TimeoutError, 504],
   conflict: [ConflictError, 409],
   sandbox_paused: [SandboxPausedError, 409],
   lease_ended: [LeaseEndedError, 410],
@@ -160,6 +199,7 @@ const byStatus: Record<number, APIErrorClass> = {
   403: ForbiddenError,
   404: NotFoundError,
   408: TimeoutError,
+  504: TimeoutError,
   409: ConflictError,
   410: SandboxStoppedError,
   413: TooLargeError,

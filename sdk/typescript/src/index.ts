@@ -47,6 +47,7 @@ export {
   type RunCodeOptions,
 } from "./code.js";
 export * from "./errors.js";
+export { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS } from "./wait.js";
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type FileData, type ListOptions, type ListPageOptions, type ReadOptions } from "./files.js";
 export {

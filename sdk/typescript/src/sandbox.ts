@@ -6,8 +6,12 @@ import {
   type Execution,
   type RunCodeOptions,
 } from "./code.js";
-import { apiError, type APIError, ConflictError, statusOfCode, WithRuntimeError } from "./errors.js";
+import { apiError, type APIError, ConflictError, ServerTimeoutError, statusOfCode, WithRuntimeError } from "./errors.js";
 import { Files } from "./files.js";
+import { BOOT_WAIT, CHECKPOINT_WAIT, runWait } from "./wait.js";
+
+/** The server's default timeout of an exec (seconds). */
+const EXEC_DEFAULT = 120;
 import type {
   CreateSandboxRequest,
   ExecEvent,
@@ -197,7 +201,7 @@ export class Sandbox implements AsyncDisposable {
    */
   static async create(opts: SandboxOptions = {}): Promise<Sandbox> {
     const c = clientOf(opts);
-    const info = await c.json<SandboxInfo>("POST", "/v1/sandboxes", createRequest(opts), opts.signal);
+    const info = await c.json<SandboxInfo>("POST", "/v1/sandboxes", createRequest(opts), opts.signal, BOOT_WAIT);
     return new Sandbox(c, info);
   }
 
@@ -214,7 +218,7 @@ export class Sandbox implements AsyncDisposable {
     const c = clientOf(opts);
     const req = createRequest(opts);
     req.exec = toRequest(cmd);
-    const out = await c.json<SandboxWithResult>("POST", "/v1/sandboxes", req, opts.signal);
+    const out = await c.json<SandboxWithResult>("POST", "/v1/sandboxes", req, opts.signal, BOOT_WAIT + runWait(req.exec.timeoutSeconds, EXEC_DEFAULT));
     if (!out?.sandbox?.id) throw new WithRuntimeError("withruntime: the create's answer has no sandbox");
     const sandbox = new Sandbox(c, out.sandbox);
     if (out.error) {
@@ -296,7 +300,7 @@ export class Sandbox implements AsyncDisposable {
    * LeaseEndedError, SandboxStoppedError.
    */
   async pause(opts: CallOptions = {}): Promise<SandboxInfo> {
-    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/pause"), {}, opts.signal);
+    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/pause"), {}, opts.signal, CHECKPOINT_WAIT);
     return this.#info;
   }
 
@@ -308,7 +312,7 @@ export class Sandbox implements AsyncDisposable {
    */
   async resume(timeoutSeconds?: number, opts: CallOptions = {}): Promise<SandboxInfo> {
     const body = timeoutSeconds ? { timeoutSeconds } : {};
-    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/resume"), body, opts.signal);
+    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/resume"), body, opts.signal, CHECKPOINT_WAIT);
     return this.#info;
   }
 
@@ -381,7 +385,8 @@ export class Sandbox implements AsyncDisposable {
    * signal.
    */
   async exec(cmd: Command, opts: CallOptions = {}): Promise<ExecResult> {
-    return this.client.json<ExecResult>("POST", this.path("/exec"), toRequest(cmd), opts.signal);
+    const req = toRequest(cmd);
+    return this.client.json<ExecResult>("POST", this.path("/exec"), req, opts.signal, runWait(req.timeoutSeconds, EXEC_DEFAULT));
   }
 
   /** Runs a shell command line with default settings: exec({ command }). */
@@ -426,6 +431,7 @@ export class Sandbox implements AsyncDisposable {
           chunk = await reader.read();
         } catch (err) {
           if (opts.signal?.aborted) throw opts.signal.reason ?? err;
+          if (err instanceof ServerTimeoutError) throw err; // the server went silent, not the sandbox
           broke = err;
           break;
         }

@@ -8,7 +8,8 @@ import { openAsBlob } from "node:fs";
 import { join, posix, relative, resolve, sep } from "node:path";
 
 import type { Client } from "./client.js";
-import { NotFoundError, WithRuntimeError, apiError, statusOfCode } from "./errors.js";
+import { NotFoundError, ServerTimeoutError, WithRuntimeError, apiError, statusOfCode } from "./errors.js";
+import { BUILD_WAIT } from "./wait.js";
 import type {
   BuildTemplateOptions,
   Template,
@@ -159,7 +160,7 @@ async function build(
   contentType: string,
   opts: TemplateOptions,
 ): Promise<Template> {
-  const resp = await c.request("POST", path, { body, contentType, accept: NDJSON, signal: opts.signal });
+  const resp = await c.request("POST", path, { body, contentType, accept: NDJSON, signal: opts.signal, waitSeconds: BUILD_WAIT });
   if (!(resp.headers.get("Content-Type") ?? "").startsWith(NDJSON)) return (await resp.json()) as Template;
   if (!resp.body) throw new WithRuntimeError("withruntime: the template build's answer had no body");
   const reader = resp.body.getReader();
@@ -172,6 +173,7 @@ async function build(
         chunk = await reader.read();
       } catch (err) {
         if (opts.signal?.aborted) throw opts.signal.reason ?? err;
+        if (err instanceof ServerTimeoutError) throw err;
         throw new WithRuntimeError(`withruntime: the template build's progress broke: ${(err as Error).message}`, { cause: err });
       }
       if (chunk.done) break;
