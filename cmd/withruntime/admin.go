@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/template"
 )
 
@@ -110,6 +112,7 @@ with the network --internet and --allow give them (none by default).`,
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Manage API keys"}
 	var dailyLimitUSD float64
+	var quota api.CreateKeyRequest
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an API key and print its secret (shown once)",
@@ -124,7 +127,9 @@ func newKeysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			k, err := s.CreateKeyWithLimit(cmd.Context(), args[0], limit)
+			req := quota
+			req.Name, req.DailyLimitMicros = args[0], limit
+			k, err := s.CreateKeyWith(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -134,6 +139,10 @@ func newKeysCmd() *cobra.Command {
 		},
 	}
 	create.Flags().Float64Var(&dailyLimitUSD, "daily-limit-usd", 0, "cap on what the key's sandboxes may cost per UTC day, in USD (e.g. 5 or 0.25; default none)")
+	const quotaDefault = " (default: the server's for a key with a daily limit, none for an administrator's; see serve --key-*-quota*)"
+	create.Flags().Int64Var(&quota.DiskQuotaMiB, "disk-quota-mib", 0, "cap on the host disk the key's sandboxes hold, in MiB: its running and paused sandboxes' diskMiB plus its pause images"+quotaDefault)
+	create.Flags().Int64Var(&quota.PausedQuota, "paused-quota", 0, "cap on how many of the key's sandboxes may be paused at once"+quotaDefault)
+	create.Flags().Int64Var(&quota.SandboxesQuota, "sandboxes-quota", 0, "cap on how many sandboxes the key may hold at once, starting, running and paused together"+quotaDefault)
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List API keys",
@@ -149,7 +158,7 @@ func newKeysCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tREVOKED\tDAILY LIMIT")
+			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tREVOKED\tDAILY LIMIT\tQUOTAS")
 			for _, k := range keys {
 				revoked := "-"
 				if k.RevokedAt != nil {
@@ -159,7 +168,7 @@ func newKeysCmd() *cobra.Command {
 				if k.DailyLimitMicros > 0 {
 					limit = usd(k.DailyLimitMicros)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.CreatedAt.Local().Format(time.DateTime), revoked, limit)
+				fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.CreatedAt.Local().Format(time.DateTime), revoked, limit, quotaSummary(k))
 			}
 			return tw.Flush()
 		},
@@ -179,4 +188,23 @@ func newKeysCmd() *cobra.Command {
 	}
 	cmd.AddCommand(create, ls, revoke)
 	return cmd
+}
+
+// quotaSummary says which quotas bind key k ("-": none), for keys ls:
+// "disk 32768 MiB, 32 sandboxes, 16 paused".
+func quotaSummary(k api.Key) string {
+	var parts []string
+	if k.DiskQuotaMiB > 0 {
+		parts = append(parts, fmt.Sprintf("disk %d MiB", k.DiskQuotaMiB))
+	}
+	if k.SandboxesQuota > 0 {
+		parts = append(parts, fmt.Sprintf("%d sandboxes", k.SandboxesQuota))
+	}
+	if k.PausedQuota > 0 {
+		parts = append(parts, fmt.Sprintf("%d paused", k.PausedQuota))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -38,6 +38,7 @@ func newServeCmd() *cobra.Command {
 	var pool sandbox.PoolConfig
 	var maxSandboxes int
 	var pausedRetention time.Duration
+	var quotas func(*sandbox.Limits) error
 	var sandboxCAs []string
 	var secretsKey string
 	var rotateKey, discardSecrets bool
@@ -72,6 +73,10 @@ func newServeCmd() *cobra.Command {
 			if pausedRetention <= 0 {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
+			lim := limits(maxSandboxes, pausedRetention)
+			if err := quotas(lim); err != nil {
+				return err
+			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			log.Info("withruntime serve", "version", version.Get().String())
 			if storeDSN == "" { // not the flag's default: --help would show the password
@@ -85,7 +90,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, SandboxTemplates: sbTemplates, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: limits(maxSandboxes, pausedRetention),
+			srv, err := server.Open(ctx, server.Config{Driver: drv, SandboxTemplates: sbTemplates, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: lim,
 				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
@@ -159,7 +164,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().Int64Var(&maxUpload, "max-upload-bytes", 0, "cap on one file upload in bytes (default 1.5 GiB)")
 	cmd.Flags().Int64Var(&imageMaxBytes, "image-max-bytes", image.DefaultMaxBytes, "cap on the uncompressed content of an image made into a template (POST /v1/templates), in bytes")
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
-	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes running at once; creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
+	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes held at once, running and paused together (a paused one keeps its slot until it is deleted); creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
 	cmd.Flags().DurationVar(&pausedRetention, "paused-retention", sandbox.DefaultPausedRetention, "how long a paused sandbox is kept; then it is destroyed (end reason retention)")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
 	cmd.Flags().IntVar(&pool.Max, "pool-max", sandbox.DefaultPoolMax, "most booted sandboxes a pooled template keeps ready after a burst: the pool follows the recent create rate (the most creates within one second over the last 30 s) between --pool-size and this")
@@ -179,6 +184,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&login.PublicURL, "public-url", "", "the server's URL as users reach it (https://runtime.example.com), for the links withruntime login prints (default: the scheme and Host of each request)")
 	cmd.Flags().Var(prefixesFlag{&login.TrustedProxies}, "trusted-proxy", "a reverse proxy in front of the server (an address or CIDR; repeat or comma-separate) whose X-Forwarded-For names the client for device login's per-address limits (default none: the client is the connection's peer address, and X-Forwarded-For is ignored)")
 	meter = addMeterFlags(cmd)
+	quotas = addQuotaFlags(cmd)
 	newDriver = addDriverFlags(cmd)
 	newElector = addLeaderFlags(cmd)
 	cmd.Flags().DurationVar(&orphanGrace, "leader-election-orphan-grace", sandbox.DefaultOrphanGrace, "with --leader-election: how old a record still starting, or a sandbox pod with no record, must be before the leader takes it for what a dead server left and deletes it; must exceed the longest create (the Kubernetes driver's pod ready timeout, 2 minutes)")

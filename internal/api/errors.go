@@ -14,6 +14,13 @@ import (
 // with this method.
 const CodeMethodNotAllowed = "method_not_allowed"
 
+// CodeQuotaExceeded is the error code of a 429 for a key at one of its
+// count quotas (sandboxes, paused sandboxes); the message names it.
+const CodeQuotaExceeded = "quota_exceeded"
+
+// CodeDiskQuota is the error code of a 507 for a key at its disk quota.
+const CodeDiskQuota = "disk_quota_exceeded"
+
 // httpError is an answer decided by the API layer itself (a 405), with its
 // status and code.
 type httpError struct {
@@ -55,6 +62,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusTooManyRequests, "spending_limit"
 	case errors.Is(err, errs.RateLimited):
 		return http.StatusTooManyRequests, agentapi.CodeRateLimited
+	case errors.Is(err, errs.Quota):
+		return http.StatusTooManyRequests, CodeQuotaExceeded
+	case errors.Is(err, errs.DiskQuota):
+		return http.StatusInsufficientStorage, CodeDiskQuota
 	case errors.Is(err, errs.NoSpace):
 		return http.StatusInsufficientStorage, agentapi.CodeNoSpace
 	case errors.Is(err, errs.Capacity):

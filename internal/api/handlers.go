@@ -155,12 +155,13 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req, req.bounds()...); err != nil {
 		return err
 	}
-	k, secret, err := auth.NewKey(r.Context(), s.cfg.Store, req.Name, req.DailyLimitMicros)
+	k, secret, err := auth.NewKeyWithLimits(r.Context(), s.cfg.Store, req.Name,
+		store.KeyLimits{DailyLimitMicros: req.DailyLimitMicros, Quotas: req.quotas()})
 	if err != nil {
 		return err
 	}
-	out := toKey(k)
-	out.Secret, out.DailyLimitMicros = secret, req.DailyLimitMicros
+	out := toKey(k).withQuotas(req.DailyLimitMicros, s.cfg.Manager.QuotasOf(req.quotas(), req.DailyLimitMicros > 0))
+	out.Secret = secret
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
@@ -174,10 +175,13 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := s.cfg.Store.AllKeyQuotas(r.Context())
+	if err != nil {
+		return err
+	}
 	out := KeyList{Keys: make([]Key, 0, len(keys))}
 	for _, k := range keys {
-		out.Keys = append(out.Keys, toKey(k))
-		out.Keys[len(out.Keys)-1].DailyLimitMicros = limits[k.ID]
+		out.Keys = append(out.Keys, toKey(k).withQuotas(limits[k.ID], s.cfg.Manager.QuotasOf(quotas[k.ID], limits[k.ID] > 0)))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -113,6 +113,18 @@ type CreateKeyRequest struct {
 	// DailyLimitMicros caps what the key's sandboxes may cost per UTC day,
 	// in micro-dollars (0 or absent: no limit).
 	DailyLimitMicros int64 `json:"dailyLimitMicros,omitempty"`
+	// DiskQuotaMiB bounds, in MiB, the host disk the key's sandboxes hold:
+	// its running and paused sandboxes' diskMiB plus its pause images'
+	// bytes (0 or absent: the server's default for a tenant key, none for
+	// an administrator's).
+	DiskQuotaMiB int64 `json:"diskQuotaMiB,omitempty"`
+	// PausedQuota bounds how many of the key's sandboxes may be paused at
+	// once, a count (0 or absent: as DiskQuotaMiB).
+	PausedQuota int64 `json:"pausedQuota,omitempty"`
+	// SandboxesQuota bounds how many sandboxes the key may hold at once,
+	// starting, running and paused together, a count (0 or absent: as
+	// DiskQuotaMiB).
+	SandboxesQuota int64 `json:"sandboxesQuota,omitempty"`
 }
 
 // Key is an API key as listed; Secret is set only in the answer to its creation.
@@ -125,6 +137,15 @@ type Key struct {
 	Secret    string     `json:"secret,omitempty"`
 	// DailyLimitMicros is the key's spending limit per UTC day (absent: none).
 	DailyLimitMicros int64 `json:"dailyLimitMicros,omitempty"`
+	// DiskQuotaMiB is the disk quota that binds the key, in MiB (its own,
+	// or the server's default for a tenant key; absent: none).
+	DiskQuotaMiB int64 `json:"diskQuotaMiB,omitempty"`
+	// PausedQuota is the paused sandboxes quota that binds the key, a
+	// count (absent: none).
+	PausedQuota int64 `json:"pausedQuota,omitempty"`
+	// SandboxesQuota is the sandboxes quota (starting, running and paused
+	// together) that binds the key, a count (absent: none).
+	SandboxesQuota int64 `json:"sandboxesQuota,omitempty"`
 }
 
 // KeyList is the body of GET /v1/keys.
@@ -168,6 +189,18 @@ func toSandbox(sb store.Sandbox) Sandbox {
 
 func toKey(k store.Key) Key {
 	return Key{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+// withQuotas sets the key record's limit and the quotas that bind it.
+func (k Key) withQuotas(dailyLimitMicros int64, q store.KeyQuotas) Key {
+	k.DailyLimitMicros = dailyLimitMicros
+	k.DiskQuotaMiB, k.PausedQuota, k.SandboxesQuota = q.DiskMiB, q.PausedSandboxes, q.Sandboxes
+	return k
+}
+
+// quotas are the key quotas the request asks for.
+func (req *CreateKeyRequest) quotas() store.KeyQuotas {
+	return store.KeyQuotas{DiskMiB: req.DiskQuotaMiB, PausedSandboxes: req.PausedQuota, Sandboxes: req.SandboxesQuota}
 }
 
 // Health is GET /v1/health: the server answers, and how its warm pool

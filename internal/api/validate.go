@@ -35,6 +35,9 @@ const (
 	maxPid = 1<<31 - 1
 	// maxMetadataKey and maxMetadataValue bound a sandbox's labels, in bytes.
 	maxMetadataKey, maxMetadataValue = 256, 4096
+	// maxQuotaMiB and maxQuotaCount bound a key's quotas (1 EiB of disk; a
+	// million sandboxes): far past any host, far from overflowing sums.
+	maxQuotaMiB, maxQuotaCount = 1 << 40, 1_000_000
 )
 
 func (req *CreateSandboxRequest) bounds(l sandbox.Limits) []bound {
@@ -82,7 +85,13 @@ func (req *SetTimeoutRequest) bounds(l sandbox.Limits) []bound {
 }
 
 func (req *CreateKeyRequest) bounds() []bound {
-	return []bound{intBound("dailyLimitMicros", &req.DailyLimitMicros, 1, maxMicros, "no limit", "micro-dollars per UTC day")}
+	const def = "the server's default for a tenant key, none for an administrator's"
+	return []bound{
+		intBound("dailyLimitMicros", &req.DailyLimitMicros, 1, maxMicros, "no limit", "micro-dollars per UTC day"),
+		intBound("diskQuotaMiB", &req.DiskQuotaMiB, 1, maxQuotaMiB, def, "MiB"),
+		intBound("pausedQuota", &req.PausedQuota, 1, maxQuotaCount, def, "paused sandboxes"),
+		intBound("sandboxesQuota", &req.SandboxesQuota, 1, maxQuotaCount, def, "sandboxes"),
+	}
 }
 
 func (req *CreateKeyRequest) check() error { return checkName("key name", req.Name) }

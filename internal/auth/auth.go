@@ -34,11 +34,17 @@ func Hash(token string) string {
 // secret, which is shown once and never again. dailyLimitMicros > 0 gives
 // the key a daily spending limit (micro-dollars per UTC day) atomically with it.
 func NewKey(ctx context.Context, st *store.Store, name string, dailyLimitMicros int64) (store.Key, string, error) {
+	return NewKeyWithLimits(ctx, st, name, store.KeyLimits{DailyLimitMicros: dailyLimitMicros})
+}
+
+// NewKeyWithLimits is NewKey with the key's quotas too (store.KeyLimits),
+// stored with it in one transaction.
+func NewKeyWithLimits(ctx context.Context, st *store.Store, name string, l store.KeyLimits) (store.Key, string, error) {
 	k, token, err := Generate(name)
 	if err != nil {
 		return store.Key{}, "", err
 	}
-	if err := st.InsertKey(ctx, k, dailyLimitMicros); err != nil {
+	if err := st.InsertKeyWithLimits(ctx, k, l); err != nil {
 		return store.Key{}, "", err
 	}
 	return k, token, nil

@@ -23,6 +23,11 @@ func (c *Client) Usage(ctx context.Context, from, to, groupBy string) (api.Usage
 // CreateKeyWithLimit creates an API key with a daily spending limit in
 // micro-dollars (0: none).
 func (c *Client) CreateKeyWithLimit(ctx context.Context, name string, dailyLimitMicros int64) (api.Key, error) {
+	return c.CreateKeyWith(ctx, api.CreateKeyRequest{Name: name, DailyLimitMicros: dailyLimitMicros})
+}
+
+// CreateKeyWith creates an API key as req asks (name, daily limit, quotas).
+func (c *Client) CreateKeyWith(ctx context.Context, req api.CreateKeyRequest) (api.Key, error) {
 	var k api.Key
-	return k, c.do(ctx, http.MethodPost, "/v1/keys", api.CreateKeyRequest{Name: name, DailyLimitMicros: dailyLimitMicros}, &k)
+	return k, c.do(ctx, http.MethodPost, "/v1/keys", req, &k)
 }

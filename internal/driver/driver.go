@@ -5,7 +5,8 @@
 // manager a way to dial that agent; everything that happens inside the
 // sandbox (exec, files) goes through the agent, so a driver knows nothing
 // about commands or files. Optional features are separate interfaces found by
-// type assertion (StatsReader, Watcher, CPUSetter, Pauser, Closer, LeaseBounder).
+// type assertion (StatsReader, Watcher, CPUSetter, Pauser, DiskReporter, Closer,
+// LeaseBounder).
 package driver
 
 import (
@@ -305,4 +306,21 @@ type Pauser interface {
 	// running) and returns its image, or ErrNotFound (wrapped) when it has
 	// none.
 	RecoverPaused(ctx context.Context, id string) (Image, error)
+}
+
+// DiskReporter is implemented by drivers whose sandboxes keep their
+// writable layers and pause images on the server's host disk, so that the
+// manager can admit creates and pauses against its free space
+// (sandbox/quota.go). A driver without it (Kubernetes: a pod's disk is the
+// node's) is admitted by the per-key quotas alone.
+type DiskReporter interface {
+	// HostDisk describes the filesystem that holds sandboxes' writable
+	// layers and pause images: availBytes is what may still be written
+	// there (statfs's f_bavail), sizeBytes its whole size.
+	HostDisk() (availBytes, sizeBytes int64, err error)
+	// ImageEstimate is, in bytes, about the most that a pause image of the
+	// running sandbox id would take if it were saved now: its memory in use
+	// on the host plus the blocks its writable layer holds on the host's
+	// disk (the image carries both). An error when it cannot be measured.
+	ImageEstimate(ctx context.Context, id string) (int64, error)
 }

@@ -28,6 +28,12 @@ var (
 	NoSpace       = errors.New("no_space")        // 507: the host's disk is full
 )
 
+// Quota categories: a key at one of its quotas (sandbox/quota.go).
+var (
+	Quota     = errors.New("quota_exceeded")      // 429: the key holds as many sandboxes (or paused ones) as its quota allows
+	DiskQuota = errors.New("disk_quota_exceeded") // 507: the key's sandboxes and images hold as much host disk as its quota allows
+)
+
 // Error is a categorised error with a user-facing message.
 type Error struct {
 	Kind error

@@ -312,6 +312,12 @@ func TestContract(t *testing.T) {
 	var capped api.Key
 	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "capped", "dailyLimitMicros": 1_000_000}, want: 201}), &capped)
 	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 3600, "cpu": 2, "maxCostMicros": 1}, want: 400})
+	// Quotas: set on the key, past the disk quota a create is 507.
+	var quoted api.Key
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "quoted", "dailyLimitMicros": 1_000_000,
+		"diskQuotaMiB": 100, "pausedQuota": 1, "sandboxesQuota": 1}, want: 201}), &quoted)
+	c.do(apiCall{method: "POST", path: "/v1/keys", body: map[string]any{"name": "x", "diskQuotaMiB": -1}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", key: quoted.Secret, body: map[string]any{"diskMiB": 200}, want: 507})
 	// A create with its first command: collected, streamed, refused.
 	var swr api.SandboxWithResult
 	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"timeoutSeconds": 60, "exec": map[string]any{"command": "echo hi"}}, want: 201}), &swr)

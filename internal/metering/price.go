@@ -32,13 +32,23 @@ type Prices struct {
 	CPUFloorVCPU float64 `json:"cpuFloorVcpu"`
 	// StorageMicrosPerGiBHour is the price of one GiB of a paused sandbox's
 	// image (its memory, processes and files saved on the host) kept for
-	// one hour, in micro-dollars (default 0: paused sandboxes are free).
+	// one hour, in micro-dollars (default DefaultStorageMicrosPerGiBHour).
 	StorageMicrosPerGiBHour float64 `json:"storageMicrosPerGibHour"`
 }
 
-// DefaultPrices is the published reference price list.
+// DefaultStorageMicrosPerGiBHour is the default price of paused sandboxes'
+// images: 100 µ$ ($0.0001) per GiB-hour, about $0.073 per GiB-month, the
+// field's figure for stored disk: sandbox providers' storage at $0.00009
+// per GB-hour (Novita's agent sandboxes), block storage at $0.08 per
+// GB-month (AWS EBS gp3, about $0.00012 per GiB-hour). With it a daily
+// spending limit bounds what a key's paused images may hold too.
+const DefaultStorageMicrosPerGiBHour = 100
+
+// DefaultPrices is the published reference price list, with the default
+// storage price.
 func DefaultPrices() Prices {
-	return Prices{CPUMicrosPerVCPUHour: 25_000, MemoryMicrosPerGiBHour: 7_500, CPUFloorVCPU: 0.05}
+	return Prices{CPUMicrosPerVCPUHour: 25_000, MemoryMicrosPerGiBHour: 7_500, CPUFloorVCPU: 0.05,
+		StorageMicrosPerGiBHour: DefaultStorageMicrosPerGiBHour}
 }
 
 // Validate says what is wrong with a price configuration.

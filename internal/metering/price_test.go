@@ -105,8 +105,9 @@ func TestStoragePrice(t *testing.T) {
 	if c.CPUMicros != 0 || c.MemoryMicros != 0 || c.Micros() != 300 {
 		t.Fatalf("paused 1.5 GiB × 2 h at 100 µ$/GiB-h: %+v (%d µ$), want only 300 µ$ of storage", c, c.Micros())
 	}
-	if got := DefaultPrices().Price(Usage{StorageGiBSeconds: 1e6}).Micros(); got != 0 {
-		t.Fatalf("default storage price billed %d µ$, want 0", got)
+	// The default: 100 µ$ per GiB-hour, so 1 GiB for 10 hours is 1,000 µ$.
+	if got := DefaultPrices().Price(Usage{StorageGiBSeconds: 10 * 3600}).Micros(); got != 1000 {
+		t.Fatalf("default storage price billed %d µ$ for 10 GiB-hours, want 1000", got)
 	}
 	if err := (Prices{StorageMicrosPerGiBHour: -1}).Validate(); err == nil {
 		t.Fatal("negative storage price accepted")

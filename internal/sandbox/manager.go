@@ -52,8 +52,17 @@ type Limits struct {
 	MaxDiskMiB       int64         // 65536
 	TmpMiB           int64         // size of /tmp (256), at most half the sandbox's memory (see tmpBytes)
 	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
-	MaxSandboxes     int           // running at once on this host (0 = no limit); paused ones do not count
+	MaxSandboxes     int           // held at once on this host, running, starting and paused together (0 = no limit)
 	PausedRetention  time.Duration // how long a paused sandbox is kept before it is destroyed (7 days)
+	// KeyQuotas are the per-key quotas of a tenant key (one with a daily
+	// limit) in the fields its own left at 0 (quota.go); a field at 0
+	// here: no default bound. Administrators' keys get none of them.
+	KeyQuotas store.KeyQuotas
+	// DiskReserveMiB is the host disk, in MiB, that creates and pauses
+	// leave free for the store and templates (quota.go); 0: the larger of
+	// DefaultDiskReserveMiB and DefaultDiskReservePercent of the
+	// filesystem; negative: none.
+	DiskReserveMiB int64
 }
 
 // DefaultLimits are the limits a server starts with.
@@ -70,6 +79,7 @@ func DefaultLimits() Limits {
 		TmpMiB:           256,
 		PidsLimit:        1024,
 		PausedRetention:  DefaultPausedRetention,
+		KeyQuotas:        store.KeyQuotas{DiskMiB: DefaultKeyDiskMiB, PausedSandboxes: DefaultKeyPaused, Sandboxes: DefaultKeySandboxes},
 	}
 }
 
@@ -95,6 +105,9 @@ type Manager struct {
 	// creates in flight, so capacity holds under a burst.
 	live    map[string]*liveSandbox
 	pending int
+	// resuming counts the resumes among pending: a resuming sandbox keeps
+	// the slot it holds in paused (slotsLocked).
+	resuming int
 	// stopping holds the stops in progress, so that concurrent stops of one
 	// sandbox (a DELETE racing its lease end) destroy it once.
 	stopping map[string]*stopOp
@@ -125,6 +138,8 @@ type Manager struct {
 	sbLocks sandboxLocks
 	// lead gates the leader-only work (leader.go).
 	lead leadState
+	// quota holds admissions not yet in the store (quota.go).
+	quota quotaState
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -203,11 +218,17 @@ type CreateParams struct {
 	// AutoResume, when set, says whether requests to the sandbox while it is
 	// paused resume it first; unset: true when OnLeaseEnd is pause.
 	AutoResume *bool
+
+	// hold is what the create's admission holds on its key's quotas until
+	// its record is inserted (quota.go).
+	hold *quotaHold
 }
 
 // Create boots a sandbox and returns its record once its agent answers.
 // Errors: errs.Invalid for bad parameters or an unknown template,
-// errs.Capacity when the host is full, otherwise a driver failure.
+// errs.Capacity when the host is full, errs.Quota and errs.DiskQuota when
+// the key is at a quota, errs.NoSpace when the host's disk cannot take the
+// sandbox's disk (quota.go), otherwise a driver failure.
 func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, error) {
 	if err := m.applyDefaults(&p); err != nil {
 		return store.Sandbox{}, err
@@ -215,6 +236,11 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 	if err := m.checkCaps(ctx, p); err != nil {
 		return store.Sandbox{}, err
 	}
+	var err error
+	if p.hold, err = m.admitCreate(ctx, p); err != nil {
+		return store.Sandbox{}, err
+	}
+	defer p.hold.release()
 	m.addTemplateEnv(&p)
 	rootfs, err := m.templates.RootFS(p.Template)
 	if err != nil {
@@ -254,6 +280,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		}
 		return store.Sandbox{}, err
 	}
+	p.hold.releaseKey() // the store counts it now
 	netSpec, netEnv, err := m.attachNetwork(ctx, sb.ID, rootfs, plan)
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
@@ -398,12 +425,14 @@ func (m *Manager) addTemplateEnv(p *CreateParams) {
 	p.Env = merged
 }
 
-// reserve takes a slot for a new sandbox, or fails with errs.Capacity.
+// reserve takes a slot of MaxSandboxes for a new sandbox, or fails with
+// errs.Capacity.
 func (m *Manager) reserve() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.limits.MaxSandboxes > 0 && len(m.live)+m.pending >= m.limits.MaxSandboxes {
-		return errs.New(errs.Capacity, "this server runs its maximum of %d sandboxes; delete one or retry later", m.limits.MaxSandboxes)
+	if max := m.limits.MaxSandboxes; max > 0 && m.slotsLocked() >= max {
+		return errs.New(errs.Capacity, "this server holds its maximum of %d sandboxes (serve --max-sandboxes: %d running, %d paused, %d starting; paused sandboxes keep their slots); delete one or retry later",
+			max, len(m.live), len(m.paused), m.pending-m.resuming)
 	}
 	m.pending++
 	return nil
@@ -413,6 +442,30 @@ func (m *Manager) unreserve() {
 	m.mu.Lock()
 	m.pending--
 	m.mu.Unlock()
+}
+
+// reserveResume counts a resume among the creates in flight (the warm
+// pool boots fewer meanwhile) without a new slot: its sandbox holds one
+// while paused. unreserveResume ends it.
+func (m *Manager) reserveResume() {
+	m.mu.Lock()
+	m.pending++
+	m.resuming++
+	m.mu.Unlock()
+}
+
+func (m *Manager) unreserveResume() {
+	m.mu.Lock()
+	m.pending--
+	m.resuming--
+	m.mu.Unlock()
+}
+
+// slotsLocked is how many of MaxSandboxes' slots are held: running and
+// paused sandboxes, and creates in flight (a resume is its paused
+// sandbox's slot already). m.mu is held.
+func (m *Manager) slotsLocked() int {
+	return len(m.live) + len(m.paused) + m.pending - m.resuming
 }
 
 // agentConns is the connection pool to one sandbox's agent: every

@@ -17,8 +17,10 @@ import (
 
 // Pause and resume. A paused sandbox is saved whole — memory, processes,
 // files — by the driver (driver.Pauser) and runs nothing: it holds no
-// slot, no CPU, no memory and no network on the host, only its image on
-// disk, which metering bills at the storage price. Its record says
+// CPU, no memory and no network on the host, only its image on disk, which
+// metering bills at the storage price, and its slot of MaxSandboxes. A
+// pause is admitted against its key's quotas and the host's free disk
+// first (quota.go), before anything of it is written or interrupted. Its record says
 // "paused" from the moment the image is complete (the driver's commit), so
 // a server killed at any point of a pause or resume leaves the sandbox
 // running or paused, as the store says (Recover finishes the job).
@@ -87,8 +89,10 @@ func (m *Manager) pauser() (driver.Pauser, error) {
 // Pause saves a running sandbox and stops it: it is "paused" until it is
 // resumed, or destroyed when the paused retention ends. Errors:
 // errs.Conflict when it is already paused or still starting,
-// errs.NoSpace when the host's disk has no room for its image (it runs
-// on), errs.LeaseEnded / errs.Stopped / errs.NotFound as Running.
+// errs.NoSpace when the host's disk has no room for its image beside the
+// reserve, errs.DiskQuota and errs.Quota when its key is at its disk or
+// paused sandboxes quota (it runs on, untouched, in each case),
+// errs.LeaseEnded / errs.Stopped / errs.NotFound as Running.
 func (m *Manager) Pause(ctx context.Context, id string) (store.Sandbox, error) {
 	unlock := m.lockSandbox(id)
 	defer unlock()
@@ -115,6 +119,11 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	if err != nil {
 		return sb, err
 	}
+	hold, err := m.admitPause(ctx, sb)
+	if err != nil {
+		return sb, err
+	}
+	defer hold.release()
 	// The driver stops the sandbox once it is saved: no watcher may take
 	// that for a crash, no lease timer may stop it meanwhile.
 	ls.stopWatching()
@@ -126,7 +135,11 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	err = p.Pause(ctx, id, sb.DriverState, func(img driver.Image) error {
 		m.meterSample(ctx, id) // the last running interval, up to the save
 		pausedAt = m.now().UTC().Truncate(time.Millisecond)
-		return m.store.MarkPaused(ctx, id, pausedAt, img.Bytes)
+		if err := m.store.MarkPaused(ctx, id, pausedAt, img.Bytes); err != nil {
+			return err
+		}
+		hold.releaseKey() // the store counts the image now
+		return nil
 	})
 	if err != nil {
 		m.pauseFailed(id, ls, sb.LeaseEndsAt)
@@ -148,7 +161,7 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	ls.markGone()
 	m.detachNetwork(ctx, id)
 	m.log.Info("paused", "sandbox", id)
-	m.wakePool() // its slot is free
+	m.wakePool() // its CPU is free
 	return m.Get(ctx, id)
 }
 
@@ -170,9 +183,10 @@ func (m *Manager) pauseFailed(id string, ls *liveSandbox, leaseEnd time.Time) {
 
 // Resume boots a paused sandbox from its image, with a lease of
 // timeoutSeconds (0: the lease it was last given), its network policy and
-// secrets' placeholders as before, and its CPU and memory limits. Errors:
-// errs.Conflict when it is not paused, errs.Capacity when the server is
-// full and errs.SpendingLimit when its key's daily limit is reached (it
+// secrets' placeholders as before, and its CPU and memory limits. It needs
+// no slot of MaxSandboxes and passes no quota (it holds its slot while
+// paused, and frees its image). Errors: errs.Conflict when it is not
+// paused and errs.SpendingLimit when its key's daily limit is reached (it
 // stays paused); a resume that fails in the driver destroys the sandbox
 // (errs.Stopped, end reason failed).
 func (m *Manager) Resume(ctx context.Context, id string, timeoutSeconds int64) (store.Sandbox, error) {
@@ -201,10 +215,8 @@ func (m *Manager) resumeLocked(ctx context.Context, id string, timeoutSeconds in
 	if err != nil {
 		return sb, err
 	}
-	if err := m.reserve(); err != nil {
-		return sb, err
-	}
-	defer m.unreserve()
+	m.reserveResume()
+	defer m.unreserveResume()
 	if err := m.checkSpending(ctx, sb.KeyID); err != nil {
 		return sb, err
 	}
@@ -236,8 +248,8 @@ func (m *Manager) resumeLocked(ctx context.Context, id string, timeoutSeconds in
 		}
 		return sb, errs.New(errs.Stopped, "sandbox %s could not be resumed (%v) and was destroyed; create a new sandbox", id, err)
 	}
+	m.adopt(id, h, end) // before it leaves paused: its slot is never free meanwhile
 	m.dropRetention(id)
-	m.adopt(id, h, end)
 	m.log.Info("resumed", "sandbox", id, "leaseEndsAt", end)
 	return m.Get(ctx, id)
 }

@@ -267,7 +267,7 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) (grown bool) {
 		}
 		for len(p.ready[t])+p.booting[t] < target && inFlight < par && ctx.Err() == nil && !now.Before(p.retryAt) {
 			m.mu.Lock()
-			full := m.closed || (m.limits.MaxSandboxes > 0 && len(m.live)+m.pending+total >= m.limits.MaxSandboxes)
+			full := m.closed || (m.limits.MaxSandboxes > 0 && m.slotsLocked()+total >= m.limits.MaxSandboxes)
 			m.mu.Unlock()
 			if full {
 				return grown // a claim or a destroy wakes the pool again
@@ -538,6 +538,7 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, err
 	}
+	p.hold.releaseKey() // the store counts it now
 	if err := m.applyPooledNetwork(ctx, ps.id, plan); err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		m.destroyPooled(ctx, ps)

@@ -64,6 +64,11 @@ var (
 	// ErrSpendingLimit (429 spending_limit): the key reached its daily
 	// spending limit; creates resume at midnight UTC.
 	ErrSpendingLimit = errors.New("withruntime: daily spending limit reached")
+	// ErrQuota (429 quota_exceeded, 507 disk_quota_exceeded): the key
+	// holds as many sandboxes, paused sandboxes or MiB of host disk as its
+	// quota allows; the message names the quota, its value and the use.
+	// Delete (or resume) sandboxes, or ask for a key with a larger quota.
+	ErrQuota = errors.New("withruntime: key quota reached")
 
 	// ErrNotConfigured is returned by NewClient (and so by Create, Connect
 	// and List) when no server is configured; its message says how to
@@ -95,6 +100,8 @@ var codes = map[string]struct {
 	"no_space":              {ErrNoSpace, 507},
 	"cost_cap":              {ErrCostCap, 400},
 	"spending_limit":        {ErrSpendingLimit, 429},
+	"quota_exceeded":        {ErrQuota, 429},
+	"disk_quota_exceeded":   {ErrQuota, 507},
 }
 
 // byStatus is the sentinel for an answer whose code is unknown to this

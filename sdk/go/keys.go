@@ -13,6 +13,17 @@ type CreateKeyRequest struct {
 	// DailyLimitMicros caps what the key's sandboxes may cost per UTC day,
 	// in micro-dollars (1 USD = 1,000,000); 0: no limit.
 	DailyLimitMicros int64 `json:"dailyLimitMicros,omitempty"`
+	// DiskQuotaMiB bounds, in MiB, the host disk the key's sandboxes hold:
+	// its running and paused sandboxes' DiskMiB plus its pause images.
+	// 0: the server's default for a key with a daily limit (serve
+	// --key-disk-quota-mib), none for an administrator's key.
+	DiskQuotaMiB int64 `json:"diskQuotaMiB,omitempty"`
+	// PausedQuota bounds how many of the key's sandboxes may be paused at
+	// once, a count (0: as DiskQuotaMiB).
+	PausedQuota int64 `json:"pausedQuota,omitempty"`
+	// SandboxesQuota bounds how many sandboxes the key may hold at once,
+	// starting, running and paused together, a count (0: as DiskQuotaMiB).
+	SandboxesQuota int64 `json:"sandboxesQuota,omitempty"`
 }
 
 // KeyInfo is an API key as the server describes it. The secret itself is
@@ -38,6 +49,17 @@ type KeyInfo struct {
 	// much today, they are stopped (EndReason "spending_limit") and its
 	// creates fail with ErrSpendingLimit until midnight UTC.
 	DailyLimitMicros int64 `json:"dailyLimitMicros,omitempty"`
+	// DiskQuotaMiB is the disk quota that binds the key, in MiB: its own,
+	// or the server's default for a key with a daily limit; 0: none. A
+	// create or pause past it fails with ErrQuota (507).
+	DiskQuotaMiB int64 `json:"diskQuotaMiB,omitempty"`
+	// PausedQuota is how many of the key's sandboxes may be paused at
+	// once (0: no bound); a pause past it fails with ErrQuota (429).
+	PausedQuota int64 `json:"pausedQuota,omitempty"`
+	// SandboxesQuota is how many sandboxes the key may hold at once,
+	// starting, running and paused together (0: no bound); a create past
+	// it fails with ErrQuota (429).
+	SandboxesQuota int64 `json:"sandboxesQuota,omitempty"`
 }
 
 // KeyList is the body of GET /v1/keys.
@@ -51,8 +73,15 @@ type KeyList struct {
 // no limit). Errors: ErrBadRequest (an empty or too long name, a negative
 // limit), ErrUnauthorized.
 func (c *Client) CreateKey(ctx context.Context, name string, dailyLimitMicros int64) (KeyInfo, error) {
+	return c.CreateKeyWith(ctx, CreateKeyRequest{Name: name, DailyLimitMicros: dailyLimitMicros})
+}
+
+// CreateKeyWith is CreateKey with every field of the request: its name,
+// daily limit and quotas (DiskQuotaMiB, PausedQuota, SandboxesQuota).
+// Errors as CreateKey's (a negative or too large quota: ErrBadRequest).
+func (c *Client) CreateKeyWith(ctx context.Context, req CreateKeyRequest) (KeyInfo, error) {
 	var out KeyInfo
-	err := c.doJSON(ctx, "POST", "/v1/keys", CreateKeyRequest{Name: name, DailyLimitMicros: dailyLimitMicros}, &out)
+	err := c.doJSON(ctx, "POST", "/v1/keys", req, &out)
 	return out, err
 }
 

@@ -74,7 +74,7 @@ type UsagePrices struct {
 	// (reference 0.05).
 	CPUFloorVCPU float64 `json:"cpuFloorVcpu"`
 	// StorageMicrosPerGiBHour is micro-dollars per GiB-hour of a paused
-	// sandbox's image (serve --price-storage; default 0).
+	// sandbox's image (serve --price-storage; default 100 = $0.0001).
 	StorageMicrosPerGiBHour float64 `json:"storageMicrosPerGibHour"`
 }
 

@@ -74,7 +74,7 @@ const checkpointTimeout = 10 * time.Minute
 const agentRelisten = 20 * time.Second
 
 // imageHeadroom is the free space a pause needs on the host beyond the
-// sandbox's memory use.
+// image's estimate (imageNeed).
 const imageHeadroom = 64 << 20
 
 // Pause implements driver.Pauser.
@@ -92,7 +92,7 @@ func (d *Driver) Pause(ctx context.Context, id string, raw []byte, commit func(d
 		_ = os.RemoveAll(images)
 		return fmt.Errorf("gvisor pause %s: %w", id, err)
 	}
-	if err := checkSpace(images, memoryUse(id)); err != nil {
+	if err := checkSpace(images, d.imageNeed(ctx, id)); err != nil {
 		return fail(err)
 	}
 	sockDir := filepath.Join(dir, "sock")
@@ -406,9 +406,13 @@ func checkSpace(dir string, need int64) error {
 	return nil
 }
 
-// memoryUse is the sandbox's memory use on the host (its cgroup's), which
-// bounds the memory part of its image; 0 when unknown.
-func memoryUse(id string) int64 {
+// imageNeed is about the most the image of sandbox id will take
+// (ImageEstimate: its memory in use and its writable layer's blocks); its
+// memory alone when the layer cannot be measured, 0 when nothing can.
+func (d *Driver) imageNeed(ctx context.Context, id string) int64 {
+	if n, err := d.ImageEstimate(ctx, id); err == nil {
+		return n
+	}
 	st, ok := hostCgroupStats(id)
 	if !ok {
 		return 0

@@ -291,7 +291,7 @@ export interface UsagePrices {
   memoryMicrosPerGibHour: number;
   /** The least CPU a running sandbox is billed, in vCPUs (reference 0.05). */
   cpuFloorVcpu: number;
-  /** Micro-dollars per GiB-hour of a paused sandbox's image (`serve --price-storage`; default 0). */
+  /** Micro-dollars per GiB-hour of a paused sandbox's image (`serve --price-storage`; default 100 = $0.0001). */
   storageMicrosPerGibHour: number;
 }
 

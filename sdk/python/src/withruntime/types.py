@@ -546,7 +546,7 @@ class UsagePrices:
     #: The least CPU a running sandbox is billed, in vCPUs (reference 0.05).
     cpu_floor_vcpu: float
     #: Micro-dollars per GiB-hour of a paused sandbox's image
-    #: (``serve --price-storage``; default 0).
+    #: (``serve --price-storage``; default 100 = $0.0001).
     storage_micros_per_gib_hour: float = 0.0
 
     @classmethod
