@@ -47,6 +47,9 @@ func TestSDKWireTypesMatchServer(t *testing.T) {
 		{withruntime.Result{}, agentapi.Result{}},
 		{withruntime.ExecutionError{}, agentapi.ExecutionError{}},
 		{withruntime.CodeEvent{}, agentapi.CodeEvent{}},
+		{withruntime.CreateKeyRequest{}, api.CreateKeyRequest{}},
+		{withruntime.KeyInfo{}, api.Key{}},
+		{withruntime.KeyList{}, api.KeyList{}},
 	}
 	for _, p := range pairs {
 		st, vt := reflect.TypeOf(p.sdk), reflect.TypeOf(p.server)
