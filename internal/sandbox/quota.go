@@ -203,12 +203,10 @@ func (m *Manager) admit(ctx context.Context, h *quotaHold, need int64, what stri
 		use.Paused += pend.Paused
 		use.DiskMiB += pend.DiskMiB
 		if err := checkKeyQuotas(h.key, quotas, use, h.use, what); err != nil {
-			m.observeRefusal("key_quota")
 			return err
 		}
 	}
 	if err := m.checkHostDiskLocked(need, what); err != nil {
-		m.observeRefusal("host_disk")
 		return err
 	}
 	if !quotas.IsZero() {

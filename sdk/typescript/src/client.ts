@@ -179,6 +179,16 @@ export interface CreateKeyOptions extends CallOptions {
    * (1 USD = 1,000,000); absent or 0: no limit.
    */
   dailyLimitMicros?: number;
+  /**
+   * Cap, in MiB, on the host disk the key's sandboxes hold (running and
+   * paused sandboxes' diskMiB plus pause images); absent or 0: the server's
+   * default for a key with a daily limit, none for an administrator's key.
+   */
+  diskQuotaMiB?: number;
+  /** Cap on how many of the key's sandboxes may be paused at once; absent or 0: as diskQuotaMiB. */
+  pausedQuota?: number;
+  /** Cap on how many sandboxes the key may hold at once, starting, running and paused together; absent or 0: as diskQuotaMiB. */
+  sandboxesQuota?: number;
 }
 
 /** A bound in seconds as given (undefined: def; 0: none). */
@@ -290,12 +300,23 @@ export class Client {
    * pass it as `apiKey`. `dailyLimitMicros` caps what the key's sandboxes may
    * cost per UTC day, in micro-dollars; once reached, its running sandboxes
    * are stopped and its creates throw SpendingLimitError until midnight UTC.
-   * Throws BadRequestError (an empty or too long name, a negative limit),
-   * UnauthorizedError.
+   * `diskQuotaMiB`, `pausedQuota` and `sandboxesQuota` are its quotas (the
+   * server's defaults where absent, for a key with a daily limit).
+   * Throws BadRequestError (an empty or too long name, a negative limit or
+   * quota), UnauthorizedError.
    */
   createKey(name: string, opts: CreateKeyOptions = {}): Promise<KeyInfo & { secret: string }> {
-    const body: { name: string; dailyLimitMicros?: number } = { name };
+    const body: {
+      name: string;
+      dailyLimitMicros?: number;
+      diskQuotaMiB?: number;
+      pausedQuota?: number;
+      sandboxesQuota?: number;
+    } = { name };
     if (opts.dailyLimitMicros) body.dailyLimitMicros = opts.dailyLimitMicros;
+    if (opts.diskQuotaMiB) body.diskQuotaMiB = opts.diskQuotaMiB;
+    if (opts.pausedQuota) body.pausedQuota = opts.pausedQuota;
+    if (opts.sandboxesQuota) body.sandboxesQuota = opts.sandboxesQuota;
     return this.json<KeyInfo & { secret: string }>("POST", "/v1/keys", body, opts.signal);
   }
 

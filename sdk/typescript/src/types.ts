@@ -254,6 +254,17 @@ export interface KeyInfo {
    * creates throw SpendingLimitError until midnight UTC.
    */
   dailyLimitMicros?: number;
+  /**
+   * The disk quota that binds the key, in MiB: its running and paused
+   * sandboxes' diskMiB plus its pause images (its own, or the server's
+   * default for a key with a daily limit); absent if none does. Past it a
+   * create or pause fails with 507 `disk_quota_exceeded`.
+   */
+  diskQuotaMiB?: number;
+  /** How many of the key's sandboxes may be paused at once; absent: no bound. Past it a pause fails with 429 `quota_exceeded`. */
+  pausedQuota?: number;
+  /** How many sandboxes the key may hold at once, starting, running and paused together; absent: no bound. Past it a create fails with 429 `quota_exceeded`. */
+  sandboxesQuota?: number;
 }
 
 /** How a usage report groups its rows: by UTC day, by sandbox or by API key. */

@@ -452,6 +452,15 @@ class KeyInfo:
     #: much today, they are stopped (``end_reason`` ``"spending_limit"``)
     #: and its creates raise SpendingLimitError until midnight UTC.
     daily_limit_micros: int | None = None
+    #: The disk quota that binds the key, in MiB: its running and paused
+    #: sandboxes' disk_mib plus its pause images (its own, or the server's
+    #: default for a key with a daily limit); None if none does.
+    disk_quota_mib: int | None = None
+    #: How many of the key's sandboxes may be paused at once; None: no bound.
+    paused_quota: int | None = None
+    #: How many sandboxes the key may hold at once, starting, running and
+    #: paused together; None: no bound.
+    sandboxes_quota: int | None = None
     #: The bearer token (``"wr_..."``) in ``create_key``'s answer, else ``""``.
     #: Pass it as ``api_key=``.
     secret: str = field(default="", repr=False)
@@ -467,6 +476,9 @@ class KeyInfo:
             created_at=parse_time(d.get("createdAt")),
             revoked_at=parse_time(d.get("revokedAt")),
             daily_limit_micros=int(limit) if limit else None,
+            disk_quota_mib=int(d["diskQuotaMiB"]) if d.get("diskQuotaMiB") else None,
+            paused_quota=int(d["pausedQuota"]) if d.get("pausedQuota") else None,
+            sandboxes_quota=int(d["sandboxesQuota"]) if d.get("sandboxesQuota") else None,
             secret=d.get("secret", "") or "",
             _raw=dict(d),
         )
