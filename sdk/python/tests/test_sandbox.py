@@ -250,7 +250,7 @@ def test_error_codes_match_the_api() -> None:
         "method_not_allowed": 405, "timeout": 408, "conflict": 409, "sandbox_paused": 409, "lease_ended": 410,
         "sandbox_stopped": 410, "too_large": 413, "rate_limited": 429, "internal": 500,
         "not_implemented": 501, "unavailable": 503, "no_space": 507, "cost_cap": 400, "spending_limit": 429,
-        "range_not_satisfiable": 416,
+        "range_not_satisfiable": 416, "agent_timeout": 504,
     }  # fmt: skip
     assert {k: v[1] for k, v in withruntime.ERROR_CODES.items()} == want
     from withruntime.errors import api_error

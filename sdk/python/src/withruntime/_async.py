@@ -13,7 +13,7 @@ from typing import IO, Any, Generic, TextIO, TypeVar
 
 import httpx
 
-from . import _http
+from . import _http, _wait
 from ._code_async import AsyncCodeInterpreterMixin
 from ._config import resolve_config
 from ._files_async import AsyncFileReader, AsyncFiles
@@ -23,7 +23,6 @@ from .errors import (
     ConflictError,
     SandboxGoneError,
     SandboxStoppedError,
-    TransportError,
     WithRuntimeError,
 )
 from .templates import AsyncTemplatesMixin
@@ -54,8 +53,12 @@ class AsyncClient(AsyncTemplatesMixin):
         api_key: str | None = None,
         *,
         http_client: httpx.AsyncClient | None = None,
+        response_timeout: float | None = _wait.DEFAULT_RESPONSE_TIMEOUT,
+        idle_timeout: float | None = _wait.DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         cfg = resolve_config(base_url, api_key)
+        self._response = _wait.check_bound(response_timeout, "response_timeout")
+        self._idle = _wait.check_bound(idle_timeout, "idle_timeout")
         self.base_url: str = cfg.base_url
         self._api_key = cfg.api_key
         self._owns_http = http_client is None
@@ -106,7 +109,7 @@ class AsyncClient(AsyncTemplatesMixin):
             on_lease_end=on_lease_end,
             auto_resume=auto_resume,
         )
-        info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body))
+        info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body, wait=_wait.BOOT_WAIT))
         return AsyncSandbox(self, info.id, info)
 
     async def create_and_exec(
@@ -146,7 +149,8 @@ class AsyncClient(AsyncTemplatesMixin):
             user=user,
             sandbox_options=sandbox_options,
         )
-        info, res, err = _http.first_answer(await self._json("POST", "/v1/sandboxes", body))
+        wait = _wait.BOOT_WAIT + _wait.run_wait(command_timeout_seconds, _wait.EXEC_DEFAULT)
+        info, res, err = _http.first_answer(await self._json("POST", "/v1/sandboxes", body, wait=wait))
         sbx = AsyncSandbox(self, str(info["id"]), SandboxInfo.from_dict(info))
         if err is not None:
             err.sandbox = sbx  # type: ignore[attr-defined]
@@ -279,6 +283,7 @@ class AsyncClient(AsyncTemplatesMixin):
         accept: str = _http.JSON,
         extra_headers: Mapping[str, str] | None = None,
         stream: bool = False,
+        wait: float = 0.0,
     ) -> httpx.Response:
         hdrs = _http.headers(self._api_key, accept, content_type)
         if extra_headers:
@@ -286,11 +291,17 @@ class AsyncClient(AsyncTemplatesMixin):
         if json_body is not None:
             content = json.dumps(json_body).encode("utf-8")
             hdrs["Content-Type"] = _http.JSON
+        timeout = _wait.request_timeout(self._response, self._idle, wait)
         try:
-            req = self._http.build_request(method, self.base_url + path, params=params, content=content, headers=hdrs)
-            resp = await self._http.send(req, stream=True)
+            req = self._http.build_request(
+                method, self.base_url + path, params=params, content=content, headers=hdrs, timeout=timeout
+            )
         except httpx.HTTPError as e:
             raise _http.unreachable(self.base_url, e) from e
+        try:
+            resp = await self._http.send(req, stream=True)
+        except httpx.HTTPError as e:
+            raise _wait.send_error(self.base_url, req, e) from e
         if resp.status_code >= 400:
             try:
                 data = await resp.aread()
@@ -299,17 +310,19 @@ class AsyncClient(AsyncTemplatesMixin):
             finally:
                 await resp.aclose()
             raise _http.decode_error(resp.status_code, resp.reason_phrase, data)
+        if stream:
+            _wait.after_headers(resp, self._idle)
         if not stream:
             try:
                 await resp.aread()
             except httpx.HTTPError as e:
-                raise TransportError(f"withruntime: reading the answer to {method} {path}: {e}") from e
+                raise _wait.read_error(self.base_url, resp, e, f"reading the answer to {method} {path}") from e
             finally:
                 await resp.aclose()
         return resp
 
-    async def _json(self, method: str, path: str, body: Any = None, *, params: Any = None) -> Any:
-        resp = await self._send(method, path, params=params, json_body=body)
+    async def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any:
+        resp = await self._send(method, path, params=params, json_body=body, wait=wait)
         if not resp.content:
             return None
         try:
@@ -492,7 +505,7 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
     async def pause(self) -> SandboxInfo:
         """Saves the sandbox whole and stops it (see
         :meth:`withruntime.Sandbox.pause`)."""
-        info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/pause")))
+        info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/pause"), wait=_wait.CHECKPOINT_WAIT))
         self._info = info
         return info
 
@@ -500,7 +513,9 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         """Boots the paused sandbox where it was (see
         :meth:`withruntime.Sandbox.resume`)."""
         body = {"timeoutSeconds": int(timeout_seconds)} if timeout_seconds else {}
-        info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/resume"), body))
+        info = SandboxInfo.from_dict(
+            await self._client._json("POST", self._path("/resume"), body, wait=_wait.CHECKPOINT_WAIT)
+        )
         self._info = info
         return info
 
@@ -581,7 +596,11 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
             stdin=stdin,
             user=user,
         )
-        return ExecResult.from_dict(await self._client._json("POST", self._path("/exec"), body))
+        return ExecResult.from_dict(
+            await self._client._json(
+                "POST", self._path("/exec"), body, wait=_wait.run_wait(timeout_seconds, _wait.EXEC_DEFAULT)
+            )
+        )
 
     async def run(self, command: str) -> ExecResult:
         return await self.exec(command)
@@ -677,7 +696,7 @@ class AsyncExecStream:
                         return
                     yield ev
             except httpx.HTTPError as e:
-                raise TransportError(f"withruntime: exec stream broke: {e}") from e
+                raise _wait.read_error(c.base_url, resp, e, "exec stream broke") from e
         finally:
             await resp.aclose()
         raise WithRuntimeError(

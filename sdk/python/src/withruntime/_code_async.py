@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from . import _http
+from . import _http, _wait
 from . import code as _code
 from .code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
-from .errors import TransportError
 
 if TYPE_CHECKING:
     from ._async import AsyncClient
@@ -45,9 +44,12 @@ class AsyncCodeInterpreterMixin:
         """Runs a cell of Python in a context; see :meth:`Sandbox.run_code`."""
         body = _code.run_body(code, context=context, language=language, timeout_seconds=timeout_seconds, env=env)
         if on_stdout is None and on_stderr is None and on_result is None and on_error is None:
-            return Execution.from_dict(await self._client._json("POST", self._path("/code"), body))
+            wait = _wait.KERNEL_WAIT + _wait.run_wait(timeout_seconds, _wait.CODE_DEFAULT)
+            return Execution.from_dict(await self._client._json("POST", self._path("/code"), body, wait=wait))
         asm = _code.Assembler(on_stdout, on_stderr, on_result, on_error)
-        resp = await self._client._send("POST", self._path("/code"), json_body=body, accept=_http.NDJSON, stream=True)
+        resp = await self._client._send(
+            "POST", self._path("/code"), json_body=body, accept=_http.NDJSON, stream=True, wait=_wait.KERNEL_WAIT
+        )
         try:
             async for line in resp.aiter_lines():
                 aw = _code.maybe_await(asm.feed(line))
@@ -56,7 +58,7 @@ class AsyncCodeInterpreterMixin:
                 if asm.done:
                     break
         except httpx.HTTPError as e:
-            raise TransportError(f"withruntime: code stream broke: {e}") from e
+            raise _wait.read_error(self._client.base_url, resp, e, "code stream broke") from e
         finally:
             await resp.aclose()
         return asm.finish()
@@ -65,7 +67,9 @@ class AsyncCodeInterpreterMixin:
         self, *, language: str | None = None, cwd: str | None = None, env: Mapping[str, str] | None = None
     ) -> CodeContext:
         """Starts a new context (its own kernel and variables)."""
-        out: Any = await self._client._json("POST", self._path("/contexts"), _code.context_body(language, cwd, env))
+        out: Any = await self._client._json(
+            "POST", self._path("/contexts"), _code.context_body(language, cwd, env), wait=_wait.KERNEL_WAIT
+        )
         return CodeContext.from_dict(out)
 
     async def list_code_contexts(self) -> builtins.list[CodeContext]:
@@ -76,7 +80,9 @@ class AsyncCodeInterpreterMixin:
     async def restart_code_context(self, context: CodeContext | str) -> CodeContext:
         """Gives the context a new kernel; its variables are lost."""
         cid = _code.context_id(context) or ""
-        out = await self._client._json("POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"))
+        out = await self._client._json(
+            "POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"), wait=_wait.KERNEL_WAIT
+        )
         return CodeContext.from_dict(out)
 
     async def remove_code_context(self, context: CodeContext | str) -> None:

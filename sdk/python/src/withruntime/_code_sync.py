@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from . import _http
+from . import _http, _wait
 from . import code as _code
 from .code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
-from .errors import TransportError
 
 if TYPE_CHECKING:
     from ._sync import Client
@@ -61,16 +60,19 @@ class CodeInterpreterMixin:
         """
         body = _code.run_body(code, context=context, language=language, timeout_seconds=timeout_seconds, env=env)
         if on_stdout is None and on_stderr is None and on_result is None and on_error is None:
-            return Execution.from_dict(self._client._json("POST", self._path("/code"), body))
+            wait = _wait.KERNEL_WAIT + _wait.run_wait(timeout_seconds, _wait.CODE_DEFAULT)
+            return Execution.from_dict(self._client._json("POST", self._path("/code"), body, wait=wait))
         asm = _code.Assembler(on_stdout, on_stderr, on_result, on_error)
-        resp = self._client._send("POST", self._path("/code"), json_body=body, accept=_http.NDJSON, stream=True)
+        resp = self._client._send(
+            "POST", self._path("/code"), json_body=body, accept=_http.NDJSON, stream=True, wait=_wait.KERNEL_WAIT
+        )
         try:
             for line in resp.iter_lines():
                 asm.feed(line)
                 if asm.done:
                     break
         except httpx.HTTPError as e:
-            raise TransportError(f"withruntime: code stream broke: {e}") from e
+            raise _wait.read_error(self._client.base_url, resp, e, "code stream broke") from e
         finally:
             resp.close()
         return asm.finish()
@@ -80,7 +82,9 @@ class CodeInterpreterMixin:
     ) -> CodeContext:
         """Starts a new context (its own kernel and variables) and returns it
         once it is ready; pass it to ``run_code(context=...)``."""
-        out: Any = self._client._json("POST", self._path("/contexts"), _code.context_body(language, cwd, env))
+        out: Any = self._client._json(
+            "POST", self._path("/contexts"), _code.context_body(language, cwd, env), wait=_wait.KERNEL_WAIT
+        )
         return CodeContext.from_dict(out)
 
     def list_code_contexts(self) -> builtins.list[CodeContext]:
@@ -92,7 +96,7 @@ class CodeInterpreterMixin:
         """Gives the context a new kernel; its variables are lost."""
         cid = _code.context_id(context) or ""
         return CodeContext.from_dict(
-            self._client._json("POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"))
+            self._client._json("POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"), wait=_wait.KERNEL_WAIT)
         )
 
     def remove_code_context(self, context: CodeContext | str) -> None:

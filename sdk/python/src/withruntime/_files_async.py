@@ -10,8 +10,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 
-from . import _files, _http
-from .errors import NotFoundError, RangeNotSatisfiableError, TransportError, WithRuntimeError
+from . import _files, _http, _wait
+from .errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
 from .types import MAX_LIST_LIMIT, FileInfo, FileListPage
 
 if TYPE_CHECKING:
@@ -49,7 +49,8 @@ class AsyncFileReader:
         try:
             return await self._it.__anext__()
         except httpx.HTTPError as e:
-            raise TransportError(f"withruntime: reading {self._path}: {e}") from e
+            assert self._resp is not None  # a reader without an answer reads nothing
+            raise _wait.read_error(None, self._resp, e, f"reading {self._path}") from e
 
     async def read(self) -> bytes:
         """The rest of the file."""

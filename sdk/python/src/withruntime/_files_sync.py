@@ -11,8 +11,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import httpx
 
-from . import _files, _http
-from .errors import NotFoundError, RangeNotSatisfiableError, TransportError, WithRuntimeError
+from . import _files, _http, _wait
+from .errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
 from .types import MAX_LIST_LIMIT, FileInfo, FileListPage
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ class FileReader(io.RawIOBase):
         try:
             return next(self._it, b"")
         except httpx.HTTPError as e:
-            raise TransportError(f"withruntime: reading {self._path}: {e}") from e
+            assert self._resp is not None  # a reader without an answer reads nothing
+            raise _wait.read_error(None, self._resp, e, f"reading {self._path}") from e
 
     def readinto(self, b: Any) -> int:
         if self.closed:

@@ -23,9 +23,9 @@ JSON = "application/json"
 #: Upload chunk size for file objects (bytes).
 CHUNK_SIZE = 1 << 20
 
-#: The default timeouts: connecting is bounded, everything else is not
-#: (exec streams and file transfers can be long; the sandbox's lease and
-#: the command's own timeout bound them).
+#: The HTTP client's own timeouts: connecting is bounded, the rest is
+#: bounded per request by the client's response and idle timeouts (see
+#: _wait.py), which override these.
 DEFAULT_TIMEOUT = httpx.Timeout(None, connect=30.0)
 
 #: What a file upload accepts: bytes, text (UTF-8), a binary file object, an

@@ -13,7 +13,7 @@ from typing import IO, Any, TextIO
 
 import httpx
 
-from . import _http
+from . import _http, _wait
 from ._code_sync import CodeInterpreterMixin
 from ._config import resolve_config
 from ._files_sync import FileReader, Files
@@ -22,7 +22,6 @@ from .errors import (
     ConflictError,
     SandboxGoneError,
     SandboxStoppedError,
-    TransportError,
     WithRuntimeError,
     api_error,
     status_of_code,
@@ -54,6 +53,18 @@ class Client(TemplatesMixin):
     up. Pass ``http_client`` to use your own ``httpx.Client`` (it then stays
     yours to close).
 
+    No call waits forever on a server that accepted the connection and went
+    silent: ``response_timeout`` (seconds, default 60) bounds the wait for
+    an answer's headers, beyond what the call runs on the server first (a
+    collected exec its ``timeout_seconds``, default 120; ``run_code`` its
+    timeout plus a kernel's start; ``create`` a sandbox's boot, 2 min;
+    ``pause``/``resume`` 10 min; a template build's pull 2 min);
+    ``idle_timeout`` (seconds, default 60) bounds each read of a stream or
+    download (the server sends a heartbeat every 2 s, so 5 or more is
+    safe). ``None`` or 0 is no bound. A bound that runs out raises
+    :class:`~withruntime.ServerTimeoutError`, which names the server and
+    the seconds waited. They apply per request, over ``http_client``'s own.
+
     Templates (root filesystems from images and Dockerfiles) are managed
     with the methods of :class:`~withruntime.templates.TemplatesMixin`.
     """
@@ -64,8 +75,12 @@ class Client(TemplatesMixin):
         api_key: str | None = None,
         *,
         http_client: httpx.Client | None = None,
+        response_timeout: float | None = _wait.DEFAULT_RESPONSE_TIMEOUT,
+        idle_timeout: float | None = _wait.DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         cfg = resolve_config(base_url, api_key)
+        self._response = _wait.check_bound(response_timeout, "response_timeout")
+        self._idle = _wait.check_bound(idle_timeout, "idle_timeout")
         self.base_url: str = cfg.base_url
         self._api_key = cfg.api_key
         self._owns_http = http_client is None
@@ -118,7 +133,7 @@ class Client(TemplatesMixin):
             on_lease_end=on_lease_end,
             auto_resume=auto_resume,
         )
-        info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body))
+        info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body, wait=_wait.BOOT_WAIT))
         return Sandbox(self, info.id, info)
 
     def create_and_exec(
@@ -158,7 +173,8 @@ class Client(TemplatesMixin):
             user=user,
             sandbox_options=sandbox_options,
         )
-        info, res, err = _http.first_answer(self._json("POST", "/v1/sandboxes", body))
+        wait = _wait.BOOT_WAIT + _wait.run_wait(command_timeout_seconds, _wait.EXEC_DEFAULT)
+        info, res, err = _http.first_answer(self._json("POST", "/v1/sandboxes", body, wait=wait))
         sbx = Sandbox(self, str(info["id"]), SandboxInfo.from_dict(info))
         if err is not None:
             err.sandbox = sbx  # type: ignore[attr-defined]
@@ -334,6 +350,7 @@ class Client(TemplatesMixin):
         accept: str = _http.JSON,
         extra_headers: Mapping[str, str] | None = None,
         stream: bool = False,
+        wait: float = 0.0,
     ) -> httpx.Response:
         """Sends one request; an error status raises the APIError of its code.
         With ``stream``, the caller closes the answer."""
@@ -343,11 +360,17 @@ class Client(TemplatesMixin):
         if json_body is not None:
             content = json.dumps(json_body).encode("utf-8")
             hdrs["Content-Type"] = _http.JSON
+        timeout = _wait.request_timeout(self._response, self._idle, wait)
         try:
-            req = self._http.build_request(method, self.base_url + path, params=params, content=content, headers=hdrs)
-            resp = self._http.send(req, stream=True)
+            req = self._http.build_request(
+                method, self.base_url + path, params=params, content=content, headers=hdrs, timeout=timeout
+            )
         except httpx.HTTPError as e:
             raise _http.unreachable(self.base_url, e) from e
+        try:
+            resp = self._http.send(req, stream=True)
+        except httpx.HTTPError as e:
+            raise _wait.send_error(self.base_url, req, e) from e
         if resp.status_code >= 400:
             try:
                 data = resp.read()
@@ -356,17 +379,19 @@ class Client(TemplatesMixin):
             finally:
                 resp.close()
             raise _http.decode_error(resp.status_code, resp.reason_phrase, data)
+        if stream:
+            _wait.after_headers(resp, self._idle)
         if not stream:
             try:
                 resp.read()
             except httpx.HTTPError as e:
-                raise TransportError(f"withruntime: reading the answer to {method} {path}: {e}") from e
+                raise _wait.read_error(self.base_url, resp, e, f"reading the answer to {method} {path}") from e
             finally:
                 resp.close()
         return resp
 
-    def _json(self, method: str, path: str, body: Any = None, *, params: Any = None) -> Any:
-        resp = self._send(method, path, params=params, json_body=body)
+    def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any:
+        resp = self._send(method, path, params=params, json_body=body, wait=wait)
         if not resp.content:
             return None
         try:
@@ -566,7 +591,7 @@ class Sandbox(CodeInterpreterMixin):
         SandboxPausedError; background processes run on after the resume.
         Raises ConflictError (not running, or already paused), NoSpaceError
         (no room on the host; it runs on), SandboxGoneError."""
-        info = SandboxInfo.from_dict(self._client._json("POST", self._path("/pause")))
+        info = SandboxInfo.from_dict(self._client._json("POST", self._path("/pause"), wait=_wait.CHECKPOINT_WAIT))
         self._info = info
         return info
 
@@ -577,7 +602,9 @@ class Sandbox(CodeInterpreterMixin):
         stays paused), SandboxStoppedError (it could not be resumed and was
         destroyed)."""
         body = {"timeoutSeconds": int(timeout_seconds)} if timeout_seconds else {}
-        info = SandboxInfo.from_dict(self._client._json("POST", self._path("/resume"), body))
+        info = SandboxInfo.from_dict(
+            self._client._json("POST", self._path("/resume"), body, wait=_wait.CHECKPOINT_WAIT)
+        )
         self._info = info
         return info
 
@@ -685,7 +712,9 @@ class Sandbox(CodeInterpreterMixin):
             stdin=stdin,
             user=user,
         )
-        out = self._client._json("POST", self._path("/exec"), body)
+        out = self._client._json(
+            "POST", self._path("/exec"), body, wait=_wait.run_wait(timeout_seconds, _wait.EXEC_DEFAULT)
+        )
         return ExecResult.from_dict(out)
 
     def run(self, command: str) -> ExecResult:
@@ -836,7 +865,7 @@ class ExecStream(Iterator[Event]):
                         return
                     yield ev
             except httpx.HTTPError as e:
-                raise TransportError(f"withruntime: exec stream broke: {e}") from e
+                raise _wait.read_error(c.base_url, resp, e, "exec stream broke") from e
         finally:
             resp.close()
         raise WithRuntimeError(

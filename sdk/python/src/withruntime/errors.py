@@ -25,6 +25,7 @@ __all__ = [
     "WithRuntimeError",
     "NotConfiguredError",
     "TransportError",
+    "ServerTimeoutError",
     "APIError",
     "BadRequestError",
     "UnauthorizedError",
@@ -63,6 +64,30 @@ class NotConfiguredError(WithRuntimeError):
 
 class TransportError(WithRuntimeError):
     """The server could not be reached, or a connection broke mid-answer."""
+
+
+class ServerTimeoutError(TransportError, TimeoutError):
+    """A wait on a server that accepted the connection ran out (it may be
+    stopped or overloaded): no answer headers within the client's
+    ``response_timeout`` (plus what the call runs first), or, with ``idle``,
+    a stream or download that sent nothing for ``idle_timeout`` seconds.
+    ``server`` is its base URL, ``method`` and ``path`` the request's,
+    ``seconds`` the bound that ran out. Also a built-in ``TimeoutError``."""
+
+    def __init__(self, server: str, method: str, path: str, seconds: float, *, idle: bool) -> None:
+        self.server, self.method, self.path, self.seconds, self.idle = server, method, path, seconds, idle
+        secs = f"{seconds:.1f} s" if seconds < 10 and seconds != int(seconds) else f"{round(seconds)} s"
+        if idle:
+            msg = (
+                f"withruntime: the answer of the Runtime server at {server} to {method} {path} sent nothing "
+                f"for {secs} (it accepted the connection: it may be stopped or overloaded); Client(idle_timeout=...) waits longer"
+            )
+        else:
+            msg = (
+                f"withruntime: the Runtime server at {server} did not answer {method} {path} within {secs} "
+                f"(it accepted the connection: it may be stopped or overloaded); Client(response_timeout=...) waits longer"
+            )
+        super().__init__(msg)
 
 
 class APIError(WithRuntimeError):
@@ -117,7 +142,10 @@ class MethodNotAllowedError(APIError):
 
 
 class APITimeoutError(APIError):
-    """408 ``timeout``: the server gave up waiting."""
+    """408 ``timeout``: the server gave up waiting; also 504
+    ``agent_timeout``: the sandbox's agent did not answer within the
+    server's bound. (A bound of this client on a silent server is a
+    :class:`ServerTimeoutError`.)"""
 
 
 class ConflictError(APIError):
@@ -202,6 +230,7 @@ ERROR_CODES: dict[str, tuple[type[APIError], int]] = {
     "not_found": (NotFoundError, 404),
     "method_not_allowed": (MethodNotAllowedError, 405),
     "timeout": (APITimeoutError, 408),
+    "agent_timeout": (APITimeoutError, 504),
     "conflict": (ConflictError, 409),
     "sandbox_paused": (SandboxPausedError, 409),
     "lease_ended": (LeaseEndedError, 410),
@@ -227,6 +256,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     404: NotFoundError,
     405: MethodNotAllowedError,
     408: APITimeoutError,
+    504: APITimeoutError,
     409: ConflictError,
     410: SandboxStoppedError,
     413: TooLargeError,

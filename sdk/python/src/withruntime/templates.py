@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from . import _http
+from . import _http, _wait
 from ._archive import bad, build_request, not_found, oci_layout_archive
 from .errors import WithRuntimeError, api_error, status_of_code
 from .types import ErrorInfo, parse_time
@@ -258,9 +258,10 @@ class TemplatesMixin:
             accept: str = _http.JSON,
             extra_headers: Mapping[str, str] | None = None,
             stream: bool = False,
+            wait: float = 0.0,
         ) -> httpx.Response: ...
 
-        def _json(self, method: str, path: str, body: Any = None, *, params: Any = None) -> Any: ...
+        def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any: ...
 
     def list_templates(self) -> builtins.list[Template]:
         """The server's templates by name. Raises UnauthorizedError."""
@@ -406,9 +407,7 @@ class TemplatesMixin:
     def _template_build(self, path: str, on_event: OnTemplateEvent | None, **kw: Any) -> Template:
         import httpx
 
-        from .errors import TransportError
-
-        resp = self._send("POST", path, accept=_http.NDJSON, stream=True, **kw)
+        resp = self._send("POST", path, accept=_http.NDJSON, stream=True, wait=_wait.BUILD_WAIT, **kw)
         try:
             if not resp.headers.get("Content-Type", "").startswith(_http.NDJSON):
                 return Template.from_dict(json.loads(resp.read()))
@@ -422,7 +421,7 @@ class TemplatesMixin:
                 if on_event is not None:
                     on_event(ev)
         except httpx.HTTPError as e:
-            raise TransportError(f"withruntime: the template build's progress broke: {e}") from e
+            raise _wait.read_error(None, resp, e, "the template build's progress broke") from e
         finally:
             resp.close()
         raise WithRuntimeError(_ENDED)
@@ -447,9 +446,12 @@ class AsyncTemplatesMixin:
             accept: str = _http.JSON,
             extra_headers: Mapping[str, str] | None = None,
             stream: bool = False,
+            wait: float = 0.0,
         ) -> httpx.Response: ...
 
-        async def _json(self, method: str, path: str, body: Any = None, *, params: Any = None) -> Any: ...
+        async def _json(
+            self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0
+        ) -> Any: ...
 
     async def list_templates(self) -> builtins.list[Template]:
         """The server's templates by name (see Client.list_templates)."""
@@ -557,9 +559,7 @@ class AsyncTemplatesMixin:
     async def _template_build(self, path: str, on_event: AsyncOnTemplateEvent | None, **kw: Any) -> Template:
         import httpx
 
-        from .errors import TransportError
-
-        resp = await self._send("POST", path, accept=_http.NDJSON, stream=True, **kw)
+        resp = await self._send("POST", path, accept=_http.NDJSON, stream=True, wait=_wait.BUILD_WAIT, **kw)
         try:
             if not resp.headers.get("Content-Type", "").startswith(_http.NDJSON):
                 return Template.from_dict(json.loads(await resp.aread()))
@@ -575,7 +575,7 @@ class AsyncTemplatesMixin:
                     if inspect.isawaitable(r):
                         await r
         except httpx.HTTPError as e:
-            raise TransportError(f"withruntime: the template build's progress broke: {e}") from e
+            raise _wait.read_error(None, resp, e, "the template build's progress broke") from e
         finally:
             await resp.aclose()
         raise WithRuntimeError(_ENDED)
