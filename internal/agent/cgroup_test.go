@@ -261,7 +261,7 @@ func TestGuardUnitsIncludeCgroup(t *testing.T) {
 		}
 		t.Fatalf("want one unit, the command with its daemon")
 	}
-	if c, ok := memoryVictim(units, growthSample{}, time.Now(), true); ok && c.u.p != p {
+	if c, ok := memoryVictim(units, growthSample{}, time.Now(), bySizeNoSample); ok && c.u.p != p {
 		t.Errorf("victim %+v, want the command", c.u)
 	}
 }

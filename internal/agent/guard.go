@@ -275,9 +275,16 @@ func (g *guard) noteGrowth(now time.Time, m memReading) {
 // holds is not a command's.
 func (g *guard) killForMemory(now time.Time, m memReading) (killed, found bool) {
 	ref, haveRef := g.growth.reference()
-	bySize := m.held >= g.memLimit && (!haveRef || now.Sub(g.overSince) >= memSustain)
+	bySize := bySizeNone
+	switch {
+	case m.held < g.memLimit: // size decides nothing: see above
+	case !haveRef:
+		bySize = bySizeNoSample
+	case now.Sub(g.overSince) >= memSustain:
+		bySize = bySizeSustained
+	}
 	pick := func(units []*unit) (*unit, string, bool) {
-		if !haveRef && !bySize {
+		if !haveRef && bySize == bySizeNone {
 			return nil, "", false // no growth to measure yet
 		}
 		c, ok := memoryVictim(units, ref, now, bySize)

@@ -74,16 +74,27 @@ func (l *growthLog) reset() { l.samples = l.samples[:0] }
 
 // memChoice is a command to kill for memory and why it was chosen.
 type memChoice struct {
-	u      *unit
-	grew   int64         // bytes since the reference; 0 when chosen by size
-	over   time.Duration // growth is over this long
-	bySize bool
+	u    *unit
+	grew int64         // bytes since the reference; 0 when chosen by size
+	over time.Duration // growth is over this long
+	// bySize is why size chose: bySizeNone when growth did.
+	bySize sizeReason
 }
 
+// sizeReason is why the largest command is killed rather than the one
+// that grew.
+type sizeReason int
+
+const (
+	bySizeNone      sizeReason = iota
+	bySizeSustained            // over the limit for memSustain, nothing growing
+	bySizeNoSample             // no earlier sample to measure growth from
+)
+
 // memoryVictim picks the command to kill for memory (see above): the one
-// that grew the most since ref, or, when bySize, the largest. Either must
-// hold minVictimBytes.
-func memoryVictim(units []*unit, ref growthSample, now time.Time, bySize bool) (memChoice, bool) {
+// that grew the most since ref, or, when bySize says why, the largest.
+// Either must hold minVictimBytes.
+func memoryVictim(units []*unit, ref growthSample, now time.Time, bySize sizeReason) (memChoice, bool) {
 	var best memChoice
 	for _, u := range units {
 		if u.rss < minVictimBytes {
@@ -91,9 +102,9 @@ func memoryVictim(units []*unit, ref growthSample, now time.Time, bySize bool) (
 		}
 		grew := u.rss - ref.rss[u.root]
 		switch {
-		case bySize && (best.u == nil || u.rss > best.u.rss):
-			best = memChoice{u: u, bySize: true}
-		case !bySize && grew >= memMinGrowth && grew > best.grew:
+		case bySize != bySizeNone && (best.u == nil || u.rss > best.u.rss):
+			best = memChoice{u: u, bySize: bySize}
+		case bySize == bySizeNone && grew >= memMinGrowth && grew > best.grew:
 			best = memChoice{u: u, grew: grew, over: now.Sub(ref.at)}
 		}
 	}
@@ -103,12 +114,17 @@ func memoryVictim(units []*unit, ref growthSample, now time.Time, bySize bool) (
 // memoryNote says on the command's stderr why it was killed.
 func memoryNote(c memChoice, limit int64) string {
 	who := fmt.Sprintf("pid %d %s: %d MiB", c.u.top.pid, c.u.top.comm, mib(c.u.top.rssPages*pageSize))
-	if c.bySize {
-		return fmt.Sprintf("withruntime: out of memory: killed this command, which held the most memory, %d MiB (%s), "+
-			"when the sandbox was at its memory limit of %d MiB and no command was growing\n", mib(c.u.rss), who, mib(limit))
+	const prefix = "withruntime: out of memory: killed this command, "
+	switch c.bySize {
+	case bySizeSustained:
+		return fmt.Sprintf(prefix+"which held the most memory, %d MiB (%s), when the sandbox had stayed at its "+
+			"memory limit of %d MiB for %v with no command growing\n", mib(c.u.rss), who, mib(limit), memSustain)
+	case bySizeNoSample:
+		return fmt.Sprintf(prefix+"which held the most memory, %d MiB (%s), when the sandbox reached its memory "+
+			"limit of %d MiB before the agent could see which command grew\n", mib(c.u.rss), who, mib(limit))
 	}
-	return fmt.Sprintf("withruntime: out of memory: killed this command, which grew by %d MiB in %.1f s to %d MiB (%s), "+
-		"when the sandbox reached its memory limit of %d MiB\n", mib(c.grew), c.over.Seconds(), mib(c.u.rss), who, mib(limit))
+	return fmt.Sprintf(prefix+"which grew by %d MiB in %.1f s to %d MiB (%s), when the sandbox reached its "+
+		"memory limit of %d MiB\n", mib(c.grew), c.over.Seconds(), mib(c.u.rss), who, mib(limit))
 }
 
 func mib(b int64) int64 { return b >> 20 }

@@ -119,7 +119,8 @@ func TestGuardKillsLargestForMemory(t *testing.T) {
 	if !res.OOMKilled || res.ExitCode != 137 || res.Signal != "SIGKILL" {
 		t.Errorf("killed command: %+v", res)
 	}
-	if !strings.Contains(res.Stderr, "withruntime: out of memory: killed this command, which held the most memory") {
+	if !strings.Contains(res.Stderr, "withruntime: out of memory: killed this command, which held the most memory, ") ||
+		!strings.Contains(res.Stderr, "before the agent could see which command grew") {
 		t.Errorf("the killed command's stderr does not say why: %q", res.Stderr)
 	}
 	var p agentapi.Process
@@ -281,17 +282,17 @@ func TestMemoryVictim(t *testing.T) {
 		{root: 40, rss: 8 << 20},   // new, too small to matter
 	}
 	ref := growthSample{at: now.Add(-time.Second), rss: map[int]int64{10: 600 << 20, 20: 100 << 20}}
-	if c, ok := memoryVictim(units, ref, now, false); !ok || c.u.root != 20 || c.grew != 200<<20 || c.over != time.Second {
+	if c, ok := memoryVictim(units, ref, now, bySizeNone); !ok || c.u.root != 20 || c.grew != 200<<20 || c.over != time.Second {
 		t.Errorf("by growth: %+v", c)
 	}
-	if c, ok := memoryVictim(units, ref, now, true); !ok || c.u.root != 10 || !c.bySize {
+	if c, ok := memoryVictim(units, ref, now, bySizeSustained); !ok || c.u.root != 10 || c.bySize != bySizeSustained {
 		t.Errorf("by size: %+v", c)
 	}
 	steady := growthSample{at: ref.at, rss: map[int]int64{10: 600 << 20, 20: 300 << 20, 30: 35 << 20}}
-	if c, ok := memoryVictim(units, steady, now, false); ok {
+	if c, ok := memoryVictim(units, steady, now, bySizeNone); ok {
 		t.Errorf("nothing grew by memMinGrowth, yet %+v", c)
 	}
-	if c, ok := memoryVictim([]*unit{{root: 1, rss: 1 << 20}}, growthSample{}, now, true); ok {
+	if c, ok := memoryVictim([]*unit{{root: 1, rss: 1 << 20}}, growthSample{}, now, bySizeNoSample); ok {
 		t.Errorf("too small to kill for memory: %+v", c)
 	}
 }
