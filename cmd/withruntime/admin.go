@@ -197,7 +197,9 @@ func quotaSummary(k api.Key) string {
 	if k.DiskQuotaMiB > 0 {
 		parts = append(parts, fmt.Sprintf("disk %d MiB", k.DiskQuotaMiB))
 	}
-	if k.SandboxesQuota > 0 {
+	if k.SandboxesQuota == 1 {
+		parts = append(parts, "1 sandbox")
+	} else if k.SandboxesQuota > 0 {
 		parts = append(parts, fmt.Sprintf("%d sandboxes", k.SandboxesQuota))
 	}
 	if k.PausedQuota > 0 {

@@ -211,7 +211,15 @@ func TestKeyCountQuotas(t *testing.T) {
 	e.create(api.CreateSandboxRequest{}) // the administrator's key is not bound by the default
 	e.create(api.CreateSandboxRequest{})
 
-	own := e.as(e.quotaKey(api.CreateKeyRequest{Name: "own", DailyLimitMicros: 50_000_000, SandboxesQuota: 3, PausedQuota: 1}).Secret)
+	// A key's own quotas, from the CLI (keys create; keys ls shows them).
+	made := e.cli(nil, "keys", "create", "own", "--daily-limit-usd", "50", "--sandboxes-quota", "3", "--paused-quota", "1")
+	if made.code != 0 || !strings.HasPrefix(made.stdout, "wr_") {
+		t.Fatalf("keys create with quotas: %+v", made)
+	}
+	if ls := e.cli(nil, "keys", "ls"); !strings.Contains(ls.stdout, "  3 sandboxes, 1 paused\n") || !strings.Contains(ls.stdout, "  1 sandbox\n") {
+		t.Errorf("keys ls does not show the quotas (its own, and the server's default of 1 sandbox): %+v", ls)
+	}
+	own := e.as(strings.TrimSpace(made.stdout))
 	x := own.create(api.CreateSandboxRequest{})
 	y := own.create(api.CreateSandboxRequest{})
 	own.pause(x.ID)
@@ -223,6 +231,9 @@ func TestKeyCountQuotas(t *testing.T) {
 	own.create(api.CreateSandboxRequest{})
 	own.refusal(http.StatusTooManyRequests, api.CodeQuotaExceeded, "POST", "/v1/sandboxes", api.CreateSandboxRequest{},
 		"sandboxes quota", "may hold 3 sandboxes at once", "holds 3")
+	if res := own.cli(nil, "sandbox", "create"); res.code == 0 || !strings.Contains(res.stderr, "sandboxes quota") {
+		t.Errorf("sandbox create past the quota: %+v, want a failure naming the sandboxes quota", res)
+	}
 	own.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+x.ID, nil, nil) // a paused one frees its place
 	own.create(api.CreateSandboxRequest{})
 }
