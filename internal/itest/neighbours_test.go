@@ -19,6 +19,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/sandbox"
 )
 
 // TestNoisyNeighbours (issue 25): while tenant A (and anonymous clients)
@@ -156,8 +157,9 @@ func TestNoisyNeighbours(t *testing.T) {
 	if bound := int64(api.MaxHeldBytesPerKey + 256<<20); heap > bound {
 		t.Errorf("server heap grew by %d MiB, over the per-key bound plus 256 MiB (%d MiB)", heap>>20, bound>>20)
 	}
-	if fell := int64(before.Bavail)*before.Bsize - minFree.Load(); fell > 2<<30 {
-		t.Errorf("host free disk fell by %d MiB (a sandbox's disk is capped at 2 GiB)", fell>>20)
+	reserve := max(int64(sandbox.DefaultDiskReserveMiB)<<20, int64(before.Blocks)*before.Bsize*sandbox.DefaultDiskReservePercent/100)
+	if minFree.Load() < reserve {
+		t.Errorf("host free disk fell to %d MiB, below the reserve of %d MiB", minFree.Load()>>20, reserve>>20)
 	}
 }
 
