@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/internal/server"
 )
 
 // TestNoisyNeighbours (issue 25): while tenant A (and anonymous clients)
@@ -30,15 +32,30 @@ import (
 //
 // The attacks are issue 25's on what tenants share (each also has a test of
 // its own): request heads with long methods (N11), request bodies up to the
-// per-key memory bound (N6), a device-login flood from one address (N10), a
-// disk filler and a DNS flood inside A's sandboxes. A sandbox's own CPU and
+// per-key memory bound (N6), a device-login flood from one address (N10),
+// creates past the disk quota (N3), and inside A's sandboxes a disk filler,
+// idle connections to the egress proxy (N13) and a DNS flood (N15); B also
+// reaches its allowed host and installs a package through its allow list.
+// A sandbox's own CPU and
 // processes (busy loops, fork bombs) are its quota's, tested by C14 and the
 // CPU tests.
 func TestNoisyNeighbours(t *testing.T) {
-	e := newEnv(t)
+	pip, _, _ := registryHosts(t)
+	in := newFakeInternet(t)
+	// The fake internet's names from its map, the package index's from the
+	// host's resolver (B installs from it); a pool of 256 proxy connections
+	// for A's sandboxes to try to take.
+	e := newEnv(t, withInternet(in), func(c *server.Config) {
+		c.Egress.Resolver = fallbackResolver{in.resolver, net.DefaultResolver}
+		c.Egress.UpstreamRoots = nil
+		c.Egress.SandboxCAs = []string{"/etc/ssl/certs/ca-certificates.crt"}
+		c.Egress.MaxProxyConns = 256
+	})
 	a, b := e.tenant("tenant-a"), e.tenant("tenant-b")
-	bSandbox := b.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600})
-	aSandboxes := []string{b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600})), b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600}))}
+	allowB := &api.NetworkPolicy{Allow: append([]string{inetAPI}, pip...)}
+	bSandbox := b.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600, Network: allowB})
+	aNet := &api.NetworkPolicy{Allow: []string{inetAPI}}
+	aSandboxes := []string{b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600, Network: aNet})), b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600}))}
 
 	// B's quiet exec latency.
 	quiet := b.execLatencies(t, bSandbox.ID, 40)
@@ -112,7 +129,15 @@ func TestNoisyNeighbours(t *testing.T) {
 		}
 	}
 	attack("disk filler", inside(aSandboxes[1], "head -c 1500M /dev/zero > /workspace/fill; sync; rm -f /workspace/fill"))
-	attack("DNS flood", inside(aSandboxes[0], "end=$((SECONDS+20)); while [ $SECONDS -lt $end ]; do getent hosts x$RANDOM.example.com >/dev/null; done"))
+	attack("DNS flood (N15)", inside(aSandboxes[0], "end=$((SECONDS+20)); while [ $SECONDS -lt $end ]; do getent hosts x$RANDOM.example.com >/dev/null; done"))
+	attack("idle proxy connections (N13)", inside(aSandboxes[0], holdConns(inetAPI, 400, 20)))
+	attack("disk past the quota (N3)", func(ctx context.Context) {
+		for i := 0; i < 5 && ctx.Err() == nil; i++ {
+			if _, err := a.tryCreate(ctx, api.CreateSandboxRequest{DiskMiB: 65536}); err == nil || !strings.Contains(err.Error(), "507") {
+				t.Errorf("tenant A's create of 64 GiB of disk: %v, want 507 for its disk quota", err)
+			}
+		}
+	})
 
 	// B's work while the attacks run.
 	time.Sleep(2 * time.Second)
@@ -134,9 +159,17 @@ func TestNoisyNeighbours(t *testing.T) {
 		if res, err := b.exec(ctx, sb.ID, agentapi.ExecRequest{Command: "cat /workspace/f.txt"}); err != nil || res.Stdout != content {
 			failures = append(failures, fmt.Sprintf("exec in a new sandbox: %+v %v", res, err))
 		}
+		if res, err := b.exec(ctx, bSandbox.ID, agentapi.ExecRequest{Command: curl("http://" + inetAPI + "/")}); err != nil || !strings.HasPrefix(res.Stdout, "200") {
+			failures = append(failures, fmt.Sprintf("egress to B's allowed host: %+v %v", res, err))
+		}
 		if err := b.delete(ctx, sb.ID); err != nil {
 			failures = append(failures, "delete: "+err.Error())
 		}
+	}
+	// An install through B's allow list, while A's last attacks run.
+	if res, err := b.exec(context.Background(), bSandbox.ID, agentapi.ExecRequest{TimeoutSeconds: 180,
+		Command: "pip install --user --no-cache-dir --disable-pip-version-check -q iniconfig && python3 -c 'import iniconfig'"}); err != nil || res.ExitCode != 0 {
+		failures = append(failures, fmt.Sprintf("pip install through the allow list: %+v %v", res, err))
 	}
 	attacks.Wait()
 	heap := int64(stopHeap()) - int64(baseHeap)
@@ -161,6 +194,20 @@ func TestNoisyNeighbours(t *testing.T) {
 	if minFree.Load() < reserve {
 		t.Errorf("host free disk fell to %d MiB, below the reserve of %d MiB", minFree.Load()>>20, reserve>>20)
 	}
+}
+
+// fallbackResolver answers from its first resolver, else from its second.
+type fallbackResolver struct {
+	first, second interface {
+		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+	}
+}
+
+func (r fallbackResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if addrs, err := r.first.LookupNetIP(ctx, network, host); err == nil {
+		return addrs, nil
+	}
+	return r.second.LookupNetIP(ctx, network, host)
 }
 
 // rawRequest sends one raw HTTP request and reads a little of the answer.
