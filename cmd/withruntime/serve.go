@@ -40,6 +40,7 @@ func newServeCmd() *cobra.Command {
 	var pausedRetention time.Duration
 	var quotas func(*sandbox.Limits) error
 	var sandboxCAs []string
+	var egressShares server.EgressConfig
 	var secretsKey string
 	var rotateKey, discardSecrets bool
 	var metricsListen, e2bListen string
@@ -91,7 +92,9 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			srv, err := server.Open(ctx, server.Config{Driver: drv, SandboxTemplates: sbTemplates, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: lim,
-				Egress:         server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen},
+				Egress: server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen,
+					MaxProxyConns: egressShares.MaxProxyConns, ProxyConnsPerKey: egressShares.ProxyConnsPerKey,
+					ProxyConnsPerSandbox: egressShares.ProxyConnsPerSandbox, DNSRate: egressShares.DNSRate},
 				SecretsKeyFile: secretsKey, RotateSecretsKey: rotateKey, DiscardUnreadableSecrets: discardSecrets,
 
 				Images: image.Options{Limits: image.Limits{MaxBytes: imageMaxBytes}},
@@ -157,6 +160,10 @@ func newServeCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7780", "address to serve the API on")
+	cmd.Flags().IntVar(&egressShares.MaxProxyConns, "egress-conns", 0, "connections all sandboxes' egress proxies hold at once (0: an eighth of the open-file limit, at least 1,024)")
+	cmd.Flags().IntVar(&egressShares.ProxyConnsPerKey, "egress-conns-per-key", 0, "one key's share of --egress-conns, connections at once (0: 1,024 or a quarter of the total if less; -1: no per-key share)")
+	cmd.Flags().IntVar(&egressShares.ProxyConnsPerSandbox, "egress-conns-per-sandbox", 0, "one sandbox's share of --egress-conns, connections at once (0: 256, at most the key's share)")
+	cmd.Flags().IntVar(&egressShares.DNSRate, "dns-rate", 0, "DNS queries per second each sandbox may send (0: 100; bursts of twice the rate; past it queries are dropped)")
 	cmd.Flags().StringArrayVar(&sandboxCAs, "sandbox-ca", nil, "PEM file of CA certificates every sandbox trusts besides its template's (repeatable): e.g. the CA of a TLS-intercepting proxy on the host's network, so pip, npm, curl and git work inside")
 	cmd.Flags().StringVar(&data, "data-dir", dataDir(), "directory for the database, sandbox state and templates")
 	cmd.Flags().StringVar(&storeDSN, "store", "", "where the records (sandboxes, keys, usage, secrets) are kept: a postgres://USER@HOST:5432/DATABASE?sslmode=require URL, so several servers share one state, or a SQLite file path (default DATA_DIR/runtime.db; also "+storeEnv+"). Keep the password out of the command line: PGPASSWORD, ~/.pgpass or "+storeEnv+" work")
