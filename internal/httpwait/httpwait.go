@@ -24,9 +24,10 @@ import (
 // Bounds is how long one request may wait. A zero field bounds nothing.
 type Bounds struct {
 	// Headers bounds the wait for the answer's headers. The clock starts
-	// when the request is sent and starts again at each read of its body
-	// (an upload that makes progress) and once it is written, so it
-	// measures the peer's silence, not the upload's length.
+	// when the request is sent, stops while a read of the request's body
+	// waits for its source, starts again after each such read (an upload
+	// that makes progress) and once the request is written: it measures
+	// the peer's silence, not the upload's length nor a slow producer.
 	Headers time.Duration
 	// Idle bounds each read of the answer's body: a read that gets no
 	// byte for Idle fails. Time the caller spends between reads does not
@@ -196,6 +197,15 @@ func (w *waiter) progress() {
 	}
 }
 
+// pause stops the headers clock until the next progress.
+func (w *waiter) pause() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
 func (w *waiter) headersDone() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -218,12 +228,12 @@ type progressBody struct {
 	w  *waiter
 }
 
+// Read stops the headers clock while it waits for the body's source (a
+// slow producer is not a silent peer) and restarts it after.
 func (p *progressBody) Read(b []byte) (int, error) {
-	p.w.progress()
+	p.w.pause()
 	n, err := p.rc.Read(b)
-	if n > 0 {
-		p.w.progress()
-	}
+	p.w.progress()
 	return n, err
 }
 

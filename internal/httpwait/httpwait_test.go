@@ -127,7 +127,8 @@ func (s *slowBody) Read(p []byte) (int, error) {
 }
 
 // TestUploadRestartsHeaders: an upload that keeps moving is not a silent
-// server, however long it takes in all.
+// server, however long it takes in all, nor is a slow producer (chunks
+// 0.5 s apart under a bound of 0.3 s).
 func TestUploadRestartsHeaders(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -135,15 +136,17 @@ func TestUploadRestartsHeaders(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &http.Client{Transport: &Transport{Default: Bounds{Headers: 300 * time.Millisecond}}}
-	req, _ := http.NewRequest("PUT", srv.URL, &slowBody{n: 8, gap: 100 * time.Millisecond})
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "yyyyyyyy" {
-		t.Fatalf("answer %q", b)
+	for _, gap := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond} {
+		req, _ := http.NewRequest("PUT", srv.URL, &slowBody{n: 4, gap: gap})
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("chunks %s apart: %v", gap, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "yyyy" {
+			t.Fatalf("answer %q", b)
+		}
 	}
 }
 

@@ -194,6 +194,15 @@ func (w *waiter) progress() {
 	}
 }
 
+// pause stops the headers clock until the next progress.
+func (w *waiter) pause() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
 func (w *waiter) headersDone() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -216,12 +225,12 @@ type progressBody struct {
 	w  *waiter
 }
 
+// Read stops the headers clock while it waits for the body's source (a
+// slow producer is not a silent peer) and restarts it after.
 func (p *progressBody) Read(b []byte) (int, error) {
-	p.w.progress()
+	p.w.pause()
 	n, err := p.rc.Read(b)
-	if n > 0 {
-		p.w.progress()
-	}
+	p.w.progress()
 	return n, err
 }
 

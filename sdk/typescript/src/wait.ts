@@ -75,7 +75,7 @@ export async function boundedFetch(
   };
   arm();
   const req: RequestInit = { ...init, signal: ctrl.signal };
-  if (useHeaders && init.body instanceof ReadableStream) req.body = progress(init.body, arm);
+  if (useHeaders && init.body instanceof ReadableStream) req.body = progress(init.body, () => clearTimeout(timer), arm);
   let resp: Response;
   try {
     resp = await doFetch(url, req);
@@ -96,13 +96,17 @@ export async function boundedFetch(
   return new Response(body, { status: resp.status, statusText: resp.statusText, headers: resp.headers });
 }
 
-/** src, calling onChunk before and after each chunk is pulled (an upload that moves). */
-function progress(src: ReadableStream<Uint8Array>, onChunk: () => void): ReadableStream<Uint8Array> {
+/**
+ * src, calling onWait before each chunk is pulled from it (the clock stops:
+ * a slow producer is not a silent server) and onChunk after (an upload
+ * that moves).
+ */
+function progress(src: ReadableStream<Uint8Array>, onWait: () => void, onChunk: () => void): ReadableStream<Uint8Array> {
   const reader = src.getReader();
   return new ReadableStream<Uint8Array>(
     {
       async pull(c) {
-        onChunk();
+        onWait();
         const { done, value } = await reader.read();
         onChunk();
         if (done) c.close();
