@@ -60,9 +60,10 @@ type guard struct {
 	log  *slog.Logger
 	live *liveSet
 
-	// memLimit is the memory in use at which a command is killed (0: memory
-	// is not watched); memEmergency is the level at which the guard kills
-	// again without waiting for the last kill's memory to be freed.
+	// memLimit is the memory held (memReading.held) at which a command is
+	// killed (0: memory is not watched); memEmergency is the memory in use
+	// (memReading.used) at which the guard kills a growing command without
+	// waiting for the last kill's memory to be freed.
 	memLimit, memEmergency int64
 	// pidsTrigger is the process count that, sustained, gets a command
 	// killed (0: not watched).

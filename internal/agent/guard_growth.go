@@ -15,11 +15,12 @@ import (
 // guard notes what each command holds at its samples (growthLog), and a
 // kill compares each command with what it held about memGrowthWindow
 // earlier: the one that grew the most, by memMinGrowth at least, is killed.
-// Only when no command grew does size decide: after the memory has stayed
-// over the limit for memSustain (what holds it then is steady, such as a
-// command beside files in /tmp), or when the guard has no earlier sample
-// to compare with (memory went from under memWatchPercent to the limit
-// between two samples).
+// Only when no command grew, and what is held is over the limit (memory in
+// use that nothing holds is gVisor's, on its way out), does size decide:
+// after the memory has stayed over the limit for memSustain (what holds it
+// then is steady, such as a command beside files in /tmp), or when the
+// guard has no earlier sample to compare with (memory went from under
+// memWatchPercent to the limit between two samples).
 const (
 	// memWatchPercent is the share of the limit from which growth is noted.
 	memWatchPercent = 50
