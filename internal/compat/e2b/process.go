@@ -394,4 +394,3 @@ func (p *procTags) pid(id string, sel *processpb.ProcessSelector) (int, error) {
 	}
 	return 0, connect.NewError(connect.CodeInvalidArgument, errors.New("name the process by pid or tag"))
 }
-
