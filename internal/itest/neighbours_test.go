@@ -54,11 +54,13 @@ func TestNoisyNeighbours(t *testing.T) {
 	a, b := e.tenant("tenant-a"), e.tenant("tenant-b")
 	allowB := &api.NetworkPolicy{Allow: append([]string{inetAPI}, pip...)}
 	bSandbox := b.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600, Network: allowB})
+	bTimed := b.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600}) // B's latency, nothing else
 	aNet := &api.NetworkPolicy{Allow: []string{inetAPI}}
 	aSandboxes := []string{b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600, Network: aNet})), b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600}))}
 
 	// B's quiet exec latency.
-	quiet := b.execLatencies(t, bSandbox.ID, 40)
+	// B's quiet exec latency: enough execs that the p99 is not one sample.
+	quiet := b.execLatencies(t, bTimed.ID, 200)
 	runtime.GC()
 	baseHeap := heapPeak()()
 	var before syscall.Statfs_t
@@ -139,12 +141,21 @@ func TestNoisyNeighbours(t *testing.T) {
 		}
 	})
 
-	// B's work while the attacks run.
+	// B's work while the attacks run: execs one after another in a sandbox
+	// of its own for 20 s, and rounds of create, files, exec, egress and
+	// delete beside them.
 	time.Sleep(2 * time.Second)
 	var during []time.Duration
+	var latencies sync.WaitGroup
+	latencies.Add(1)
+	go func() {
+		defer latencies.Done()
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+			during = append(during, b.execLatencies(t, bTimed.ID, 10)...)
+		}
+	}()
 	var failures []string
 	for round := 0; ctx.Err() == nil && round < 6; round++ {
-		during = append(during, b.execLatencies(t, bSandbox.ID, 10)...)
 		sb, err := b.tryCreate(ctx, api.CreateSandboxRequest{TimeoutSeconds: 120})
 		if err != nil {
 			failures = append(failures, "create: "+err.Error())
@@ -171,6 +182,7 @@ func TestNoisyNeighbours(t *testing.T) {
 		Command: "pip install --user --no-cache-dir --disable-pip-version-check -q iniconfig && python3 -c 'import iniconfig'"}); err != nil || res.ExitCode != 0 {
 		failures = append(failures, fmt.Sprintf("pip install through the allow list: %+v %v", res, err))
 	}
+	latencies.Wait()
 	attacks.Wait()
 	heap := int64(stopHeap()) - int64(baseHeap)
 
@@ -180,11 +192,10 @@ func TestNoisyNeighbours(t *testing.T) {
 	for _, f := range failures {
 		t.Errorf("tenant B: %s", f)
 	}
-	if len(during) < 20 {
+	if len(during) < 100 {
 		t.Errorf("tenant B ran only %d execs during the attacks", len(during))
 	}
-	// 2x, with 20 ms for the timer resolution of a 2-core host.
-	if dp99 > 2*qp99+20*time.Millisecond {
+	if dp99 > 2*qp99 {
 		t.Errorf("B's exec p99 during the attacks %v is over twice its quiet %v", dp99, qp99)
 	}
 	if bound := int64(api.MaxHeldBytesPerKey + 256<<20); heap > bound {
