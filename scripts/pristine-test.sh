@@ -24,7 +24,9 @@
 #     PRISTINE_TEMPLATES=0 to remove them too (the first command then builds
 #     base, a few minutes).
 #
-# Usage: scripts/pristine-test.sh        (as root; destroys every local sandbox)
+# Usage: CI=true scripts/pristine-test.sh, or WITHRUNTIME_PRISTINE=1
+#        scripts/pristine-test.sh        (as root; destroys every local
+#        sandbox, server and key; without either it says so and skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +36,12 @@ die() {
 	exit 1
 }
 [[ $(id -u) -eq 0 ]] || die "must run as root"
+# It destroys every Runtime server, sandbox and data directory on this host:
+# only where that is meant (CI's machine, or a developer who says so).
+if [[ ${CI:-} != true && ${WITHRUNTIME_PRISTINE:-} != 1 ]]; then
+	log "SKIPPED: this test kills every Runtime server and sandbox on the host and removes /var/lib/withruntime (templates aside) and ~/.config/withruntime; CI runs it (CI=true); to run it here, set WITHRUNTIME_PRISTINE=1"
+	exit 0
+fi
 
 # --- what Runtime left running ------------------------------------------------
 pkill -KILL -x withruntime 2>/dev/null || true

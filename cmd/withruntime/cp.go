@@ -87,7 +87,7 @@ func copyIn(ctx context.Context, c *client.Client, src string, dst cpEnd, p *pro
 	}
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is a %s: only files and directories are copied", src, fi.Mode().Type())
+			return fmt.Errorf("%s is %s: only files and directories are copied (a symlink inside a copied directory is copied as a link)", src, modeName(fi.Mode()))
 		}
 		f, err := os.Open(src)
 		if err != nil {
@@ -340,6 +340,21 @@ func sandboxRun(ctx context.Context, c *client.Client, id string, argv ...string
 		return fmt.Errorf("%s in the sandbox exited %d: %s", argv[0], res.ExitCode, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// modeName says what kind of file mode is, for an error.
+func modeName(mode fs.FileMode) string {
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		return "a symlink"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 func randHex() string {

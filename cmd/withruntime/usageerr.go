@@ -92,4 +92,5 @@ var cliHints = strings.NewReplacer(
 	"list keys with GET /v1/keys", "list keys with `withruntime keys ls`",
 	"list yours with GET /v1/secrets", "list yours with `withruntime secrets ls`",
 	"create it with POST /v1/secrets", "create it with `withruntime secrets set`",
+	"(GET /files/list shows a directory's contents)", "(`withruntime sandbox exec ID -- ls -la DIR` shows a directory's contents)",
 )
