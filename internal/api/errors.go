@@ -76,7 +76,10 @@ func statusOf(err error) (int, string) {
 
 func isInternal(err error) bool {
 	status, _ := statusOf(err)
-	return status >= 500
+	// 507 is a disk quota or the host's reserve, the caller's limit and
+	// said to it: logged as errors, one tenant at its quota would fill the
+	// server's error log.
+	return status >= 500 && status != http.StatusInsufficientStorage
 }
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
