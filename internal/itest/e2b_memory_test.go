@@ -3,7 +3,9 @@ package itest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"runtime"
@@ -13,7 +15,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"connectrpc.com/connect"
+
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/compat/e2b/envd/filesystempb"
+	"withruntime.dev/runtime/internal/compat/e2b/envd/filesystempb/filesystempbconnect"
 	"withruntime.dev/runtime/internal/sandbox"
 )
 
@@ -170,3 +177,61 @@ func (r *repeatByte) Read(p []byte) (int, error) {
 }
 
 func repeatReader(b byte, n int) io.Reader { return &repeatByte{b: b, left: n} }
+
+// TestE2BListDirMemory: root inside makes a tree whose listing is 88 MB of
+// long paths (30,000 files under nine levels of 250-character names); eight
+// E2B ListDir calls of it at once took the server from 60 MB to 2.57 GB.
+// Now each is refused for its size, the heap stays bounded, and a listing of
+// normal size still answers whole.
+func TestE2BListDirMemory(t *testing.T) {
+	e := newEnv(t)
+	es := newE2BFileSandbox(t, e)
+	mk := e.exec(es.id, agentapi.ExecRequest{User: "root", TimeoutSeconds: 300, Command: `python3 -c '
+import os
+d = "/workspace/deep"
+for i in range(9):
+    d = os.path.join(d, str(i) * 250)
+os.makedirs(d)
+for i in range(30000):
+    open(os.path.join(d, "%05d" % i + "f" * 241), "w").close()
+os.makedirs("/workspace/small")
+for i in range(1000):
+    open("/workspace/small/f%04d" % i, "w").close()'`})
+	if mk.ExitCode != 0 {
+		t.Fatalf("making the tree: %+v", mk)
+	}
+	fs := filesystempbconnect.NewFilesystemClient(http.DefaultClient, es.front.url, connect.WithProtoJSON())
+	listDir := func(path string, depth uint32) (*connect.Response[filesystempb.ListDirResponse], error) {
+		req := connect.NewRequest(&filesystempb.ListDirRequest{Path: path, Depth: depth})
+		es.envdHeaders(req.Header())
+		return fs.ListDir(context.Background(), req)
+	}
+	runtime.GC()
+	baseline := heapPeak()()
+	stop := heapPeak()
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := listDir("/workspace/deep", 10)
+			var ce *connect.Error
+			if errors.As(err, &ce) && (ce.Code() == connect.CodeInvalidArgument || ce.Code() == connect.CodeResourceExhausted || ce.Code() == connect.CodeUnavailable) {
+				refused.Add(1)
+				return
+			}
+			t.Errorf("ListDir of an 88 MB listing: %v, want it refused for its size", err)
+		}()
+	}
+	wg.Wait()
+	grew := int64(stop()) - int64(baseline)
+	t.Logf("8 ListDir of an 88 MB listing at once: %d refused; heap peak %d MiB over the baseline", refused.Load(), grew>>20)
+	if limit := int64(api.MaxHeldBytesPerKey + 256<<20); grew > limit {
+		t.Errorf("heap grew by %d MiB, over the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
+	}
+	resp, err := listDir("/workspace/small", 1)
+	if err != nil || len(resp.Msg.GetEntries()) != 1000 {
+		t.Fatalf("ListDir of 1,000 entries: %v", err)
+	}
+}

@@ -69,7 +69,7 @@ func (s *Server) codeHandler() http.Handler {
 // shape (stdout, stderr, result, error, number_of_executions).
 func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	t := targetFrom(r.Context())
-	h := &held{key: t.as.key.ID}
+	h := &held{key: t.keyID()}
 	defer h.release()
 	raw, err := readHeld(r.Body, maxExecuteBody, h)
 	if errors.Is(err, errHeld) {

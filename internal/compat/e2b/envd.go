@@ -48,6 +48,15 @@ func targetFrom(ctx context.Context) target {
 	return t
 }
 
+// keyID is the key the target's requests are made as ("" for a bearer
+// token, whose key the API finds).
+func (t target) keyID() string {
+	if t.as.key == nil {
+		return ""
+	}
+	return t.as.key.ID
+}
+
 // base is the API path of the target's sandbox.
 func (t target) base() string { return "/v1/sandboxes/" + url.PathEscape(t.id) }
 

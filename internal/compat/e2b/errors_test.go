@@ -105,7 +105,7 @@ func TestListDirPages(t *testing.T) {
 	list := func(h http.Handler) ([]string, error) {
 		f := &filesystemService{s: New(Config{API: h})}
 		var got []string
-		err := f.list(ctx, tgt, "/d", 2, func(e agentapi.FileInfo) { got = append(got, e.Name) })
+		err := f.list(ctx, tgt, "/d", 2, &held{}, func(e agentapi.FileInfo) { got = append(got, e.Name) })
 		return got, err
 	}
 	got, err := list(pagedAPI(t, 25, 10, ""))

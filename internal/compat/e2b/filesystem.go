@@ -69,28 +69,56 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 // maxListDepth is the deepest listing Runtime's API gives.
 const maxListDepth = agentapi.ListMaxDepth
 
-// maxListDirEntries bounds what one listing gathers across Runtime's pages:
-// ListDir answers in one message, held whole in the server's memory, and
-// the pages come from inside the sandbox (which may be hostile).
-var maxListDirEntries = 250_000
+// maxListDirEntries and maxListDirBytes bound what one listing gathers
+// across Runtime's pages: ListDir answers in one message, held whole in the
+// server's memory, and the pages come from inside the sandbox (which may be
+// hostile: 30,000 entries of 2.5 KB paths made one answer of 88 MB). The
+// bytes are an estimate of what the entries hold (their names, paths and
+// link targets, and entryOverhead each); they are also booked, three times
+// over (the page read, the entries, the answer encoded), against the key's
+// bound on request memory while the listing is gathered.
+var (
+	maxListDirEntries = 250_000
+	maxListDirBytes   = int64(32 << 20)
+)
+
+// entryOverhead is what one listed entry holds beyond its strings, in bytes
+// (the decoded FileInfo, the EntryInfo and its encoding).
+const entryOverhead = 256
+
+// entryBytes estimates what one listed entry holds in the server.
+func entryBytes(e agentapi.FileInfo) int64 {
+	return int64(len(e.Name)+len(e.Path)+len(e.Target)) + entryOverhead
+}
 
 // list calls each for every entry of p's listing to depth, in listing
 // order, following Runtime's pages (agentapi.ListMaxLimit entries each)
 // until the last. A listing of more than maxListDirEntries entries, or
 // pages that do not move forward, end it with an error.
-func (f *filesystemService) list(ctx context.Context, t target, p string, depth int, each func(agentapi.FileInfo)) error {
+//
+// What the listing holds is booked in h (see maxListDirBytes): the caller
+// releases it once it no longer holds the entries.
+func (f *filesystemService) list(ctx context.Context, t target, p string, depth int, h *held, each func(agentapi.FileInfo)) error {
 	q := t.base() + "/files/list?path=" + url.QueryEscape(p) + "&depth=" + strconv.Itoa(depth) +
 		"&limit=" + strconv.Itoa(agentapi.ListMaxLimit)
-	cursor, last, n := "", "", 0
+	cursor, last, n, size := "", "", 0, int64(0)
 	for {
 		var page agentapi.FileList
 		if err := f.s.api.json(ctx, t.as, "GET", q+cursor, nil, &page); err != nil {
 			return err
 		}
 		n += len(page.Entries)
-		if n > maxListDirEntries {
+		var pageBytes int64
+		for _, e := range page.Entries {
+			pageBytes += entryBytes(e)
+		}
+		size += pageBytes
+		if n > maxListDirEntries || size > maxListDirBytes {
 			return &apiError{Status: http.StatusBadRequest, Code: agentapi.CodeBadRequest,
-				Message: fmt.Sprintf("%s holds more than %d entries to depth %d, more than one ListDir answers in Runtime; list a subdirectory or a smaller depth", p, maxListDirEntries, depth)}
+				Message: fmt.Sprintf("%s holds more than %d entries or %d MiB of names to depth %d, more than one ListDir answers in Runtime; list a subdirectory or a smaller depth", p, maxListDirEntries, maxListDirBytes>>20, depth)}
+		}
+		if !h.take(translateCopies * pageBytes) {
+			return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: heldError()}
 		}
 		for _, e := range page.Entries {
 			each(e)
@@ -120,7 +148,9 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("depth is at most "+strconv.Itoa(maxListDepth)+" in Runtime"))
 	}
 	out := &filesystempb.ListDirResponse{}
-	err := f.list(ctx, t, t.abs(req.Msg.GetPath()), depth, func(e agentapi.FileInfo) {
+	h := &held{key: t.keyID()}
+	defer h.release()
+	err := f.list(ctx, t, t.abs(req.Msg.GetPath()), depth, h, func(e agentapi.FileInfo) {
 		out.Entries = append(out.Entries, entryInfo(e))
 	})
 	if err != nil {

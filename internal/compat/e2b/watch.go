@@ -42,7 +42,9 @@ func (f *filesystemService) snapshot(ctx context.Context, t target, dir string, 
 		depth = maxListDepth
 	}
 	s := snapshot{}
-	if err := f.list(ctx, t, dir, depth, func(e agentapi.FileInfo) { s[e.Path] = e }); err != nil {
+	h := &held{key: t.keyID()}
+	defer h.release()
+	if err := f.list(ctx, t, dir, depth, h, func(e agentapi.FileInfo) { s[e.Path] = e }); err != nil {
 		return nil, err
 	}
 	return s, nil
