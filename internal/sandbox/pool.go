@@ -534,11 +534,10 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		Driver: m.driver.Name(), DriverState: ps.handle.State,
 		OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
 	}
-	if err := m.store.InsertSandbox(ctx, sb); err != nil {
+	if err := p.hold.countedBy(func() error { return m.store.InsertSandbox(ctx, sb) }); err != nil {
 		m.destroyPooled(ctx, ps)
 		return store.Sandbox{}, err
 	}
-	p.hold.releaseKey() // the store counts it now
 	if err := m.applyPooledNetwork(ctx, ps.id, plan); err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		m.destroyPooled(ctx, ps)
