@@ -3,7 +3,7 @@ listing pages."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from .errors import WithRuntimeError
@@ -39,36 +39,39 @@ def skip_and_limit(headers: Any, status: int, path: str, offset: int, length: in
     return offset, length
 
 
+class Trim:
+    """Cuts a stream of chunks: drops its first ``skip`` bytes and stops
+    after ``limit`` more (None: no limit). Both flavours of download use it."""
+
+    def __init__(self, skip: int, limit: int | None) -> None:
+        self.skip = skip
+        self.limit = limit
+
+    def cut(self, chunk: bytes) -> bytes | None:
+        """The part of ``chunk`` to give (empty when all of it is skipped);
+        None once the limit is reached."""
+        if self.skip:
+            if len(chunk) <= self.skip:
+                self.skip -= len(chunk)
+                return b""
+            chunk, self.skip = chunk[self.skip :], 0
+        if self.limit is not None:
+            if self.limit <= 0:
+                return None
+            chunk = chunk[: self.limit]
+            self.limit -= len(chunk)
+        return chunk
+
+
 def trim(chunks: Iterator[bytes], skip: int, limit: int | None) -> Iterator[bytes]:
     """``chunks`` without its first ``skip`` bytes, cut after ``limit``."""
+    t = Trim(skip, limit)
     for chunk in chunks:
-        if skip:
-            if len(chunk) <= skip:
-                skip -= len(chunk)
-                continue
-            chunk, skip = chunk[skip:], 0
-        if limit is not None:
-            if limit <= 0:
-                return
-            chunk = chunk[:limit]
-            limit -= len(chunk)
-        yield chunk
-
-
-async def atrim(chunks: AsyncIterator[bytes], skip: int, limit: int | None) -> AsyncIterator[bytes]:
-    """The async twin of :func:`trim`."""
-    async for chunk in chunks:
-        if skip:
-            if len(chunk) <= skip:
-                skip -= len(chunk)
-                continue
-            chunk, skip = chunk[skip:], 0
-        if limit is not None:
-            if limit <= 0:
-                return
-            chunk = chunk[:limit]
-            limit -= len(chunk)
-        yield chunk
+        out = t.cut(chunk)
+        if out is None:
+            return
+        if out:
+            yield out
 
 
 def list_params(path: str, depth: int, limit: int | None, cursor: str | None) -> list[tuple[str, str]]:
@@ -105,3 +108,13 @@ def over_list_cap(path: str, n: int) -> WithRuntimeError:
     return WithRuntimeError(
         f"withruntime: listing {path}: over {n} entries, more than list() holds; walk it with files.entries()"
     )
+
+
+def reader_size(resp: Any, skip: int, limit: int | None) -> int | None:
+    """How many bytes a download gives, when the server said (its
+    Content-Length less what is skipped, at most ``limit``); else None."""
+    cl = "0" if resp is None else resp.headers.get("Content-Length")
+    size = max(int(cl) - skip, 0) if cl and cl.isdigit() else None
+    if size is not None and limit is not None:
+        size = min(size, limit)
+    return size

@@ -1,5 +1,9 @@
-"""The code interpreter's methods of :class:`~withruntime.Sandbox` (a mixin,
-so that _sync.py stays about commands and files)."""
+# GENERATED from withruntime/_async/_code.py by sdk/python/scripts/generate.sh (unasync); do not edit.
+# Change the async source and run sdk/python/scripts/generate.sh to regenerate.
+"""The code interpreter's methods of :class:`~withruntime.Sandbox` and
+:class:`~withruntime.AsyncSandbox` (a mixin, so that _client.py stays about
+commands and files). The async one's handlers may be plain functions or
+coroutine functions. ``_sync/_code.py`` is generated from ``_async/_code.py`` (see _client.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from . import _http, _wait
-from . import code as _code
-from .code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
+from .. import _http, _wait
+from .. import _io_sync as _io
+from .. import code as _code
+from ..code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
 
 if TYPE_CHECKING:
-    from ._sync import Client
+    from ._client import Client
 
 
 class CodeInterpreterMixin:
@@ -68,7 +73,7 @@ class CodeInterpreterMixin:
         )
         try:
             for line in resp.iter_lines():
-                asm.feed(line)
+                _io.resolve(asm.feed(line))
                 if asm.done:
                     break
         except httpx.HTTPError as e:
@@ -95,9 +100,10 @@ class CodeInterpreterMixin:
     def restart_code_context(self, context: CodeContext | str) -> CodeContext:
         """Gives the context a new kernel; its variables are lost."""
         cid = _code.context_id(context) or ""
-        return CodeContext.from_dict(
-            self._client._json("POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"), wait=_wait.KERNEL_WAIT)
+        out = self._client._json(
+            "POST", self._path(f"/contexts/{_http.quote_seg(cid)}/restart"), wait=_wait.KERNEL_WAIT
         )
+        return CodeContext.from_dict(out)
 
     def remove_code_context(self, context: CodeContext | str) -> None:
         """Stops the context's kernel and forgets the context."""

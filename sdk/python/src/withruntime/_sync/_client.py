@@ -1,34 +1,35 @@
-"""The synchronous client: Client, Sandbox, ExecStream; Files and FileReader
-(_files_sync.py) are re-exported from here."""
+# GENERATED from withruntime/_async/_client.py by sdk/python/scripts/generate.sh (unasync); do not edit.
+# Change the async source and run sdk/python/scripts/generate.sh to regenerate.
+"""The client and the sandbox handle: Client, Sandbox, ExecStream (in
+``withruntime/_sync/_client.py``) and AsyncClient, AsyncSandbox,
+AsyncExecStream (in ``withruntime/_async/_client.py``).
+
+The async module is written by hand; the sync one is generated from it by
+``sdk/python/scripts/generate.sh`` (unasync: ``async``/``await`` dropped,
+``Async`` names made plain, ``_io_async`` made ``_io_sync``). Docstrings are
+shared, so they speak of the sync spelling; the async one awaits each call."""
 
 from __future__ import annotations
 
 import builtins
-import io
 import json
-import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import IO, Any, TextIO
 
 import httpx
 
-from . import _http, _wait
-from ._code_sync import CodeInterpreterMixin
-from ._config import resolve_config
-from ._files_sync import FileReader, Files
-from .errors import (
+from .. import _exec, _http, _wait
+from .. import _io_sync as _io
+from .._config import resolve_config
+from ..errors import (
     APIError,
     ConflictError,
     SandboxGoneError,
     SandboxStoppedError,
     WithRuntimeError,
-    api_error,
-    status_of_code,
 )
-from .templates import TemplatesMixin
-from .types import (
-    ErrorInfo,
+from ..types import (
     Event,
     ExecResult,
     GroupBy,
@@ -39,8 +40,11 @@ from .types import (
     UsageReport,
     UsageRow,
 )
+from ._code import CodeInterpreterMixin
+from ._files import Files
+from ._templates import TemplatesMixin
 
-__all__ = ["Client", "Sandbox", "Files", "ExecStream", "FileReader"]
+__all__ = ["Client", "Sandbox", "ExecStream"]
 
 
 class Client(TemplatesMixin):
@@ -66,7 +70,11 @@ class Client(TemplatesMixin):
     the seconds waited. They apply per request, over ``http_client``'s own.
 
     Templates (root filesystems from images and Dockerfiles) are managed
-    with the methods of :class:`~withruntime.templates.TemplatesMixin`.
+    with the template methods (see :mod:`withruntime.templates`).
+
+    :class:`~withruntime.AsyncClient` is its asyncio twin (an
+    ``httpx.AsyncClient`` underneath): the same methods, awaited, and
+    ``async with``.
     """
 
     def __init__(
@@ -87,7 +95,7 @@ class Client(TemplatesMixin):
         self._http = http_client or httpx.Client(timeout=_http.DEFAULT_TIMEOUT)
 
     def __repr__(self) -> str:
-        return f"Client(base_url={self.base_url!r})"
+        return f"AsyncClient(base_url={self.base_url!r})"
 
     def close(self) -> None:
         """Closes the HTTP connections (if this client opened them)."""
@@ -225,7 +233,7 @@ class Client(TemplatesMixin):
         SandboxStoppedError when it is no longer running."""
         sbx = Sandbox(self, sandbox_id)
         info = sbx.refresh()
-        _check_running(info)
+        _exec.check_running(info)
         if info.state == "paused":
             try:
                 sbx.resume()
@@ -323,7 +331,7 @@ class Client(TemplatesMixin):
         :meth:`usage_report` also gives the total and the prices. Raises
         BadRequestError (an unknown ``group_by``, ``from_`` not before ``to``).
         """
-        return self.usage_report(from_, to, group_by).rows
+        return (self.usage_report(from_, to, group_by)).rows
 
     def usage_report(
         self,
@@ -400,14 +408,6 @@ class Client(TemplatesMixin):
             raise WithRuntimeError(f"withruntime: decoding the answer to {method} {path}: {e}") from e
 
 
-def _check_running(info: SandboxInfo) -> None:
-    if info.state == "stopped":
-        code = "lease_ended" if info.end_reason == "lease_ended" else "sandbox_stopped"
-        raise api_error(
-            410, code, f"sandbox {info.id} is stopped ({info.end_reason or 'stopped'}); create a new sandbox"
-        )
-
-
 class Sandbox(CodeInterpreterMixin):
     """A handle on one sandbox. Use it as a context manager to destroy the
     sandbox on exit::
@@ -416,6 +416,14 @@ class Sandbox(CodeInterpreterMixin):
             sbx.files.write_file("hello.py", "print(6 * 7)\\n")
             res = sbx.exec("python3 hello.py")
             # res.exit_code == 0, res.stdout == "42\\n"
+
+    :class:`~withruntime.AsyncSandbox` is its asyncio twin::
+
+        async with AsyncSandbox.create(timeout_seconds=600) as sbx:
+            res = await sbx.exec("python3 -c 'print(6*7)'")
+
+    (``sbx = await AsyncSandbox.create(...)`` works too; then ``await
+    sbx.kill()`` when done.)
     """
 
     def __init__(
@@ -426,12 +434,13 @@ class Sandbox(CodeInterpreterMixin):
         self._info = info
         self._owns_client = _owns_client
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = _io.Lock()
         self._killed = False
 
     # -- construction ------------------------------------------------------
 
     @classmethod
+    @_io.context_factory
     def create(
         cls,
         *,
@@ -451,7 +460,8 @@ class Sandbox(CodeInterpreterMixin):
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> Sandbox:
-        """Creates a sandbox and returns once it runs.
+        """Creates a sandbox and returns once it runs (the async one: await
+        the answer, or use it in ``async with``).
 
         Every option is optional; unset ones take the server's defaults:
         ``template`` ("base": Debian with python3), ``timeout_seconds`` (the
@@ -501,6 +511,7 @@ class Sandbox(CodeInterpreterMixin):
         return sbx
 
     @classmethod
+    @_io.context_factory
     def connect(
         cls,
         sandbox_id: str,
@@ -509,7 +520,8 @@ class Sandbox(CodeInterpreterMixin):
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> Sandbox:
-        """A handle on an existing sandbox, resumed first if it is paused.
+        """A handle on an existing sandbox, resumed first if it is paused
+        (the async one: await it, or use it in ``async with``).
         Raises NotFoundError, or LeaseEndedError / SandboxStoppedError when
         it is no longer running."""
         owns = client is None
@@ -575,7 +587,7 @@ class Sandbox(CodeInterpreterMixin):
 
     def __repr__(self) -> str:
         state = self._info.state if self._info else "?"
-        return f"Sandbox(id={self._id!r}, state={state!r})"
+        return f"AsyncSandbox(id={self._id!r}, state={state!r})"
 
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's record. Raises NotFoundError."""
@@ -783,7 +795,7 @@ class Sandbox(CodeInterpreterMixin):
             for ev in stream:
                 w = stdout if ev.type == "stdout" else stderr if ev.type == "stderr" else None
                 if w is not None:
-                    _write_chunk(w, ev)
+                    _exec.write_chunk(w, ev)
         if stream.result is None:  # pragma: no cover - the stream raises first
             raise WithRuntimeError("withruntime: exec stream ended without an exit event")
         return stream.result
@@ -799,46 +811,13 @@ class Sandbox(CodeInterpreterMixin):
         return _http.sandbox_path(self._id, suffix)
 
 
-def _write_chunk(w: Any, ev: Event) -> None:
-    if isinstance(w, io.TextIOBase):
-        w.write(ev.data)
-    else:
-        w.write(ev.data_bytes)
-
-
-def _event_from_line(line: str) -> Event | None:
-    """One NDJSON line of an exec stream as an event; None for a blank line
-    and a heartbeat (the server's sign of life on a quiet stream)."""
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        d = json.loads(line)
-    except ValueError as e:
-        raise WithRuntimeError(f"withruntime: bad event in exec stream: {e}") from e
-    if not isinstance(d, dict):
-        raise WithRuntimeError("withruntime: bad event in exec stream: not a JSON object")
-    if d.get("type") == "heartbeat":
-        return None
-    return Event.from_dict(d)
-
-
-def _end_event(ev: Event) -> ExecResult | None:
-    """For an exit event its result; for an error event raises its APIError;
-    None for others."""
-    if ev.type == "exit":
-        if ev.result is None:
-            raise WithRuntimeError("withruntime: exit event without a result")
-        return ev.result
-    if ev.type == "error":
-        e = ev.error or ErrorInfo("internal", "exec failed without a message")
-        raise api_error(status_of_code(e.code), e.code, e.message)
-    return None
 
 
 class ExecStream(Iterator[Event]):
-    """The events of one command (see :meth:`Sandbox.exec_stream`). After the
-    exit event, ``result`` is the command's ExecResult and ``pid`` its pid."""
+    """The events of one command (see :meth:`Sandbox.exec_stream`): ``for``
+    (``async for``) over it. After the exit event, ``result`` is the
+    command's ExecResult and ``pid`` its pid. Use ``with`` (``async with``)
+    or ``close()`` (``aclose()``) to disconnect early."""
 
     def __init__(self, sandbox: Sandbox, body: dict[str, Any]) -> None:
         self._sandbox = sandbox
@@ -847,18 +826,20 @@ class ExecStream(Iterator[Event]):
         self.pid: int | None = None
         self._gen = self._events()
 
-    def _events(self) -> Generator[Event, None, None]:
+    def _events(self) -> Generator[Event, None]:
         c = self._sandbox._client
-        resp = c._send("POST", self._sandbox._path("/exec"), json_body=self._body, accept=_http.NDJSON, stream=True)
+        resp = c._send(
+            "POST", self._sandbox._path("/exec"), json_body=self._body, accept=_http.NDJSON, stream=True
+        )
         try:
             try:
                 for line in resp.iter_lines():
-                    ev = _event_from_line(line)
+                    ev = _exec.event_from_line(line)
                     if ev is None:
                         continue
                     if ev.type == "start":
                         self.pid = ev.pid
-                    res = _end_event(ev)
+                    res = _exec.end_event(ev)
                     if res is not None:
                         self.result = res
                         yield ev
@@ -876,7 +857,7 @@ class ExecStream(Iterator[Event]):
         return self
 
     def __next__(self) -> Event:
-        return next(self._gen)
+        return self._gen.__next__()
 
     def wait(self) -> ExecResult:
         """Reads the rest of the stream (dropping its output) and returns the

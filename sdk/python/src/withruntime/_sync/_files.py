@@ -1,6 +1,9 @@
-"""The synchronous file API: Files (``sbx.files``) and FileReader (a
-download). Kept apart from _sync.py, which is about clients, sandboxes and
-commands."""
+# GENERATED from withruntime/_async/_files.py by sdk/python/scripts/generate.sh (unasync); do not edit.
+# Change the async source and run sdk/python/scripts/generate.sh to regenerate.
+"""The file API of a sandbox (``sbx.files``): Files and AsyncFiles;
+``_sync/_files.py`` is generated from ``_async/_files.py`` (see _client.py). A download's reader is
+flavour-specific and hand-written: FileReader (a binary file object) in
+_io_sync.py, AsyncFileReader (``async for``) in _io_async.py."""
 
 from __future__ import annotations
 
@@ -9,83 +12,16 @@ import io
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-import httpx
-
-from . import _files, _http, _wait
-from .errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
-from .types import MAX_LIST_LIMIT, FileInfo, FileListPage
+from .. import _files, _http
+from .. import _io_sync as _io
+from .._io_sync import FileReader
+from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
+from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
 
 if TYPE_CHECKING:
-    from ._sync import Sandbox
+    from ._client import Sandbox
 
-__all__ = ["Files", "FileReader"]
-
-
-class FileReader(io.RawIOBase):
-    """A file being downloaded from a sandbox: a readable binary file object
-    (``read``, ``readinto``, usable with ``shutil.copyfileobj``) that holds
-    one chunk at a time. ``chunks()`` iterates the raw chunks. Close it (or
-    use ``with``) when done."""
-
-    def __init__(self, resp: httpx.Response | None, path: str, skip: int = 0, limit: int | None = None) -> None:
-        super().__init__()
-        self._resp = resp
-        self._it: Iterator[bytes] = iter(()) if resp is None else _files.trim(resp.iter_bytes(), skip, limit)
-        self._buf = b""
-        self._path = path
-        cl = "0" if resp is None else resp.headers.get("Content-Length")
-        size = max(int(cl) - skip, 0) if cl and cl.isdigit() else None
-        if size is not None and limit is not None:
-            size = min(size, limit)
-        #: The number of bytes this reader gives (the file's size for a
-        #: whole download) when the server said it, else None.
-        self.size: int | None = size
-
-    @property
-    def name(self) -> str:
-        return self._path
-
-    def readable(self) -> bool:
-        return True
-
-    def _next_chunk(self) -> bytes:
-        try:
-            return next(self._it, b"")
-        except httpx.HTTPError as e:
-            assert self._resp is not None  # a reader without an answer reads nothing
-            raise _wait.read_error(None, self._resp, e, f"reading {self._path}") from e
-
-    def readinto(self, b: Any) -> int:
-        if self.closed:
-            raise ValueError("I/O operation on closed file")
-        if not self._buf:
-            self._buf = self._next_chunk()
-            if not self._buf:
-                return 0
-        mv = memoryview(b).cast("B")
-        n = min(len(mv), len(self._buf))
-        mv[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n
-
-    def chunks(self) -> Iterator[bytes]:
-        """The file's bytes, chunk by chunk, as they arrive."""
-        if self._buf:
-            buf, self._buf = self._buf, b""
-            yield buf
-        while True:
-            chunk = self._next_chunk()
-            if not chunk:
-                return
-            yield chunk
-
-    def close(self) -> None:
-        if not self.closed and self._resp is not None:
-            self._resp.close()
-        super().close()
-
-    def __enter__(self) -> FileReader:
-        return self
+__all__ = ["Files"]
 
 
 class Files:
@@ -93,7 +29,10 @@ class Files:
     the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
     file or parent), BadRequestError (a directory where a file is wanted, or
     the reverse), ConflictError, TooLargeError, NoSpaceError, and
-    LeaseEndedError / SandboxStoppedError."""
+    LeaseEndedError / SandboxStoppedError. The async one's methods are
+    awaited; its :meth:`open` gives an AsyncFileReader (``async for``), its
+    :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
+    may be async."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._s = sandbox
@@ -126,7 +65,7 @@ class Files:
                 stream=True,
             )
         except RangeNotSatisfiableError:
-            if offset and self.stat(path).size == offset:
+            if offset and (self.stat(path)).size == offset:
                 return FileReader(None, path)  # at the end: nothing left
             raise
         try:
@@ -142,8 +81,8 @@ class Files:
         one chunk at a time, and returns the number of bytes written."""
         n = 0
         with self.open(path, offset, length) as f:
-            for chunk in f.chunks():
-                dst.write(chunk)
+            for chunk in _io.chunks(f):
+                _io.resolve(dst.write(chunk))
                 n += len(chunk)
         return n
 
@@ -160,7 +99,7 @@ class Files:
 
     def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
         """A regular file's whole content, decoded."""
-        return self.read_file(path).decode(encoding, errors)
+        return (self.read_file(path)).decode(encoding, errors)
 
     # writing
 
@@ -170,7 +109,7 @@ class Files:
         chunks. Missing parent directories are created. The upload goes to a
         temporary file renamed into place at the end, so a failed upload
         leaves nothing behind. Returns the file's new description."""
-        content, hdrs = _http.upload_content(src)
+        content, hdrs = _io.upload_content(src)
         resp = self._s._client._send(
             "PUT",
             self._s._path("/files"),
@@ -235,7 +174,8 @@ class Files:
         cursor = None
         while True:
             page = self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
-            yield from page.entries
+            for e in page.entries:
+                yield e
             if not page.truncated:
                 return
             cursor = page.next

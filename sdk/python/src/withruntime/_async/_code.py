@@ -1,6 +1,7 @@
-"""The code interpreter's methods of :class:`~withruntime.AsyncSandbox` (a
-mixin, the asyncio twin of _code_sync.py). Handlers may be plain functions
-or coroutine functions."""
+"""The code interpreter's methods of :class:`~withruntime.Sandbox` and
+:class:`~withruntime.AsyncSandbox` (a mixin, so that _client.py stays about
+commands and files). The async one's handlers may be plain functions or
+coroutine functions. ``_sync/_code.py`` is generated from ``_async/_code.py`` (see _client.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from . import _http, _wait
-from . import code as _code
-from .code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
+from .. import _http, _wait
+from .. import _io_async as _io
+from .. import code as _code
+from ..code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
 
 if TYPE_CHECKING:
-    from ._async import AsyncClient
+    from ._client import AsyncClient
 
 
 class AsyncCodeInterpreterMixin:
-    """``run_code`` and the code contexts of an async sandbox."""
+    """``run_code`` and the code contexts of a sandbox."""
 
     if TYPE_CHECKING:
 
@@ -41,7 +43,24 @@ class AsyncCodeInterpreterMixin:
         on_result: ResultHandler | None = None,
         on_error: ErrorHandler | None = None,
     ) -> Execution:
-        """Runs a cell of Python in a context; see :meth:`Sandbox.run_code`."""
+        """Runs a cell of Python in a context (a Jupyter kernel that keeps
+        its variables between calls) and returns its :class:`Execution`:
+        ``.text`` (the cell's value), ``.results`` (rich outputs: charts as
+        ``png``, DataFrames as ``html``...), ``.logs`` and ``.error``.
+
+        The sandbox must be of the ``code-interpreter`` template (others
+        raise UnsupportedError). ``context`` (a CodeContext or its id) picks
+        the context; default, the sandbox's default one. An exception in the
+        code is not raised: it is ``.error``. ``timeout_seconds`` (default
+        300) interrupts the code and keeps the context; ``env`` is set for
+        this call only. The handlers, when given, are called as output
+        arrives (the answer is then streamed)::
+
+            ex = sbx.run_code("import pandas as pd; df = pd.DataFrame({'a': [1, 2]}); df.a.sum()")
+            ex.text  # '3'
+            ex = sbx.run_code("df.plot()", on_stdout=print)
+            png = ex.results[0].png_bytes()
+        """
         body = _code.run_body(code, context=context, language=language, timeout_seconds=timeout_seconds, env=env)
         if on_stdout is None and on_stderr is None and on_result is None and on_error is None:
             wait = _wait.KERNEL_WAIT + _wait.run_wait(timeout_seconds, _wait.CODE_DEFAULT)
@@ -52,9 +71,7 @@ class AsyncCodeInterpreterMixin:
         )
         try:
             async for line in resp.aiter_lines():
-                aw = _code.maybe_await(asm.feed(line))
-                if aw is not None:
-                    await aw
+                await _io.resolve(asm.feed(line))
                 if asm.done:
                     break
         except httpx.HTTPError as e:
@@ -66,7 +83,8 @@ class AsyncCodeInterpreterMixin:
     async def create_code_context(
         self, *, language: str | None = None, cwd: str | None = None, env: Mapping[str, str] | None = None
     ) -> CodeContext:
-        """Starts a new context (its own kernel and variables)."""
+        """Starts a new context (its own kernel and variables) and returns it
+        once it is ready; pass it to ``run_code(context=...)``."""
         out: Any = await self._client._json(
             "POST", self._path("/contexts"), _code.context_body(language, cwd, env), wait=_wait.KERNEL_WAIT
         )

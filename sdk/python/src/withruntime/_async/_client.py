@@ -1,32 +1,33 @@
-"""The asyncio client: AsyncClient, AsyncSandbox, AsyncFiles,
-AsyncExecStream, AsyncFileReader. Same surface as the sync client, with
-``await`` (and ``async with`` / ``async for``)."""
+"""The client and the sandbox handle: Client, Sandbox, ExecStream (in
+``withruntime/_sync/_client.py``) and AsyncClient, AsyncSandbox,
+AsyncExecStream (in ``withruntime/_async/_client.py``).
+
+The async module is written by hand; the sync one is generated from it by
+``sdk/python/scripts/generate.sh`` (unasync: ``async``/``await`` dropped,
+``Async`` names made plain, ``_io_async`` made ``_io_sync``). Docstrings are
+shared, so they speak of the sync spelling; the async one awaits each call."""
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import IO, Any, Generic, TextIO, TypeVar
+from typing import IO, Any, TextIO
 
 import httpx
 
-from . import _http, _wait
-from ._code_async import AsyncCodeInterpreterMixin
-from ._config import resolve_config
-from ._files_async import AsyncFileReader, AsyncFiles
-from ._sync import _check_running, _end_event, _event_from_line, _write_chunk
-from .errors import (
+from .. import _exec, _http, _wait
+from .. import _io_async as _io
+from .._config import resolve_config
+from ..errors import (
     APIError,
     ConflictError,
     SandboxGoneError,
     SandboxStoppedError,
     WithRuntimeError,
 )
-from .templates import AsyncTemplatesMixin
-from .types import (
+from ..types import (
     Event,
     ExecResult,
     GroupBy,
@@ -37,15 +38,42 @@ from .types import (
     UsageReport,
     UsageRow,
 )
+from ._code import AsyncCodeInterpreterMixin
+from ._files import AsyncFiles
+from ._templates import AsyncTemplatesMixin
 
-__all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "AsyncExecStream", "AsyncFileReader"]
-
-T = TypeVar("T")
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
 
 class AsyncClient(AsyncTemplatesMixin):
-    """The asyncio twin of :class:`~withruntime.Client` (an
-    ``httpx.AsyncClient`` underneath)."""
+    """A connection to one Runtime server. Safe to share between threads.
+
+    ``Client()`` finds the server in ``base_url``/``api_key``, else
+    ``WITHRUNTIME_URL``/``WITHRUNTIME_API_KEY``, else
+    ``~/.config/withruntime/config.json`` (``{"url", "apiKey"}``); with none,
+    it raises :class:`~withruntime.NotConfiguredError` saying how to set one
+    up. Pass ``http_client`` to use your own ``httpx.Client`` (it then stays
+    yours to close).
+
+    No call waits forever on a server that accepted the connection and went
+    silent: ``response_timeout`` (seconds, default 60) bounds the wait for
+    an answer's headers, beyond what the call runs on the server first (a
+    collected exec its ``timeout_seconds``, default 120; ``run_code`` its
+    timeout plus a kernel's start; ``create`` a sandbox's boot, 2 min;
+    ``pause``/``resume`` 10 min; a template build's pull 2 min);
+    ``idle_timeout`` (seconds, default 60) bounds each read of a stream or
+    download (the server sends a heartbeat every 2 s, so 5 or more is
+    safe). ``None`` or 0 is no bound. A bound that runs out raises
+    :class:`~withruntime.ServerTimeoutError`, which names the server and
+    the seconds waited. They apply per request, over ``http_client``'s own.
+
+    Templates (root filesystems from images and Dockerfiles) are managed
+    with the template methods (see :mod:`withruntime.templates`).
+
+    :class:`~withruntime.AsyncClient` is its asyncio twin (an
+    ``httpx.AsyncClient`` underneath): the same methods, awaited, and
+    ``async with``.
+    """
 
     def __init__(
         self,
@@ -78,6 +106,8 @@ class AsyncClient(AsyncTemplatesMixin):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    # -- sandboxes -------------------------------------------------------
+
     async def create(
         self,
         *,
@@ -94,7 +124,7 @@ class AsyncClient(AsyncTemplatesMixin):
         on_lease_end: str | None = None,
         auto_resume: bool | None = None,
     ) -> AsyncSandbox:
-        """Creates a sandbox and returns once it runs (see :meth:`withruntime.Sandbox.create`)."""
+        """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
         body = _http.create_body(
             template=template,
             timeout_seconds=timeout_seconds,
@@ -129,7 +159,7 @@ class AsyncClient(AsyncTemplatesMixin):
         server runs it as soon as the sandbox is ready. Returns the
         sandbox (kill it when done) and the command's collected result.
 
-        The command takes :meth:`withruntime.Sandbox.exec`'s arguments (its ``env`` and
+        The command takes :meth:`Sandbox.exec`'s arguments (its ``env`` and
         ``timeout_seconds`` are ``command_env`` and
         ``command_timeout_seconds`` here); ``sandbox_options`` are
         :meth:`create`'s. Raises :meth:`create`'s errors when no sandbox was
@@ -197,10 +227,11 @@ class AsyncClient(AsyncTemplatesMixin):
 
     async def connect(self, sandbox_id: str) -> AsyncSandbox:
         """A handle on the sandbox ``sandbox_id``, resumed first if it is
-        paused (see :meth:`withruntime.Client.connect`)."""
+        paused. Raises NotFoundError, or LeaseEndedError /
+        SandboxStoppedError when it is no longer running."""
         sbx = AsyncSandbox(self, sandbox_id)
         info = await sbx.refresh()
-        _check_running(info)
+        _exec.check_running(info)
         if info.state == "paused":
             try:
                 await sbx.resume()
@@ -211,44 +242,73 @@ class AsyncClient(AsyncTemplatesMixin):
     async def list(
         self, *, state: str | None = None, metadata: Mapping[str, str] | None = None
     ) -> builtins.list[SandboxInfo]:
-        """Lists sandboxes, newest first, filtered by ``state`` and ``metadata``."""
+        """Lists sandboxes, newest first, stopped ones included; filter by
+        ``state`` (``"starting"``, ``"running"``, ``"stopped"``) and by
+        ``metadata`` (every pair must match)."""
         out = await self._json("GET", "/v1/sandboxes", params=_http.list_params(state, metadata))
         return [SandboxInfo.from_dict(d) for d in out.get("sandboxes") or []]
 
-    # -- secrets, keys, usage: see the sync Client for the details ---------
+    # -- secrets -----------------------------------------------------------
 
     async def set_secret(self, name: str, value: str, hosts: Sequence[str]) -> SecretInfo:
-        """Stores (or replaces) a write-only secret for ``hosts`` and returns
-        its description, without the value (see
-        :meth:`withruntime.Client.set_secret`). Raises BadRequestError,
-        UnauthorizedError."""
+        """Stores (or replaces) a write-only secret and returns its
+        description, without the value.
+
+        A sandbox created with ``secrets=[name]`` sees ``name`` as an
+        environment variable holding a placeholder (``wr_placeholder_...``);
+        the egress proxy replaces the placeholder with ``value`` in the
+        headers of HTTPS requests to ``hosts`` (host names or
+        ``*.wildcards``, not IP addresses), and nowhere else. The sandbox's
+        network policy must allow those hosts. Sandboxes created afterwards
+        get a replaced value; running ones keep theirs.
+
+        ``name`` is letters, digits and ``_``, not starting with a digit;
+        ``value`` at most 8 KiB, without line breaks. Raises BadRequestError
+        (whose message never contains the value), UnauthorizedError.
+        """
         return SecretInfo.from_dict(await self._json("POST", "/v1/secrets", _http.secret_body(name, value, hosts)))
 
     async def list_secrets(self) -> builtins.list[SecretInfo]:
-        """The stored secrets by name, with their hosts; never their values."""
+        """The stored secrets by name, with their hosts and times; values
+        are never returned. Raises UnauthorizedError."""
         out = await self._json("GET", "/v1/secrets")
         return [SecretInfo.from_dict(d) for d in out.get("secrets") or []]
 
     async def delete_secret(self, name: str) -> None:
-        """Deletes a stored secret. Raises NotFoundError (no such secret)."""
+        """Deletes a stored secret: new sandboxes can no longer name it;
+        running ones created with it keep using it until the server
+        restarts. Raises NotFoundError (no such secret)."""
         await self._send("DELETE", _http.secret_path(name))
 
+    # -- keys --------------------------------------------------------------
+
     async def create_key(self, name: str, daily_limit_micros: int | None = None) -> KeyInfo:
-        """Creates an API key and returns it with its ``secret``, shown this
-        once; ``daily_limit_micros`` caps its sandboxes' cost per UTC day in
-        micro-dollars (see :meth:`withruntime.Client.create_key`). Raises
-        BadRequestError, UnauthorizedError."""
+        """Creates an API key labelled ``name`` (1 to 100 characters) and
+        returns it with its ``secret`` (``wr_...``), which is shown this
+        once: store it, and pass it as ``api_key=``.
+
+        ``daily_limit_micros`` caps what the key's sandboxes may cost per UTC
+        day, in micro-dollars (1 USD = 1,000,000; None or 0: no limit). Once
+        reached, the key's running sandboxes are stopped and its creates
+        raise SpendingLimitError until midnight UTC. Raises BadRequestError
+        (an empty or too long name, a negative limit), UnauthorizedError.
+        """
         return KeyInfo.from_dict(await self._json("POST", "/v1/keys", _http.key_body(name, daily_limit_micros)))
 
     async def list_keys(self) -> builtins.list[KeyInfo]:
-        """Every API key, revoked ones included, oldest first, without secrets."""
+        """Every API key of the server, revoked ones included, oldest first,
+        without their secrets. Raises UnauthorizedError."""
         out = await self._json("GET", "/v1/keys")
         return [KeyInfo.from_dict(d) for d in out.get("keys") or []]
 
     async def revoke_key(self, key_id: str) -> None:
-        """Revokes the live key ``key_id`` (``key_...``). Raises
-        NotFoundError, ConflictError (the key this client authenticates with)."""
+        """Revokes the live key ``key_id`` (``key_...``, its id, not its
+        secret) at once: requests with it then raise UnauthorizedError.
+        Sandboxes it created keep running. Raises NotFoundError (no such
+        live key), ConflictError (the key this client authenticates with)."""
         await self._send("DELETE", _http.key_path(key_id))
+
+    # -- usage -------------------------------------------------------------
 
     async def usage(
         self,
@@ -256,9 +316,19 @@ class AsyncClient(AsyncTemplatesMixin):
         to: _http.When | None = None,
         group_by: GroupBy | None = None,
     ) -> builtins.list[UsageRow]:
-        """Usage rows (CPU-seconds, GiB-seconds, micro-dollars) per day,
-        sandbox or key in the window (see :meth:`withruntime.Client.usage`).
-        Raises BadRequestError."""
+        """Metered usage and cost per UTC day, sandbox or key (``group_by``
+        ``"day"``, the default, ``"sandbox"`` or ``"key"``): one
+        :class:`UsageRow` per group with usage in the window, sorted by
+        group, with CPU-seconds, GiB-seconds and micro-dollars (see there
+        for where the figures come from). Empty if nothing ran.
+
+        The window runs from ``from_`` (exclusive; default 30 days before
+        ``to``, at midnight UTC) to ``to`` (inclusive; default now). Each is
+        a datetime (naive ones are taken as UTC), a date (a UTC day: for
+        ``to``, through its end), or a string in RFC 3339 or YYYY-MM-DD.
+        :meth:`usage_report` also gives the total and the prices. Raises
+        BadRequestError (an unknown ``group_by``, ``from_`` not before ``to``).
+        """
         return (await self.usage_report(from_, to, group_by)).rows
 
     async def usage_report(
@@ -267,9 +337,12 @@ class AsyncClient(AsyncTemplatesMixin):
         to: _http.When | None = None,
         group_by: GroupBy | None = None,
     ) -> UsageReport:
-        """The whole usage report: window, prices, rows and total."""
+        """The whole usage report (see :meth:`usage`): the window the server
+        used, its prices, the rows and their total."""
         out = await self._json("GET", "/v1/usage", params=_http.usage_params(from_, to, group_by))
         return UsageReport.from_dict(out)
+
+    # -- HTTP --------------------------------------------------------------
 
     async def _send(
         self,
@@ -285,6 +358,8 @@ class AsyncClient(AsyncTemplatesMixin):
         stream: bool = False,
         wait: float = 0.0,
     ) -> httpx.Response:
+        """Sends one request; an error status raises the APIError of its code.
+        With ``stream``, the caller closes the answer."""
         hdrs = _http.headers(self._api_key, accept, content_type)
         if extra_headers:
             hdrs.update(extra_headers)
@@ -331,30 +406,16 @@ class AsyncClient(AsyncTemplatesMixin):
             raise WithRuntimeError(f"withruntime: decoding the answer to {method} {path}: {e}") from e
 
 
-class _AwaitableContext(Generic[T]):
-    """What AsyncSandbox.create and connect return: await it for the
-    sandbox, or use it directly in ``async with``."""
-
-    def __init__(self, make: Callable[[], Awaitable[T]]) -> None:
-        self._make = make
-        self._value: T | None = None
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._make().__await__()
-
-    async def __aenter__(self) -> T:
-        self._value = await self._make()
-        return await self._value.__aenter__()  # type: ignore[attr-defined,no-any-return]
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._value is not None
-        await self._value.__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
-
-
 class AsyncSandbox(AsyncCodeInterpreterMixin):
-    """The asyncio twin of :class:`~withruntime.Sandbox`::
+    """A handle on one sandbox. Use it as a context manager to destroy the
+    sandbox on exit::
+
+        with Sandbox.create(timeout_seconds=600) as sbx:
+            sbx.files.write_file("hello.py", "print(6 * 7)\\n")
+            res = sbx.exec("python3 hello.py")
+            # res.exit_code == 0, res.stdout == "42\\n"
+
+    :class:`~withruntime.AsyncSandbox` is its asyncio twin::
 
         async with AsyncSandbox.create(timeout_seconds=600) as sbx:
             res = await sbx.exec("python3 -c 'print(6*7)'")
@@ -371,11 +432,14 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         self._info = info
         self._owns_client = _owns_client
         self._closed = False
-        self._lock = asyncio.Lock()
+        self._lock = _io.Lock()
         self._killed = False
 
+    # -- construction ------------------------------------------------------
+
     @classmethod
-    def create(
+    @_io.context_factory
+    async def create(
         cls,
         *,
         template: str | None = None,
@@ -393,62 +457,81 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         client: AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-    ) -> _AwaitableContext[AsyncSandbox]:
-        """Creates a sandbox (see :meth:`withruntime.Sandbox.create`). Await
-        the answer, or use it in ``async with``."""
+    ) -> AsyncSandbox:
+        """Creates a sandbox and returns once it runs (the async one: await
+        the answer, or use it in ``async with``).
 
-        async def make() -> AsyncSandbox:
-            owns = client is None
-            c = client or AsyncClient(base_url, api_key)
-            try:
-                sbx = await c.create(
-                    template=template,
-                    timeout_seconds=timeout_seconds,
-                    cpu=cpu,
-                    memory_mib=memory_mib,
-                    disk_mib=disk_mib,
-                    env=env,
-                    metadata=metadata,
-                    network=network,
-                    secrets=secrets,
-                    max_cost_micros=max_cost_micros,
-                    on_lease_end=on_lease_end,
-                    auto_resume=auto_resume,
-                )
-            except BaseException:
-                if owns:
-                    await c.aclose()
-                raise
-            sbx._owns_client = owns
-            return sbx
+        Every option is optional; unset ones take the server's defaults:
+        ``template`` ("base": Debian with python3), ``timeout_seconds`` (the
+        lease: 300; the sandbox is destroyed this long after creation unless
+        extended with :meth:`set_timeout`), ``cpu`` (1 vCPU), ``memory_mib``
+        (512), ``disk_mib`` (2048), ``env`` (set for every command),
+        ``metadata`` (labels, usable as :meth:`list` filters).
 
-        return _AwaitableContext(make)
+        ``network`` is the :class:`~withruntime.NetworkPolicy` (or its dict,
+        such as ``{"allow": ["packages.example"]}``; default ``{"internet": False}``:
+        loopback only); it can change later with :meth:`set_network`.
+        ``secrets`` names stored secrets (:meth:`Client.set_secret`): each is
+        an environment variable holding a placeholder that the egress proxy
+        replaces with the value for the secret's hosts, which the policy must
+        allow. ``max_cost_micros`` refuses the sandbox (CostCapError) if its
+        first lease could cost more, in micro-dollars (1 USD = 1,000,000):
+        every vCPU busy plus the memory size, for the whole lease.
+
+        The server is ``client``'s, else the one found by ``Client(base_url,
+        api_key)``. Raises BadRequestError (invalid options, unknown
+        template or secret), CostCapError, SpendingLimitError (the key's
+        daily limit is reached), UnavailableError (no capacity),
+        UnauthorizedError, NotConfiguredError.
+        """
+        owns = client is None
+        c = client or AsyncClient(base_url, api_key)
+        try:
+            sbx = await c.create(
+                template=template,
+                timeout_seconds=timeout_seconds,
+                cpu=cpu,
+                memory_mib=memory_mib,
+                disk_mib=disk_mib,
+                env=env,
+                metadata=metadata,
+                network=network,
+                secrets=secrets,
+                max_cost_micros=max_cost_micros,
+                on_lease_end=on_lease_end,
+                auto_resume=auto_resume,
+            )
+        except BaseException:
+            if owns:
+                await c.aclose()
+            raise
+        sbx._owns_client = owns
+        return sbx
 
     @classmethod
-    def connect(
+    @_io.context_factory
+    async def connect(
         cls,
         sandbox_id: str,
         *,
         client: AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-    ) -> _AwaitableContext[AsyncSandbox]:
+    ) -> AsyncSandbox:
         """A handle on an existing sandbox, resumed first if it is paused
-        (await it, or ``async with``)."""
-
-        async def make() -> AsyncSandbox:
-            owns = client is None
-            c = client or AsyncClient(base_url, api_key)
-            try:
-                sbx = await c.connect(sandbox_id)
-            except BaseException:
-                if owns:
-                    await c.aclose()
-                raise
-            sbx._owns_client = owns
-            return sbx
-
-        return _AwaitableContext(make)
+        (the async one: await it, or use it in ``async with``).
+        Raises NotFoundError, or LeaseEndedError / SandboxStoppedError when
+        it is no longer running."""
+        owns = client is None
+        c = client or AsyncClient(base_url, api_key)
+        try:
+            sbx = await c.connect(sandbox_id)
+        except BaseException:
+            if owns:
+                await c.aclose()
+            raise
+        sbx._owns_client = owns
+        return sbx
 
     @classmethod
     async def list(
@@ -460,11 +543,14 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         base_url: str | None = None,
         api_key: str | None = None,
     ) -> builtins.list[SandboxInfo]:
-        """Lists sandboxes (newest first), filtered by ``state`` and ``metadata``."""
+        """Lists sandboxes (newest first, stopped ones included), filtered by
+        ``state`` and ``metadata``."""
         if client is not None:
             return await client.list(state=state, metadata=metadata)
         async with AsyncClient(base_url, api_key) as c:
             return await c.list(state=state, metadata=metadata)
+
+    # -- record ------------------------------------------------------------
 
     @property
     def _client(self) -> AsyncClient:
@@ -479,10 +565,12 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
 
     @property
     def id(self) -> str:
+        """The sandbox's id (``sbx_...``)."""
         return self._id
 
     @property
     def sandbox_id(self) -> str:
+        """The sandbox's id (same as :attr:`id`)."""
         return self._id
 
     @property
@@ -491,6 +579,8 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
 
     @property
     def info(self) -> SandboxInfo | None:
+        """The sandbox's record as last seen by this handle (at create,
+        connect, :meth:`refresh` or :meth:`set_timeout`)."""
         return self._info
 
     def __repr__(self) -> str:
@@ -498,20 +588,29 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         return f"AsyncSandbox(id={self._id!r}, state={state!r})"
 
     async def refresh(self) -> SandboxInfo:
+        """Fetches the sandbox's record. Raises NotFoundError."""
         info = SandboxInfo.from_dict(await self._client._json("GET", self._path()))
         self._info = info
         return info
 
     async def pause(self) -> SandboxInfo:
-        """Saves the sandbox whole and stops it (see
-        :meth:`withruntime.Sandbox.pause`)."""
+        """Saves the running sandbox whole (processes with their memory,
+        files) on the server's host and stops it: it is billed only for its
+        image until :meth:`resume` (or :meth:`connect`, or any request when
+        it has ``auto_resume``). Commands running at the pause end with
+        SandboxPausedError; background processes run on after the resume.
+        Raises ConflictError (not running, or already paused), NoSpaceError
+        (no room on the host; it runs on), SandboxGoneError."""
         info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/pause"), wait=_wait.CHECKPOINT_WAIT))
         self._info = info
         return info
 
     async def resume(self, timeout_seconds: int | None = None) -> SandboxInfo:
-        """Boots the paused sandbox where it was (see
-        :meth:`withruntime.Sandbox.resume`)."""
+        """Boots the paused sandbox where it was, with a lease of
+        ``timeout_seconds`` (default: the lease it was last given). Raises
+        ConflictError (not paused), UnavailableError, SpendingLimitError (it
+        stays paused), SandboxStoppedError (it could not be resumed and was
+        destroyed)."""
         body = {"timeoutSeconds": int(timeout_seconds)} if timeout_seconds else {}
         info = SandboxInfo.from_dict(
             await self._client._json("POST", self._path("/resume"), body, wait=_wait.CHECKPOINT_WAIT)
@@ -520,6 +619,9 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         return info
 
     async def set_timeout(self, seconds: int) -> SandboxInfo:
+        """Moves the end of the sandbox's lease to ``seconds`` from now (at
+        least 1; the server sets a maximum). Raises BadRequestError,
+        LeaseEndedError, SandboxStoppedError."""
         info = SandboxInfo.from_dict(
             await self._client._json("POST", self._path("/timeout"), {"timeoutSeconds": int(seconds)})
         )
@@ -527,20 +629,26 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         return info
 
     async def network(self) -> NetworkPolicy:
-        """The sandbox's effective network policy (see
-        :meth:`withruntime.Sandbox.network`)."""
+        """The sandbox's effective (normalized) network policy, as the host
+        enforces it now. Raises NotFoundError, ConflictError (still
+        starting), LeaseEndedError, SandboxStoppedError."""
         return NetworkPolicy.from_dict(await self._client._json("GET", self._path("/network")))
 
     async def set_network(self, policy: _http.NetworkArg) -> NetworkPolicy:
-        """Replaces the sandbox's network policy and returns the effective
-        one (see :meth:`withruntime.Sandbox.set_network`). Raises
-        BadRequestError (an invalid policy), LeaseEndedError,
+        """Replaces the sandbox's network policy (a
+        :class:`~withruntime.NetworkPolicy` or its dict, such as
+        ``{"internet": True, "deny": ["example.com"]}``) and returns the
+        effective one. It applies to new connections and DNS queries; open
+        connections stay open. Raises BadRequestError (an invalid policy;
+        the message says what is wrong), LeaseEndedError,
         SandboxStoppedError."""
         body = _http.network_body(policy)
         return NetworkPolicy.from_dict(await self._client._json("PUT", self._path("/network"), body))
 
     async def kill(self) -> None:
-        """Destroys the sandbox; safe to call more than once."""
+        """Destroys the sandbox. Safe to call more than once: a sandbox
+        already gone (lease ended, destroyed by another client) counts as
+        destroyed."""
         async with self._lock:
             if self._killed:
                 return
@@ -551,7 +659,10 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
             self._killed = True
 
     async def close(self) -> None:
-        """Destroys the sandbox and releases the HTTP connections the handle opened."""
+        """Destroys the sandbox (see :meth:`kill`) and releases the HTTP
+        connections the handle opened. The handle is then closed: further
+        calls raise SandboxStoppedError. If destroying fails, the error is
+        raised and the handle stays open (to retry)."""
         await self.kill()
         self._closed = True
         if self._owns_client:
@@ -567,10 +678,13 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         if exc is None:
             await self.close()
             return
+        # Do not hide the error that ended the block behind a failed cleanup.
         try:
             await self.close()
         except WithRuntimeError:
             pass
+
+    # -- exec --------------------------------------------------------------
 
     async def exec(
         self,
@@ -584,8 +698,20 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         stdin: str | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        """Runs a command and returns its collected result (a non-zero exit
-        code is a result, not an exception)."""
+        """Runs a command and returns its collected result.
+
+        ``command`` is a shell command line (``bash -c``), or a list for an
+        argv run without a shell. A command that fails is a result, not an
+        exception: check ``result.exit_code``. Raises only when the command
+        could not be run: BadRequestError (such as a ``cwd`` that does not
+        exist, or an argv program not in PATH), LeaseEndedError,
+        SandboxStoppedError, TransportError.
+
+        ``timeout_seconds`` kills the command after that long (default 120;
+        it then exits 124 with ``timed_out``); ``max_output_bytes`` caps each
+        of stdout and stderr (default 1 MiB); ``stdin`` is its standard
+        input; ``user`` is ``"user"`` (default) or ``"root"``.
+        """
         body = _http.exec_body(
             command,
             argv=argv,
@@ -596,13 +722,13 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
             stdin=stdin,
             user=user,
         )
-        return ExecResult.from_dict(
-            await self._client._json(
-                "POST", self._path("/exec"), body, wait=_wait.run_wait(timeout_seconds, _wait.EXEC_DEFAULT)
-            )
+        out = await self._client._json(
+            "POST", self._path("/exec"), body, wait=_wait.run_wait(timeout_seconds, _wait.EXEC_DEFAULT)
         )
+        return ExecResult.from_dict(out)
 
     async def run(self, command: str) -> ExecResult:
+        """Runs a shell command line with default settings (``exec(command)``)."""
         return await self.exec(command)
 
     def exec_stream(
@@ -616,8 +742,22 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         stdin: str | None = None,
         user: str | None = None,
     ) -> AsyncExecStream:
-        """Runs a command and yields its events (``async for``); see
-        :meth:`withruntime.Sandbox.exec_stream`."""
+        """Runs a command and yields its events as they happen: ``start``,
+        then ``stdout`` and ``stderr`` chunks, then one ``exit`` event whose
+        ``result`` holds the exit code (its stdout and stderr are empty: the
+        output went out as events). Output is not capped.
+
+        The command starts when iteration starts. Errors (the command could
+        not run, the stream broke) are raised from the iteration. Closing the
+        stream early (``with`` block, ``close()``, ``break`` then garbage
+        collection) disconnects, which kills the command::
+
+            for ev in sbx.exec_stream("make test"):
+                if ev.type == "stdout":
+                    sys.stdout.write(ev.data)
+                elif ev.type == "exit":
+                    print("exit code", ev.result.exit_code)
+        """
         body = _http.exec_body(
             command,
             argv=argv,
@@ -643,8 +783,9 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         stdin: str | None = None,
         user: str | None = None,
     ) -> ExecResult:
-        """Runs a command, writing its output to ``stdout``/``stderr`` as it
-        arrives, and returns the result."""
+        """Runs a command, writing its output to ``stdout`` and ``stderr``
+        (binary files get the exact bytes, text files the text; None
+        discards) as it arrives, and returns the result once it exits."""
         stream = self.exec_stream(
             command, argv=argv, cwd=cwd, env=env, timeout_seconds=timeout_seconds, stdin=stdin, user=user
         )
@@ -652,22 +793,29 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
             async for ev in stream:
                 w = stdout if ev.type == "stdout" else stderr if ev.type == "stderr" else None
                 if w is not None:
-                    _write_chunk(w, ev)
-        if stream.result is None:  # pragma: no cover
+                    _exec.write_chunk(w, ev)
+        if stream.result is None:  # pragma: no cover - the stream raises first
             raise WithRuntimeError("withruntime: exec stream ended without an exit event")
         return stream.result
 
+    # -- files -------------------------------------------------------------
+
     @property
     def files(self) -> AsyncFiles:
+        """The sandbox's file API."""
         return AsyncFiles(self)
 
     def _path(self, suffix: str = "") -> str:
         return _http.sandbox_path(self._id, suffix)
 
 
-class AsyncExecStream:
-    """The events of one command, for ``async for``; ``result`` after the
-    exit event. Use ``async with`` (or ``aclose()``) to disconnect early."""
+
+
+class AsyncExecStream(AsyncIterator[Event]):
+    """The events of one command (see :meth:`Sandbox.exec_stream`): ``for``
+    (``async for``) over it. After the exit event, ``result`` is the
+    command's ExecResult and ``pid`` its pid. Use ``with`` (``async with``)
+    or ``close()`` (``aclose()``) to disconnect early."""
 
     def __init__(self, sandbox: AsyncSandbox, body: dict[str, Any]) -> None:
         self._sandbox = sandbox
@@ -684,12 +832,12 @@ class AsyncExecStream:
         try:
             try:
                 async for line in resp.aiter_lines():
-                    ev = _event_from_line(line)
+                    ev = _exec.event_from_line(line)
                     if ev is None:
                         continue
                     if ev.type == "start":
                         self.pid = ev.pid
-                    res = _end_event(ev)
+                    res = _exec.end_event(ev)
                     if res is not None:
                         self.result = res
                         yield ev
@@ -710,12 +858,15 @@ class AsyncExecStream:
         return await self._gen.__anext__()
 
     async def wait(self) -> ExecResult:
+        """Reads the rest of the stream (dropping its output) and returns the
+        result."""
         async for _ in self:
             pass
         assert self.result is not None
         return self.result
 
     async def aclose(self) -> None:
+        """Disconnects; a command still running is killed."""
         await self._gen.aclose()
 
     async def __aenter__(self) -> AsyncExecStream:

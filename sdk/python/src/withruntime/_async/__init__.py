@@ -1,0 +1,24 @@
+"""The client, one package per flavour: ``withruntime/_async`` (AsyncClient,
+AsyncSandbox, ...) is written by hand; ``withruntime/_sync`` (Client,
+Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
+
+Modules, bottom to top: ``_files`` (the file API), ``_code`` (the code
+interpreter's methods), ``_templates`` (the template methods), then
+``_client`` (the client, the sandbox handle and the exec stream), which
+uses them."""
+
+from .._io_async import AsyncFileReader
+from ._client import AsyncClient, AsyncExecStream, AsyncSandbox
+from ._code import AsyncCodeInterpreterMixin
+from ._files import AsyncFiles
+from ._templates import AsyncTemplatesMixin
+
+__all__ = [
+    "AsyncClient",
+    "AsyncSandbox",
+    "AsyncFiles",
+    "AsyncExecStream",
+    "AsyncFileReader",
+    "AsyncCodeInterpreterMixin",
+    "AsyncTemplatesMixin",
+]

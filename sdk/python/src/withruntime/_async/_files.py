@@ -1,0 +1,218 @@
+"""The file API of a sandbox (``sbx.files``): Files and AsyncFiles;
+``_sync/_files.py`` is generated from ``_async/_files.py`` (see _client.py). A download's reader is
+flavour-specific and hand-written: FileReader (a binary file object) in
+_io_sync.py, AsyncFileReader (``async for``) in _io_async.py."""
+
+from __future__ import annotations
+
+import builtins
+import io
+from collections.abc import AsyncIterator
+from typing import IO, TYPE_CHECKING, Any
+
+from .. import _files, _http
+from .. import _io_async as _io
+from .._io_async import AsyncFileReader
+from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
+from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
+
+if TYPE_CHECKING:
+    from ._client import AsyncSandbox
+
+__all__ = ["AsyncFiles"]
+
+
+class AsyncFiles:
+    """The file API of one sandbox (``sbx.files``). Paths are absolute inside
+    the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
+    file or parent), BadRequestError (a directory where a file is wanted, or
+    the reverse), ConflictError, TooLargeError, NoSpaceError, and
+    LeaseEndedError / SandboxStoppedError. The async one's methods are
+    awaited; its :meth:`open` gives an AsyncFileReader (``async for``), its
+    :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
+    may be async."""
+
+    def __init__(self, sandbox: AsyncSandbox) -> None:
+        self._s = sandbox
+
+    def _q(self, path: str, **extra: str) -> list[tuple[str, str]]:
+        return [("path", path), *extra.items()]
+
+    # reading
+
+    async def open(self, path: str, offset: int = 0, length: int | None = None) -> AsyncFileReader:
+        """Opens a regular file for streaming download: ``length`` bytes
+        (None: to the end) from ``offset``, asked for with a Range request,
+        so an interrupted download resumes where it stopped::
+
+            with open("big.bin", "ab") as out:
+                sbx.files.read("big.bin", out, offset=out.tell())
+
+        An offset at the file's end gives nothing; one past it raises
+        RangeNotSatisfiableError. A file the server sends whole (one that
+        reports size 0, such as those in /proc) has its first ``offset``
+        bytes skipped here, so the bytes are the same either way."""
+        hdrs = _files.range_header(path, offset, length)
+        try:
+            resp = await self._s._client._send(
+                "GET",
+                self._s._path("/files"),
+                params=self._q(path),
+                accept=_http.OCTET,
+                extra_headers=hdrs,
+                stream=True,
+            )
+        except RangeNotSatisfiableError:
+            if offset and (await self.stat(path)).size == offset:
+                return AsyncFileReader(None, path)  # at the end: nothing left
+            raise
+        try:
+            skip, limit = _files.skip_and_limit(resp.headers, resp.status_code, path, offset, length)
+        except WithRuntimeError:
+            await resp.aclose()
+            raise
+        return AsyncFileReader(resp, path, skip, limit)
+
+    async def read(self, path: str, dst: IO[bytes], offset: int = 0, length: int | None = None) -> int:
+        """Downloads a regular file (or ``length`` bytes of it from
+        ``offset``, as :meth:`open`) into the binary file object ``dst``,
+        one chunk at a time, and returns the number of bytes written."""
+        n = 0
+        async with await self.open(path, offset, length) as f:
+            async for chunk in _io.chunks(f):
+                await _io.resolve(dst.write(chunk))
+                n += len(chunk)
+        return n
+
+    async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
+        """A regular file's whole content (or ``length`` bytes of it from
+        ``offset``, as :meth:`open`)."""
+        buf = io.BytesIO()
+        await self.read(path, buf, offset, length)
+        return buf.getvalue()
+
+    async def read_bytes(self, path: str) -> bytes:
+        """Same as :meth:`read_file`."""
+        return await self.read_file(path)
+
+    async def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """A regular file's whole content, decoded."""
+        return (await self.read_file(path)).decode(encoding, errors)
+
+    # writing
+
+    async def write(self, path: str, src: _http.AsyncUploadSource) -> FileInfo:
+        """Writes the file at ``path``, streaming ``src``: bytes, text
+        (UTF-8), a binary file object (read in chunks) or an iterable of byte
+        chunks. Missing parent directories are created. The upload goes to a
+        temporary file renamed into place at the end, so a failed upload
+        leaves nothing behind. Returns the file's new description."""
+        content, hdrs = _io.upload_content(src)
+        resp = await self._s._client._send(
+            "PUT",
+            self._s._path("/files"),
+            params=self._q(path),
+            content=content,
+            content_type=_http.OCTET,
+            extra_headers=hdrs,
+        )
+        return FileInfo.from_dict(resp.json())
+
+    async def write_file(self, path: str, data: bytes | bytearray | memoryview | str) -> FileInfo:
+        """Writes ``data`` (bytes, or text as UTF-8) to the file at ``path``."""
+        return await self.write(path, data)
+
+    async def write_bytes(self, path: str, data: bytes | bytearray | memoryview) -> FileInfo:
+        """Same as :meth:`write_file`."""
+        return await self.write(path, data)
+
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> FileInfo:
+        """Writes ``text`` to the file at ``path`` in ``encoding``."""
+        return await self.write(path, text.encode(encoding))
+
+    # directories and metadata
+
+    async def list(self, path: str = "", depth: int = 1) -> builtins.list[FileInfo]:
+        """Lists a directory (default /workspace) to ``depth`` levels (1: its
+        direct children; at most 10), every entry, in listing order: by path
+        compared one component at a time (a directory, then its contents,
+        then its next sibling; at depth 1, by name). It follows the server's
+        pages (:meth:`list_page`) to the last, holding at most about 256 MiB
+        of entries; walk a larger listing with :meth:`entries`."""
+        out: builtins.list[FileInfo] = []
+        cursor, read = None, 0
+        while True:
+            page = await self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
+            out.extend(page.entries)
+            if not page.truncated:
+                return out
+            read += _files.page_bytes(page)
+            if read > _files.MAX_LIST_BYTES:
+                raise _files.over_list_cap(path, len(out))
+            cursor = page.next
+
+    async def list_page(
+        self, path: str = "", depth: int = 1, limit: int | None = None, cursor: str | None = None
+    ) -> FileListPage:
+        """One page of a directory's listing: at most ``limit`` entries
+        (None: the server's default, 1000; at most 10000), from the start
+        or, with ``cursor`` (the ``next`` of the page before), strictly after
+        the page before. Raises BadRequestError for a cursor no listing
+        gave, a depth or limit out of range, or a path that is not a
+        directory."""
+        q = _files.list_params(path, depth, limit, cursor)
+        page = FileListPage.from_dict(await self._s._client._json("GET", self._s._path("/files/list"), params=q) or {})
+        _files.check_page(path, page, cursor)
+        return page
+
+    async def entries(self, path: str = "", depth: int = 1) -> AsyncIterator[FileInfo]:
+        """Every entry of a directory's listing (as :meth:`list`), fetched a
+        page of 10000 at a time as the iteration goes, so a directory of any
+        size is walked in bounded memory."""
+        cursor = None
+        while True:
+            page = await self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
+            for e in page.entries:
+                yield e
+            if not page.truncated:
+                return
+            cursor = page.next
+
+    async def stat(self, path: str) -> FileInfo:
+        """Describes one path (a symlink itself, not its target)."""
+        return FileInfo.from_dict(await self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path)))
+
+    async def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+        try:
+            await self.stat(path)
+        except NotFoundError:
+            return False
+        return True
+
+    async def remove(self, path: str) -> None:
+        """Removes a file, a symlink or an empty directory."""
+        await self._s._client._send("DELETE", self._s._path("/files"), params=self._q(path))
+
+    async def remove_all(self, path: str) -> None:
+        """Removes ``path`` and, if it is a directory, everything in it."""
+        await self._s._client._send("DELETE", self._s._path("/files"), params=self._q(path, recursive="true"))
+
+    async def mkdir(self, path: str, parents: bool = False) -> FileInfo:
+        """Creates a directory owned by the sandbox user; with ``parents``,
+        also missing parents, and an existing directory is fine (mkdir -p)."""
+        body: dict[str, Any] = {"path": path}
+        if parents:
+            body["parents"] = True
+        return FileInfo.from_dict(await self._s._client._json("POST", self._s._path("/files/mkdir"), body))
+
+    async def mkdir_all(self, path: str) -> FileInfo:
+        """``mkdir(path, parents=True)``."""
+        return await self.mkdir(path, parents=True)
+
+    async def rename(self, src: str, dst: str) -> FileInfo:
+        """Moves ``src`` to ``dst``, replacing ``dst`` if it is a file and
+        creating its missing parents; returns ``dst``'s description."""
+        return FileInfo.from_dict(
+            await self._s._client._json("POST", self._s._path("/files/rename"), {"from": src, "to": dst})
+        )

@@ -1,0 +1,26 @@
+# GENERATED from withruntime/_async/__init__.py by sdk/python/scripts/generate.sh (unasync); do not edit.
+# Change the async source and run sdk/python/scripts/generate.sh to regenerate.
+"""The client, one package per flavour: ``withruntime/_async`` (AsyncClient,
+AsyncSandbox, ...) is written by hand; ``withruntime/_sync`` (Client,
+Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
+
+Modules, bottom to top: ``_files`` (the file API), ``_code`` (the code
+interpreter's methods), ``_templates`` (the template methods), then
+``_client`` (the client, the sandbox handle and the exec stream), which
+uses them."""
+
+from .._io_sync import FileReader
+from ._client import Client, ExecStream, Sandbox
+from ._code import CodeInterpreterMixin
+from ._files import Files
+from ._templates import TemplatesMixin
+
+__all__ = [
+    "Client",
+    "Sandbox",
+    "Files",
+    "ExecStream",
+    "FileReader",
+    "CodeInterpreterMixin",
+    "TemplatesMixin",
+]
