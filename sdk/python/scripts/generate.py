@@ -45,6 +45,8 @@ REPLACEMENTS = {
     "AsyncFiles": "Files",
     "AsyncFileReader": "FileReader",
     "AsyncCodeInterpreterMixin": "CodeInterpreterMixin",
+    "AsyncTransport": "Transport",
+    "AsyncSandboxHandle": "SandboxHandle",
     "AsyncTemplatesMixin": "TemplatesMixin",
     "AsyncOnTemplateEvent": "OnTemplateEvent",
     "AsyncUploadSource": "UploadSource",

@@ -47,8 +47,9 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path) -> set[str]:
-    """The package's modules that ``path`` imports at import time (not those
-    imported only for type checking, which never run)."""
+    """The package's modules that ``path`` imports, those imported only for
+    type checking included: a cycle through them is still two modules that
+    each need the other."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
@@ -56,8 +57,6 @@ def imports(path: Path) -> set[str]:
 
     def visit(nodes: list[ast.stmt]) -> None:
         for node in nodes:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith("withruntime"))
             elif isinstance(node, ast.ImportFrom):

@@ -17,7 +17,7 @@ from .. import code as _code
 from ..code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
 
 if TYPE_CHECKING:
-    from ._client import AsyncClient
+    from ._base import AsyncTransport
 
 
 class AsyncCodeInterpreterMixin:
@@ -26,7 +26,7 @@ class AsyncCodeInterpreterMixin:
     if TYPE_CHECKING:
 
         @property
-        def _client(self) -> AsyncClient: ...
+        def _client(self) -> AsyncTransport: ...
 
         def _path(self, suffix: str = "") -> str: ...
 

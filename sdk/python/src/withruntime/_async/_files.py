@@ -17,7 +17,7 @@ from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
 from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
 
 if TYPE_CHECKING:
-    from ._client import AsyncSandbox
+    from ._base import AsyncSandboxHandle
 
 __all__ = ["AsyncFiles"]
 
@@ -32,7 +32,7 @@ class AsyncFiles:
     :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
     may be async."""
 
-    def __init__(self, sandbox: AsyncSandbox) -> None:
+    def __init__(self, sandbox: AsyncSandboxHandle) -> None:
         self._s = sandbox
 
     def _q(self, path: str, **extra: str) -> list[tuple[str, str]]:

@@ -4,7 +4,8 @@
 AsyncSandbox, ...) is written by hand; ``withruntime/_sync`` (Client,
 Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
 
-Modules, bottom to top: ``_files`` (the file API), ``_code`` (the code
+Modules, bottom to top: ``_base`` (what the features need of the
+client, as protocols), ``_files`` (the file API), ``_code`` (the code
 interpreter's methods), ``_templates`` (the template methods), then
 ``_client`` (the client, the sandbox handle and the exec stream), which
 uses them."""

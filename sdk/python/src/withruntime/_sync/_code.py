@@ -19,7 +19,7 @@ from .. import code as _code
 from ..code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
 
 if TYPE_CHECKING:
-    from ._client import Client
+    from ._base import Transport
 
 
 class CodeInterpreterMixin:
@@ -28,7 +28,7 @@ class CodeInterpreterMixin:
     if TYPE_CHECKING:
 
         @property
-        def _client(self) -> Client: ...
+        def _client(self) -> Transport: ...
 
         def _path(self, suffix: str = "") -> str: ...
 

@@ -19,7 +19,7 @@ from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
 from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
 
 if TYPE_CHECKING:
-    from ._client import Sandbox
+    from ._base import SandboxHandle
 
 __all__ = ["Files"]
 
@@ -34,7 +34,7 @@ class Files:
     :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
     may be async."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: SandboxHandle) -> None:
         self._s = sandbox
 
     def _q(self, path: str, **extra: str) -> list[tuple[str, str]]:
