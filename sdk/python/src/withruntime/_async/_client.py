@@ -93,7 +93,7 @@ class AsyncClient(AsyncTemplatesMixin):
         self._http = http_client or httpx.AsyncClient(timeout=_http.DEFAULT_TIMEOUT)
 
     def __repr__(self) -> str:
-        return f"AsyncClient(base_url={self.base_url!r})"
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
 
     async def aclose(self) -> None:
         """Closes the HTTP connections (if this client opened them)."""
@@ -585,7 +585,7 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
 
     def __repr__(self) -> str:
         state = self._info.state if self._info else "?"
-        return f"AsyncSandbox(id={self._id!r}, state={state!r})"
+        return f"{type(self).__name__}(id={self._id!r}, state={state!r})"
 
     async def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's record. Raises NotFoundError."""

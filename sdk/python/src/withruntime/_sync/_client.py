@@ -95,7 +95,7 @@ class Client(TemplatesMixin):
         self._http = http_client or httpx.Client(timeout=_http.DEFAULT_TIMEOUT)
 
     def __repr__(self) -> str:
-        return f"AsyncClient(base_url={self.base_url!r})"
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
 
     def close(self) -> None:
         """Closes the HTTP connections (if this client opened them)."""
@@ -587,7 +587,7 @@ class Sandbox(CodeInterpreterMixin):
 
     def __repr__(self) -> str:
         state = self._info.state if self._info else "?"
-        return f"AsyncSandbox(id={self._id!r}, state={state!r})"
+        return f"{type(self).__name__}(id={self._id!r}, state={state!r})"
 
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's record. Raises NotFoundError."""
