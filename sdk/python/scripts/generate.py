@@ -14,7 +14,10 @@ worker threads) lives in the hand-written ``_io_async.py`` and
 ``_io_sync.py``, which have the same names: the source imports
 ``_io_async as _io``, and the sync copy imports ``_io_sync as _io``.
 
-Usage: ``python scripts/generate.py`` (rewrites ``_sync/``) or ``python
+The same goes for the tools' runner (``tools/_runner_async.py`` ->
+``tools/_runner_sync.py``).
+
+Usage: ``python scripts/generate.py`` (rewrites ``_sync/`` and the runner) or ``python
 scripts/generate.py --check`` (exits 1 when ``_sync/`` is not what the
 source gives); ``scripts/generate.sh`` runs the first.
 """
@@ -51,6 +54,7 @@ REPLACEMENTS = {
     "AsyncOnTemplateEvent": "OnTemplateEvent",
     "AsyncUploadSource": "UploadSource",
     "_io_async": "_io_sync",
+    "_async": "_sync",  # from .._async import AsyncSandbox -> from .._sync import Sandbox
     "aclose": "close",
     "aread": "read",
     "aiter_lines": "iter_lines",
@@ -58,44 +62,58 @@ REPLACEMENTS = {
 }
 
 HEADER = (
-    "# GENERATED from withruntime/_async/{name} by {command} (unasync); do not edit.\n"
+    "# GENERATED from withruntime/{name} by {command} (unasync); do not edit.\n"
     "# Change the async source and run {command} to regenerate.\n"
 )
 
 
-def generate(source: Path = SOURCE) -> dict[str, str]:
-    """The generated sync modules, by file name, from the async ones in ``source``."""
+#: What is generated: each hand-written async module (relative to the
+#: package) and the sync module made from it.
+JOBS = {
+    **{f"_async/{p.name}": f"_sync/{p.name}" for p in sorted(SOURCE.glob("*.py"))},
+    "tools/_runner_async.py": "tools/_runner_sync.py",
+}
+
+
+def generate(package: Path = PACKAGE) -> dict[str, str]:
+    """The generated sync modules, by path relative to the package, from the
+    async ones in ``package``."""
     out: dict[str, str] = {}
+    rule = unasync.Rule("/_async/", "/_sync/", additional_replacements=REPLACEMENTS)
     with tempfile.TemporaryDirectory() as tmp:
-        stage = Path(tmp) / "_async"
-        stage.mkdir()
-        files = []
-        for src in sorted(source.glob("*.py")):
-            shutil.copyfile(src, stage / src.name)
-            files.append(str(stage / src.name))
-        unasync.unasync_files(files, [unasync.Rule("/_async/", "/_sync/", additional_replacements=REPLACEMENTS)])
-        for f in sorted((Path(tmp) / "_sync").glob("*.py")):
-            out[f.name] = HEADER.format(name=f.name, command=COMMAND) + f.read_text(encoding="utf-8")
+        for src, dst in JOBS.items():
+            # unasync maps a file's directory /_async/ to /_sync/: stage each
+            # source under that name and read the answer back.
+            stage = Path(tmp) / src.replace("/", "__") / "_async"
+            stage.mkdir(parents=True)
+            shutil.copyfile(package / src, stage / "m.py")
+            unasync.unasync_files([str(stage / "m.py")], [rule])
+            text = (stage.parent / "_sync" / "m.py").read_text(encoding="utf-8")
+            out[dst] = HEADER.format(name=src, command=COMMAND) + text
     return out
 
 
-def stale(target: Path = TARGET, source: Path = SOURCE) -> list[str]:
-    """The files of ``target`` that differ from what ``source`` gives (or are
-    missing from it, or have no source)."""
-    want = generate(source)
-    have = {f.name: f.read_text(encoding="utf-8") for f in target.glob("*.py")} if target.is_dir() else {}
-    return sorted(n for n in want.keys() | have.keys() if want.get(n) != have.get(n))
+def stale(target: Path = PACKAGE, package: Path = PACKAGE) -> list[str]:
+    """The generated files under ``target`` that differ from what the
+    sources in ``package`` give (or are missing), and files in ``target``'s
+    ``_sync/`` that no source gives."""
+    want = generate(package)
+    have = {dst: (target / dst).read_text(encoding="utf-8") for dst in want if (target / dst).exists()}
+    extra = [f"_sync/{f.name}" for f in (target / "_sync").glob("*.py") if f"_sync/{f.name}" not in want]
+    return sorted([d for d in want if want[d] != have.get(d)] + extra)
 
 
-def write(target: Path = TARGET, source: Path = SOURCE) -> None:
-    """Rewrites ``target`` with the generated modules."""
-    target.mkdir(exist_ok=True)
-    want = generate(source)
-    for f in target.glob("*.py"):
-        if f.name not in want:
+def write(target: Path = PACKAGE, package: Path = PACKAGE) -> None:
+    """Writes the generated modules under ``target``, removing modules of
+    its ``_sync/`` that no source gives."""
+    want = generate(package)
+    (target / "_sync").mkdir(parents=True, exist_ok=True)
+    for f in (target / "_sync").glob("*.py"):
+        if f"_sync/{f.name}" not in want:
             f.unlink()
-    for name, text in want.items():
-        (target / name).write_text(text, encoding="utf-8")
+    for dst, text in want.items():
+        (target / dst).parent.mkdir(parents=True, exist_ok=True)
+        (target / dst).write_text(text, encoding="utf-8")
 
 
 def main() -> int:

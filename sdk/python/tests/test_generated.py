@@ -33,9 +33,9 @@ def test_generation_check_fails_on_an_edited_copy(tmp_path: Path) -> None:
     gen = _generator()
     gen.write(tmp_path)
     assert gen.stale(tmp_path) == []
-    f = tmp_path / "_client.py"
+    f = tmp_path / "_sync" / "_client.py"
     f.write_text(f.read_text() + "\n# edited\n")
-    assert gen.stale(tmp_path) == ["_client.py"]
+    assert gen.stale(tmp_path) == ["_sync/_client.py"]
 
 
 def module_name(path: Path) -> str:

@@ -18,19 +18,6 @@ import httpx
 
 from . import _files, _http, _wait
 
-__all__ = [
-    "AsyncFileReader",
-    "AwaitableContext",
-    "Lock",
-    "chunks",
-    "context_factory",
-    "file_source",
-    "in_thread",
-    "resolve",
-    "thread_chunks",
-    "upload_content",
-]
-
 T = TypeVar("T")
 P = ParamSpec("P")
 

@@ -13,18 +13,6 @@ import httpx
 
 from . import _files, _http, _wait
 
-__all__ = [
-    "FileReader",
-    "Lock",
-    "chunks",
-    "context_factory",
-    "file_source",
-    "in_thread",
-    "resolve",
-    "thread_chunks",
-    "upload_content",
-]
-
 T = TypeVar("T")
 P = ParamSpec("P")
 F = TypeVar("F", bound=Callable[..., Any])

@@ -35,7 +35,9 @@ class AsyncTransport(Protocol):
         wait: float = 0.0,
     ) -> httpx.Response: ...
 
-    async def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any: ...
+    async def _json(
+        self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0
+    ) -> Any: ...
 
 
 class AsyncSandboxHandle(Protocol):

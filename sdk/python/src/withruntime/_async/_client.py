@@ -809,8 +809,6 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
         return _http.sandbox_path(self._id, suffix)
 
 
-
-
 class AsyncExecStream(AsyncIterator[Event]):
     """The events of one command (see :meth:`Sandbox.exec_stream`): ``for``
     (``async for``) over it. After the exit event, ``result`` is the

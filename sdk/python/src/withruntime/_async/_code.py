@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -15,20 +15,11 @@ from .. import _http, _wait
 from .. import _io_async as _io
 from .. import code as _code
 from ..code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
-
-if TYPE_CHECKING:
-    from ._base import AsyncTransport
+from ._base import AsyncSandboxHandle
 
 
-class AsyncCodeInterpreterMixin:
+class AsyncCodeInterpreterMixin(AsyncSandboxHandle):
     """``run_code`` and the code contexts of a sandbox."""
-
-    if TYPE_CHECKING:
-
-        @property
-        def _client(self) -> AsyncTransport: ...
-
-        def _path(self, suffix: str = "") -> str: ...
 
     async def run_code(
         self,

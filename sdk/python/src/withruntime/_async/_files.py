@@ -180,7 +180,9 @@ class AsyncFiles:
 
     async def stat(self, path: str) -> FileInfo:
         """Describes one path (a symlink itself, not its target)."""
-        return FileInfo.from_dict(await self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path)))
+        return FileInfo.from_dict(
+            await self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path))
+        )
 
     async def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""

@@ -10,7 +10,7 @@ import builtins
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _http, _wait
 from .. import _io_async as _io
@@ -28,35 +28,14 @@ from ..templates import (
     template_path,
     upload_params,
 )
-
-if TYPE_CHECKING:
-    import httpx
+from ._base import AsyncTransport
 
 __all__ = ["AsyncTemplatesMixin"]
 
 
-class AsyncTemplatesMixin:
+class AsyncTemplatesMixin(AsyncTransport):
     """The template methods of :class:`~withruntime.Client` (awaited in
     :class:`~withruntime.AsyncClient`)."""
-
-    if TYPE_CHECKING:
-
-        async def _send(
-            self,
-            method: str,
-            path: str,
-            *,
-            params: Any = None,
-            json_body: Any = None,
-            content: Any = None,
-            content_type: str | None = None,
-            accept: str = _http.JSON,
-            extra_headers: Mapping[str, str] | None = None,
-            stream: bool = False,
-            wait: float = 0.0,
-        ) -> httpx.Response: ...
-
-        async def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any: ...
 
     async def list_templates(self) -> builtins.list[Template]:
         """The server's templates by name. Raises UnauthorizedError."""
@@ -75,7 +54,9 @@ class AsyncTemplatesMixin:
         ForbiddenError."""
         await self._send("DELETE", template_path(name))
 
-    async def create_template(self, name: str, image: ImageRef, *, on_event: AsyncOnTemplateEvent | None = None) -> Template:
+    async def create_template(
+        self, name: str, image: ImageRef, *, on_event: AsyncOnTemplateEvent | None = None
+    ) -> Template:
         """Makes the new template ``name`` from a linux/amd64 container
         image (admin keys) and returns it once it is ready. ``image`` is, as
         for ``withruntime template build --from-image``:
@@ -177,7 +158,11 @@ class AsyncTemplatesMixin:
         )
         await self._check_free(name)
         return await self._template_build(
-            "/v1/templates", on_event, params=req.params, content=_io.thread_chunks(req.body), content_type="application/x-tar"
+            "/v1/templates",
+            on_event,
+            params=req.params,
+            content=_io.thread_chunks(req.body),
+            content_type="application/x-tar",
         )
 
     async def _check_free(self, name: str) -> None:

@@ -37,7 +37,9 @@ class Transport(Protocol):
         wait: float = 0.0,
     ) -> httpx.Response: ...
 
-    def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any: ...
+    def _json(
+        self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0
+    ) -> Any: ...
 
 
 class SandboxHandle(Protocol):

@@ -811,8 +811,6 @@ class Sandbox(CodeInterpreterMixin):
         return _http.sandbox_path(self._id, suffix)
 
 
-
-
 class ExecStream(Iterator[Event]):
     """The events of one command (see :meth:`Sandbox.exec_stream`): ``for``
     (``async for``) over it. After the exit event, ``result`` is the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -17,20 +17,11 @@ from .. import _http, _wait
 from .. import _io_sync as _io
 from .. import code as _code
 from ..code import CodeContext, ErrorHandler, Execution, OutputHandler, ResultHandler
-
-if TYPE_CHECKING:
-    from ._base import Transport
+from ._base import SandboxHandle
 
 
-class CodeInterpreterMixin:
+class CodeInterpreterMixin(SandboxHandle):
     """``run_code`` and the code contexts of a sandbox."""
-
-    if TYPE_CHECKING:
-
-        @property
-        def _client(self) -> Transport: ...
-
-        def _path(self, suffix: str = "") -> str: ...
 
     def run_code(
         self,

@@ -182,7 +182,9 @@ class Files:
 
     def stat(self, path: str) -> FileInfo:
         """Describes one path (a symlink itself, not its target)."""
-        return FileInfo.from_dict(self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path)))
+        return FileInfo.from_dict(
+            self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path))
+        )
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""

@@ -12,7 +12,7 @@ import builtins
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _http, _wait
 from .. import _io_sync as _io
@@ -30,35 +30,14 @@ from ..templates import (
     template_path,
     upload_params,
 )
-
-if TYPE_CHECKING:
-    import httpx
+from ._base import Transport
 
 __all__ = ["TemplatesMixin"]
 
 
-class TemplatesMixin:
+class TemplatesMixin(Transport):
     """The template methods of :class:`~withruntime.Client` (awaited in
     :class:`~withruntime.AsyncClient`)."""
-
-    if TYPE_CHECKING:
-
-        def _send(
-            self,
-            method: str,
-            path: str,
-            *,
-            params: Any = None,
-            json_body: Any = None,
-            content: Any = None,
-            content_type: str | None = None,
-            accept: str = _http.JSON,
-            extra_headers: Mapping[str, str] | None = None,
-            stream: bool = False,
-            wait: float = 0.0,
-        ) -> httpx.Response: ...
-
-        def _json(self, method: str, path: str, body: Any = None, *, params: Any = None, wait: float = 0.0) -> Any: ...
 
     def list_templates(self) -> builtins.list[Template]:
         """The server's templates by name. Raises UnauthorizedError."""
@@ -77,7 +56,9 @@ class TemplatesMixin:
         ForbiddenError."""
         self._send("DELETE", template_path(name))
 
-    def create_template(self, name: str, image: ImageRef, *, on_event: OnTemplateEvent | None = None) -> Template:
+    def create_template(
+        self, name: str, image: ImageRef, *, on_event: OnTemplateEvent | None = None
+    ) -> Template:
         """Makes the new template ``name`` from a linux/amd64 container
         image (admin keys) and returns it once it is ready. ``image`` is, as
         for ``withruntime template build --from-image``:
@@ -179,7 +160,11 @@ class TemplatesMixin:
         )
         self._check_free(name)
         return self._template_build(
-            "/v1/templates", on_event, params=req.params, content=_io.thread_chunks(req.body), content_type="application/x-tar"
+            "/v1/templates",
+            on_event,
+            params=req.params,
+            content=_io.thread_chunks(req.body),
+            content_type="application/x-tar",
         )
 
     def _check_free(self, name: str) -> None:

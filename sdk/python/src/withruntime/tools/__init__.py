@@ -42,11 +42,12 @@ from typing import Any, NotRequired, TypedDict, overload
 from .._async import AsyncSandbox
 from .._sync import Sandbox
 from ..errors import WithRuntimeError
-from . import _code, _run
+from . import _code, _run, _runner_async, _runner_sync
 from ._args import ArgsError, Field, decode_args, parse_json_args
-from ._cap import CapBuf
 from ._run import (
     DEFAULT_TIMEOUT_SECONDS,
+    EXEC_NAME,
+    LIST_FILES_NAME,
     MAX_COMMAND_BYTES,
     MAX_CONTENT_BYTES,
     MAX_LIST_ENTRIES,
@@ -56,6 +57,8 @@ from ._run import (
     MAX_READ_BYTES,
     MAX_READ_SCAN_BYTES,
     MAX_TIMEOUT_SECONDS,
+    READ_FILE_NAME,
+    WRITE_FILE_NAME,
     Failure,
 )
 
@@ -93,10 +96,6 @@ __all__ = [
     "MAX_CONTENT_BYTES",
 ]
 
-EXEC_NAME = "runtime_exec"
-READ_FILE_NAME = "runtime_read_file"
-WRITE_FILE_NAME = "runtime_write_file"
-LIST_FILES_NAME = "runtime_list_files"
 #: The tools' names, in the order sandbox_tools returns them.
 TOOL_NAMES = (EXEC_NAME, READ_FILE_NAME, WRITE_FILE_NAME, LIST_FILES_NAME)
 #: The code interpreter's tool, a set of its own (code_interpreter_tools).
@@ -305,129 +304,7 @@ def _checked(spec: _Spec, obj: dict[str, Any]) -> tuple[dict[str, str], dict[str
     return s, n
 
 
-# -- running, sync and async ---------------------------------------------
-
-
-def _run_sync(name: str, sbx: Sandbox, s: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
-    if name == RUN_CODE_NAME:
-        try:
-            ex = sbx.run_code(s["code"], timeout_seconds=_code.CODE_TIMEOUT_SECONDS)
-        except WithRuntimeError as e:
-            return _code.run_error(e)
-        return _code.code_result(ex)
-    if name == EXEC_NAME:
-        command, cwd, timeout = _run.exec_plan(s, n)
-        out, err = CapBuf(MAX_OUTPUT_BYTES), CapBuf(MAX_OUTPUT_BYTES)
-        try:
-            stream = sbx.exec_stream(command, cwd=cwd, timeout_seconds=float(timeout))
-            with stream:
-                for ev in stream:
-                    if ev.type == "stdout":
-                        out.write(ev.data.encode("utf-8", "replace"))
-                    elif ev.type == "stderr":
-                        err.write(ev.data.encode("utf-8", "replace"))
-        except WithRuntimeError as e:
-            return _run.exec_error(e)
-        return _run.exec_result(stream.result, out, err, cwd, timeout)
-    if name == READ_FILE_NAME:
-        p = _run.resolve(s["path"])
-        try:
-            fi = sbx.files.stat(p)
-        except WithRuntimeError as e:
-            return _run.api_result(e, "runtime_list_files shows a directory's contents")
-        refused = _run.read_stat_result(p, fi)
-        if refused is not None:
-            return refused
-        try:
-            reader = sbx.files.open(p)
-        except WithRuntimeError as e:
-            return _run.api_result(e, "")
-        buf, got, scan = CapBuf(MAX_READ_BYTES), 0, _run.read_scan_limit(fi)
-        try:
-            with reader:
-                for chunk in reader.chunks():
-                    take = min(len(chunk), scan - got)
-                    buf.write(chunk[:take])
-                    got += take
-                    if got >= scan:
-                        break
-        except WithRuntimeError as e:
-            return _run.reading_failed(p, e)
-        return _run.read_result(p, fi, buf, got)
-    if name == WRITE_FILE_NAME:
-        p = _run.resolve(s["path"])
-        try:
-            fi = sbx.files.write_file(p, s["content"].encode("utf-8"))
-        except WithRuntimeError as e:
-            return _run.api_result(e, "")
-        return _run.write_result(fi)
-    p = _run.list_path(s)
-    try:
-        page = sbx.files.list_page(p, 1, limit=MAX_LIST_ENTRIES)
-    except WithRuntimeError as e:
-        return _run.api_result(e, "")
-    return _run.list_result(p, page)
-
-
-async def _run_async(name: str, sbx: AsyncSandbox, s: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
-    if name == RUN_CODE_NAME:
-        try:
-            ex = await sbx.run_code(s["code"], timeout_seconds=_code.CODE_TIMEOUT_SECONDS)
-        except WithRuntimeError as e:
-            return _code.run_error(e)
-        return _code.code_result(ex)
-    if name == EXEC_NAME:
-        command, cwd, timeout = _run.exec_plan(s, n)
-        out, err = CapBuf(MAX_OUTPUT_BYTES), CapBuf(MAX_OUTPUT_BYTES)
-        try:
-            stream = sbx.exec_stream(command, cwd=cwd, timeout_seconds=float(timeout))
-            async with stream:
-                async for ev in stream:
-                    if ev.type == "stdout":
-                        out.write(ev.data.encode("utf-8", "replace"))
-                    elif ev.type == "stderr":
-                        err.write(ev.data.encode("utf-8", "replace"))
-        except WithRuntimeError as e:
-            return _run.exec_error(e)
-        return _run.exec_result(stream.result, out, err, cwd, timeout)
-    if name == READ_FILE_NAME:
-        p = _run.resolve(s["path"])
-        try:
-            fi = await sbx.files.stat(p)
-        except WithRuntimeError as e:
-            return _run.api_result(e, "runtime_list_files shows a directory's contents")
-        refused = _run.read_stat_result(p, fi)
-        if refused is not None:
-            return refused
-        try:
-            reader = await sbx.files.open(p)
-        except WithRuntimeError as e:
-            return _run.api_result(e, "")
-        buf, got, scan = CapBuf(MAX_READ_BYTES), 0, _run.read_scan_limit(fi)
-        try:
-            async with reader:
-                async for chunk in reader:
-                    take = min(len(chunk), scan - got)
-                    buf.write(chunk[:take])
-                    got += take
-                    if got >= scan:
-                        break
-        except WithRuntimeError as e:
-            return _run.reading_failed(p, e)
-        return _run.read_result(p, fi, buf, got)
-    if name == WRITE_FILE_NAME:
-        p = _run.resolve(s["path"])
-        try:
-            fi = await sbx.files.write_file(p, s["content"].encode("utf-8"))
-        except WithRuntimeError as e:
-            return _run.api_result(e, "")
-        return _run.write_result(fi)
-    p = _run.list_path(s)
-    try:
-        page = await sbx.files.list_page(p, 1, limit=MAX_LIST_ENTRIES)
-    except WithRuntimeError as e:
-        return _run.api_result(e, "")
-    return _run.list_result(p, page)
+# -- running: _runner_async.py, and _runner_sync.py generated from it ----
 
 
 def _failed(spec: _Spec, f: Failure, raise_errors: bool) -> dict[str, Any]:
@@ -509,7 +386,7 @@ def _call_sync(spec: _Spec, sbx: Sandbox, obj: dict[str, Any], raise_errors: boo
     if isinstance(checked, dict):
         return checked
     try:
-        return _run_sync(spec.definition.name, sbx, *checked)
+        return _runner_sync.run(spec.definition.name, sbx, *checked)
     except Failure as f:
         return _failed(spec, f, raise_errors)
     except WithRuntimeError as e:
@@ -536,7 +413,7 @@ async def _call_async(spec: _Spec, sbx: AsyncSandbox, obj: dict[str, Any], raise
     if isinstance(checked, dict):
         return checked
     try:
-        return await _run_async(spec.definition.name, sbx, *checked)
+        return await _runner_async.run(spec.definition.name, sbx, *checked)
     except Failure as f:
         return _failed(spec, f, raise_errors)
     except WithRuntimeError as e:

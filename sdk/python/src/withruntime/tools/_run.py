@@ -12,6 +12,12 @@ from ..errors import APIError, SandboxGoneError, WithRuntimeError
 from ..types import WORKSPACE, ExecResult, FileInfo, FileListPage
 from ._cap import CapBuf, marker
 
+#: The tools' names.
+EXEC_NAME = "runtime_exec"
+READ_FILE_NAME = "runtime_read_file"
+WRITE_FILE_NAME = "runtime_write_file"
+LIST_FILES_NAME = "runtime_list_files"
+
 MAX_OUTPUT_BYTES = 16 << 10
 MAX_READ_BYTES = 32 << 10
 MAX_READ_BINARY_BYTES = 12 << 10
