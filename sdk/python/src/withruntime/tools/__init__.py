@@ -318,6 +318,17 @@ def _failed(spec: _Spec, f: Failure, raise_errors: bool) -> dict[str, Any]:
     raise err from err.__cause__
 
 
+def _caught(spec: _Spec, e: Exception, raise_errors: bool) -> dict[str, Any]:
+    """The answer to a run that raised ``e`` (or ``e`` raised again, with
+    ``raise_errors``): a Failure's result, a sandbox error's, or an
+    internal error's."""
+    if isinstance(e, Failure):
+        return _failed(spec, e, raise_errors)
+    if isinstance(e, WithRuntimeError):
+        return _failed(spec, Failure(_run.sandbox_error_result(e), e), raise_errors)
+    return _internal(spec, e, raise_errors)
+
+
 def _internal(spec: _Spec, e: Exception, raise_errors: bool) -> dict[str, Any]:
     res = _run.error_result(f"internal error in {spec.definition.name}; the call was not completed")
     if not raise_errors:
@@ -387,12 +398,8 @@ def _call_sync(spec: _Spec, sbx: Sandbox, obj: dict[str, Any], raise_errors: boo
         return checked
     try:
         return _runner_sync.run(spec.definition.name, sbx, *checked)
-    except Failure as f:
-        return _failed(spec, f, raise_errors)
-    except WithRuntimeError as e:
-        return _failed(spec, Failure(_run.sandbox_error_result(e), e), raise_errors)
     except Exception as e:
-        return _internal(spec, e, raise_errors)
+        return _caught(spec, e, raise_errors)
 
 
 def _make_async(spec: _Spec, sbx: AsyncSandbox, raise_errors: bool) -> Callable[..., Awaitable[ToolResult]]:
@@ -414,12 +421,8 @@ async def _call_async(spec: _Spec, sbx: AsyncSandbox, obj: dict[str, Any], raise
         return checked
     try:
         return await _runner_async.run(spec.definition.name, sbx, *checked)
-    except Failure as f:
-        return _failed(spec, f, raise_errors)
-    except WithRuntimeError as e:
-        return _failed(spec, Failure(_run.sandbox_error_result(e), e), raise_errors)
     except Exception as e:
-        return _internal(spec, e, raise_errors)
+        return _caught(spec, e, raise_errors)
 
 
 SyncTool = Callable[..., ToolResult]
