@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -59,9 +60,11 @@ func TestNoisyNeighbours(t *testing.T) {
 	aNet := &api.NetworkPolicy{Allow: []string{inetAPI}}
 	aSandboxes := []string{b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600, Network: aNet})), b2id(a.create(t, api.CreateSandboxRequest{TimeoutSeconds: 600}))}
 
-	// B's quiet exec latency.
-	// B's quiet exec latency: enough execs that the p99 is not one sample.
-	quiet := b.execLatencies(t, bTimed.ID, 200)
+	// B's quiet figure: the same work B does during the attacks (timed
+	// execs in a sandbox of its own, beside rounds of create, files, exec,
+	// egress and delete), with no attack running, so that the ratio below
+	// is what A costs B and not what B's own creates cost it.
+	quiet, failures := b.work(t, context.Background(), bTimed.ID, bSandbox.ID, 20*time.Second)
 	runtime.GC()
 	baseHeap := heapPeak()()
 	var before syscall.Statfs_t
@@ -73,7 +76,11 @@ func TestNoisyNeighbours(t *testing.T) {
 	stopHeap := heapPeak()
 	minFree := atomic.Int64{}
 	minFree.Store(int64(before.Bavail) * before.Bsize)
+	only := os.Getenv("WITHRUNTIME_NOISY_ATTACKS") // to measure one attack alone: a comma list of names' first words
 	attack := func(name string, f func(ctx context.Context)) {
+		if only != "" && !slices.Contains(strings.Split(only, ","), strings.Fields(name)[0]) && name != "disk watch" {
+			return
+		}
 		attacks.Add(1)
 		go func() {
 			defer attacks.Done()
@@ -92,13 +99,13 @@ func TestNoisyNeighbours(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	attack("long methods (N11)", func(ctx context.Context) {
+	attack("methods (N11)", func(ctx context.Context) {
 		method := strings.Repeat("M", 32<<10)
 		for i := 0; i < 300 && ctx.Err() == nil; i++ {
 			rawRequest(e.http.Listener.Addr().String(), method+" /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
 		}
 	})
-	attack("60 MB bodies (N6)", func(ctx context.Context) {
+	attack("bodies of 60 MB (N6)", func(ctx context.Context) {
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Add(1)
@@ -116,7 +123,7 @@ func TestNoisyNeighbours(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	attack("device-login flood (N10)", func(ctx context.Context) {
+	attack("login flood (N10)", func(ctx context.Context) {
 		client := clientFrom("127.0.0.2")
 		for i := 0; i < 300 && ctx.Err() == nil; i++ {
 			req, _ := http.NewRequestWithContext(ctx, "POST", e.http.URL+"/v1/device/authorize", strings.NewReader(`{}`))
@@ -131,10 +138,10 @@ func TestNoisyNeighbours(t *testing.T) {
 			_, _ = a.exec(ctx, id, agentapi.ExecRequest{Command: command, TimeoutSeconds: 25, User: "root"})
 		}
 	}
-	attack("disk filler", inside(aSandboxes[1], "head -c 1500M /dev/zero > /workspace/fill; sync; rm -f /workspace/fill"))
-	attack("DNS flood (N15)", inside(aSandboxes[0], "end=$((SECONDS+20)); while [ $SECONDS -lt $end ]; do getent hosts x$RANDOM.example.com >/dev/null; done"))
+	attack("filler (disk)", inside(aSandboxes[1], "head -c 1500M /dev/zero > /workspace/fill; sync; rm -f /workspace/fill"))
+	attack("dns flood (N15)", inside(aSandboxes[0], "end=$((SECONDS+20)); while [ $SECONDS -lt $end ]; do getent hosts x$RANDOM.example.com >/dev/null; done"))
 	attack("idle proxy connections (N13)", inside(aSandboxes[0], holdConns(inetAPI, 400, 20)))
-	attack("disk past the quota (N3)", func(ctx context.Context) {
+	attack("quota: disk past it (N3)", func(ctx context.Context) {
 		for i := 0; i < 5 && ctx.Err() == nil; i++ {
 			if _, err := a.tryCreate(ctx, api.CreateSandboxRequest{DiskMiB: 65536}); err == nil || !strings.Contains(err.Error(), "507") {
 				t.Errorf("tenant A's create of 64 GiB of disk: %v, want 507 for its disk quota", err)
@@ -142,48 +149,15 @@ func TestNoisyNeighbours(t *testing.T) {
 		}
 	})
 
-	// B's work while the attacks run: execs one after another in a sandbox
-	// of its own for 20 s, and rounds of create, files, exec, egress and
-	// delete beside them.
+	// B's same work while the attacks run, then an install through its
+	// allow list while A's last attacks run.
 	time.Sleep(2 * time.Second)
-	var during []time.Duration
-	var latencies sync.WaitGroup
-	latencies.Add(1)
-	go func() {
-		defer latencies.Done()
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
-			during = append(during, b.execLatencies(t, bTimed.ID, 10)...)
-		}
-	}()
-	var failures []string
-	for round := 0; ctx.Err() == nil && round < 6; round++ {
-		sb, err := b.tryCreate(ctx, api.CreateSandboxRequest{TimeoutSeconds: 120})
-		if err != nil {
-			failures = append(failures, "create: "+err.Error())
-			continue
-		}
-		content := fmt.Sprintf("round %d\n", round)
-		if err := b.put(ctx, sb.ID, "/workspace/f.txt", content); err != nil {
-			failures = append(failures, "write: "+err.Error())
-		} else if got, err := b.getFile(ctx, sb.ID, "/workspace/f.txt"); err != nil || got != content {
-			failures = append(failures, fmt.Sprintf("read: %q %v", got, err))
-		}
-		if res, err := b.exec(ctx, sb.ID, agentapi.ExecRequest{Command: "cat /workspace/f.txt"}); err != nil || res.Stdout != content {
-			failures = append(failures, fmt.Sprintf("exec in a new sandbox: %+v %v", res, err))
-		}
-		if res, err := b.exec(ctx, bSandbox.ID, agentapi.ExecRequest{Command: curl("http://" + inetAPI + "/")}); err != nil || !strings.HasPrefix(res.Stdout, "200") {
-			failures = append(failures, fmt.Sprintf("egress to B's allowed host: %+v %v", res, err))
-		}
-		if err := b.delete(ctx, sb.ID); err != nil {
-			failures = append(failures, "delete: "+err.Error())
-		}
-	}
-	// An install through B's allow list, while A's last attacks run.
+	during, more := b.work(t, ctx, bTimed.ID, bSandbox.ID, 20*time.Second)
+	failures = append(failures, more...)
 	if res, err := b.exec(context.Background(), bSandbox.ID, agentapi.ExecRequest{TimeoutSeconds: 180,
 		Command: "pip install --user --no-cache-dir --disable-pip-version-check -q iniconfig && python3 -c 'import iniconfig'"}); err != nil || res.ExitCode != 0 {
 		failures = append(failures, fmt.Sprintf("pip install through the allow list: %+v %v", res, err))
 	}
-	latencies.Wait()
 	attacks.Wait()
 	heap := int64(stopHeap()) - int64(baseHeap)
 
@@ -193,8 +167,8 @@ func TestNoisyNeighbours(t *testing.T) {
 	for _, f := range failures {
 		t.Errorf("tenant B: %s", f)
 	}
-	if len(during) < 100 {
-		t.Errorf("tenant B ran only %d execs during the attacks", len(during))
+	if len(quiet) < 100 || len(during) < 100 {
+		t.Errorf("tenant B ran only %d execs quiet and %d during the attacks", len(quiet), len(during))
 	}
 	// Issue 25's goal is 2x, and it is not met yet: on a quiet 2-core host
 	// (CI's) B's p99 was 2.42x its quiet one. This bound catches a
@@ -314,6 +288,46 @@ func (k *tenantKey) exec(ctx context.Context, id string, req agentapi.ExecReques
 	var res agentapi.ExecResult
 	err := k.call(ctx, "POST", "/v1/sandboxes/"+id+"/exec", jsonBody(req), &res)
 	return res, err
+}
+
+// work is tenant B's load for d: execs of `true` one after another in
+// the sandbox timed (their latencies are the answer), and beside them
+// rounds of create, write, read, exec, egress to B's allowed host from the
+// sandbox egress, and delete. Each failed request is one entry of failures.
+func (k *tenantKey) work(t *testing.T, ctx context.Context, timed, egress string, d time.Duration) (latencies []time.Duration, failures []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			latencies = append(latencies, k.execLatencies(t, timed, 10)...)
+		}
+	}()
+	for round, end := 0, time.Now().Add(d); ctx.Err() == nil && time.Now().Before(end) && round < 6; round++ {
+		sb, err := k.tryCreate(ctx, api.CreateSandboxRequest{TimeoutSeconds: 120})
+		if err != nil {
+			failures = append(failures, "create: "+err.Error())
+			continue
+		}
+		content := fmt.Sprintf("round %d\n", round)
+		if err := k.put(ctx, sb.ID, "/workspace/f.txt", content); err != nil {
+			failures = append(failures, "write: "+err.Error())
+		} else if got, err := k.getFile(ctx, sb.ID, "/workspace/f.txt"); err != nil || got != content {
+			failures = append(failures, fmt.Sprintf("read: %q %v", got, err))
+		}
+		if res, err := k.exec(ctx, sb.ID, agentapi.ExecRequest{Command: "cat /workspace/f.txt"}); err != nil || res.Stdout != content {
+			failures = append(failures, fmt.Sprintf("exec in a new sandbox: %+v %v", res, err))
+		}
+		if res, err := k.exec(ctx, egress, agentapi.ExecRequest{Command: curl("http://" + inetAPI + "/")}); err != nil || !strings.HasPrefix(res.Stdout, "200") {
+			failures = append(failures, fmt.Sprintf("egress to B's allowed host: %+v %v", res, err))
+		}
+		if err := k.delete(ctx, sb.ID); err != nil {
+			failures = append(failures, "delete: "+err.Error())
+		}
+	}
+	wg.Wait()
+	return latencies, failures
 }
 
 // execLatencies times n execs of `true`, failing the test on any error.

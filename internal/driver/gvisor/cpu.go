@@ -107,6 +107,32 @@ func (d *Driver) cpusetFor(cpu float64) string {
 	return strconv.Itoa(d.hostCPUs[n%uint64(len(d.hostCPUs))])
 }
 
+// widenCPUSet lets a sandbox booted on one host core (cpusetFor) run on
+// every core this server may use, once its kernel has counted its CPUs:
+// gVisor fixes the count it shows at boot, so programs inside still see one
+// CPU, and the CFS quota still grants one vCPU, but the host may run the
+// sandbox's threads on whichever core is free. Left pinned, a sandbox that
+// shares its core with a busy neighbour waits for that core while the
+// other one idles (issue 25: another tenant's busy sandbox on the same core
+// doubled an exec's p99). Called after every boot and restore (a restore
+// pins again from the bundle); for a sandbox that was not pinned it writes
+// the set it already has.
+func (d *Driver) widenCPUSet(id string) error {
+	if len(d.hostCPUs) < 2 {
+		return nil
+	}
+	all := make([]string, len(d.hostCPUs))
+	for i, c := range d.hostCPUs {
+		all[i] = strconv.Itoa(c)
+	}
+	for _, dir := range cgroupDirs(id) {
+		if f := filepath.Join(dir, "cpuset.cpus"); exists(f) {
+			return writeCgroup(f, strings.Join(all, ","))
+		}
+	}
+	return nil
+}
+
 // allowedCPUs lists the host cores this process may run on, or nil when
 // the host has no cpuset controller to pin a sandbox with (runsc refuses a
 // spec's cpuset then; such sandboxes show runsc's floor of 2 CPUs).

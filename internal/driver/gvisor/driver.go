@@ -198,6 +198,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := waitReady(ctx, agent, d.cfg.ReadyTimeout); err != nil {
 		return nil, fmt.Errorf("gvisor create: agent did not start: %w", err)
 	}
+	if err := d.widenCPUSet(spec.ID); err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
 	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName), Flags: flags})
 	return &driver.Handle{ID: spec.ID, State: st, Dial: agent.dial}, nil
 }

@@ -192,6 +192,9 @@ func (d *Driver) Resume(ctx context.Context, id string, raw []byte, n *driver.Ne
 	if err := waitReady(ctx, agent, d.cfg.ReadyTimeout); err != nil {
 		return fail(fmt.Errorf("the restored agent did not answer: %w", err))
 	}
+	if err := d.widenCPUSet(id); err != nil {
+		return fail(err)
+	}
 	h := &driver.Handle{ID: id, State: raw, Dial: agent.dial}
 	if err := commit(h); err != nil {
 		return fail(err)
