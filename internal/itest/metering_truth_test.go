@@ -115,11 +115,18 @@ func cpuPressure(t *testing.T) float64 {
 // throttles gVisor and the process together).
 const maxStall = 0.3
 
+// maxBurnStall is maxStall for the known burn, whose reference (the
+// process's own clock, kept by gVisor's 10 ms ticks) drifts further under
+// contention: in CI, with another package's tests beside it (load 1.2-1.5),
+// a run that passed maxStall read 5.4% below the host's count and the
+// ledger came out +3.4% against it.
+const maxBurnStall = 0.15
+
 // quietRun runs measure up to 4 times until the host's CPU pressure during
-// it is at most maxStall, then runs the checks measure returned; it skips
-// the test if the host is never quiet. measure returns nil checks when its
-// own figures say the run was disturbed.
-func quietRun(t *testing.T, what string, measure func() (checks func())) {
+// it is at most max (a share of its wall time), then runs the checks
+// measure returned; it skips the test if the host is never quiet. measure
+// returns nil checks when its own figures say the run was disturbed.
+func quietRun(t *testing.T, what string, max float64, measure func() (checks func())) {
 	t.Helper()
 	var stalls []string
 	for try := 0; try < 4; try++ {
@@ -129,12 +136,13 @@ func quietRun(t *testing.T, what string, measure func() (checks func())) {
 		p0, w0 := cpuPressure(t), time.Now()
 		checks := measure()
 		stall := (cpuPressure(t) - p0) / time.Since(w0).Seconds()
-		if checks != nil && stall <= maxStall {
+		if checks != nil && stall <= max {
+			t.Logf("%s: host CPU pressure %.0f%% of the time (at most %.0f%%): checking", what, stall*100, max*100)
 			checks()
 			return
 		}
 		stalls = append(stalls, strconv.FormatFloat(stall*100, 'f', 0, 64)+"%")
-		t.Logf("%s: host CPU pressure %.0f%% of the time (over %.0f%%): measuring again", what, stall*100, maxStall*100)
+		t.Logf("%s: host CPU pressure %.0f%% of the time (over %.0f%%): measuring again", what, stall*100, max*100)
 	}
 	t.Skipf("%s: the host never had CPU to spare (pressure %s of the time): a burn cannot be known", what, strings.Join(stalls, ", "))
 }
@@ -154,7 +162,7 @@ func (e *env) lifeUsage(id string) store.UsageSum {
 func TestMeteringBillsTheBurn(t *testing.T) {
 	e := newEnv(t, withMeterInterval(time.Second))
 	const seconds = 12
-	quietRun(t, "a known burn", func() func() {
+	quietRun(t, "a known burn", maxBurnStall, func() func() {
 		sb := e.create(api.CreateSandboxRequest{CPU: 1, MemoryMiB: 512, TimeoutSeconds: 120})
 		h0 := e.hostStats(sb.ID)
 		res := e.exec(sb.ID, agentapi.ExecRequest{Argv: []string{"python3", "-c", burnPy, strconv.Itoa(seconds)}, TimeoutSeconds: 60})
@@ -220,7 +228,7 @@ func checkBurn(e *env, id string, burn, host float64, u store.UsageSum) {
 func TestMeteringHostileRoot(t *testing.T) {
 	e := newEnv(t, withMeterInterval(time.Second))
 	const honestSeconds, attackSeconds = 6, 8
-	quietRun(t, "hostile root", func() func() {
+	quietRun(t, "hostile root", maxStall, func() func() {
 		// The reference: what spinning one second costs an honest process
 		// in a 1-vCPU sandbox on this host.
 		ref := e.create(api.CreateSandboxRequest{CPU: 1, MemoryMiB: 512, TimeoutSeconds: 120})
