@@ -96,6 +96,18 @@ type Foregrounder interface {
 	Foreground(ctx context.Context, id string) error
 }
 
+// CPUWeighter is implemented by drivers that can change a running
+// sandbox's host CPU weight: its share of contended host cores among the
+// other sandboxes (the manager splits one sandbox's weight among a key's
+// busy sandboxes, so that under contention each key gets a fair share).
+//
+// SetCPUWeight sets the weight to share times a foreground sandbox's
+// weight, 0 < share <= 1 (smaller values are raised to the driver's
+// floor). Its CPU limit and the CPU count it sees are unchanged.
+type CPUWeighter interface {
+	SetCPUWeight(ctx context.Context, id string, share float64) error
+}
+
 // Networker is implemented by drivers whose sandboxes get their network
 // from somewhere other than this host (Kubernetes: the cluster's pod
 // network, restricted by a NetworkPolicy per sandbox). The server then

@@ -245,6 +245,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	mgr.StartPool(cfg.Pool)
+	mgr.StartFairShare(0)
 	key, err := localKey(ctx, st, cfg.DataDir)
 	if err != nil {
 		mgr.Close()

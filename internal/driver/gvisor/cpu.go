@@ -48,6 +48,9 @@ var _ driver.Foregrounder = (*Driver)(nil)
 const (
 	foregroundShares = 1024
 	backgroundShares = 128
+	// minShares is the least weight SetCPUWeight writes: each of a key's
+	// 64 busy sandboxes (cgroup v1 accepts down to 2).
+	minShares = 16
 )
 
 // cpuShares is the bundle's cpu.shares: nil (the default weight) unless
@@ -63,15 +66,25 @@ func cpuShares(background bool) *uint64 {
 // Foreground implements driver.Foregrounder: it writes the default weight
 // to the sandbox's host cgroup, v1 cpu.shares or v2 cpu.weight.
 func (d *Driver) Foreground(ctx context.Context, id string) error {
+	return d.SetCPUWeight(ctx, id, 1)
+}
+
+var _ driver.CPUWeighter = (*Driver)(nil)
+
+// SetCPUWeight implements driver.CPUWeighter: share of the default weight,
+// as v1 cpu.shares (1024 × share, at least minShares) or v2 cpu.weight
+// (100 × share, at least 1).
+func (d *Driver) SetCPUWeight(ctx context.Context, id string, share float64) error {
+	share = min(max(share, 0), 1)
 	for _, dir := range cgroupDirs(id) {
 		if f := filepath.Join(dir, "cpu.weight"); exists(f) {
-			return writeCgroup(f, "100")
+			return writeCgroup(f, strconv.Itoa(max(1, int(math.Round(100*share)))))
 		}
 		if f := filepath.Join(dir, "cpu.shares"); exists(f) {
-			return writeCgroup(f, strconv.Itoa(foregroundShares))
+			return writeCgroup(f, strconv.Itoa(max(minShares, int(math.Round(foregroundShares*share)))))
 		}
 	}
-	return fmt.Errorf("gvisor foreground %s: no cpu cgroup found", id)
+	return fmt.Errorf("gvisor cpu weight %s: no cpu cgroup found", id)
 }
 
 func exists(path string) bool {
