@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/auth"
+	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/store"
 )
 
@@ -32,6 +35,16 @@ func (s *Server) controlRoutes() {
 			key := r.Header.Get("X-API-KEY")
 			if key == "" {
 				writeError(w, http.StatusUnauthorized, "the X-API-KEY header is missing; send a Runtime API key in it (E2B_API_KEY)")
+				return
+			}
+			// The key before the body, as E2B's API: an unknown key is 401
+			// whatever it sends (the native API would check the body first).
+			if _, err := auth.Authenticate(r.Context(), s.cfg.Store, key); err != nil {
+				if errors.Is(err, errs.Unauthorized) {
+					writeError(w, http.StatusUnauthorized, "%v", err)
+				} else {
+					s.writeAPIError(w, r, err)
+				}
 				return
 			}
 			if id := r.PathValue("id"); id != "" {

@@ -291,3 +291,29 @@ func TestEndEventAndEntry(t *testing.T) {
 		t.Errorf("entry: %+v", e)
 	}
 }
+
+// TestControlKeyBeforeBody: the control plane checks the API key before it
+// reads the body, as E2B's does: an unknown key sending a body that is not
+// JSON is 401, not 400, and nothing reaches the API.
+func TestControlKeyBeforeBody(t *testing.T) {
+	f := newTokenFixture(t)
+	for _, c := range []struct {
+		method, path, body string
+	}{
+		{"POST", "/sandboxes", `{not json`},
+		{"POST", "/v2/sandboxes", `{"templateID": 7}`},
+		{"POST", "/sandboxes/" + f.idA + "/timeout", `{"timeout": "soon"}`},
+		{"GET", "/sandboxes", ``},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.Header.Set("X-API-KEY", "wr_notakeyofthisserver0000000000")
+		rec := httptest.NewRecorder()
+		f.s.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "unknown API key") {
+			t.Errorf("%s %s with an unknown key: %d %s, want 401 unknown API key", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+	if f.apiCalls != 0 {
+		t.Errorf("%d calls reached the API", f.apiCalls)
+	}
+}
