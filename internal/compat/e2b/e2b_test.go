@@ -317,3 +317,33 @@ func TestControlKeyBeforeBody(t *testing.T) {
 		t.Errorf("%d calls reached the API", f.apiCalls)
 	}
 }
+
+// TestHealthOfPausedSandbox: envd's /health answers 502 for a paused
+// sandbox, as E2B's proxy does, so the SDKs' is_running() says false; 204
+// again once it runs.
+func TestHealthOfPausedSandbox(t *testing.T) {
+	f := newTokenFixture(t)
+	health := func() int {
+		req := httptest.NewRequest("GET", "/health", nil)
+		req.Header.Set("X-Access-Token", f.tokA)
+		rec := httptest.NewRecorder()
+		f.s.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if c := health(); c != http.StatusNoContent {
+		t.Fatalf("health of a running sandbox: %d", c)
+	}
+	ctx := context.Background()
+	if err := f.s.cfg.Store.MarkPaused(ctx, f.idA, time.Now(), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if c := health(); c != http.StatusBadGateway {
+		t.Errorf("health of a paused sandbox: %d, want 502", c)
+	}
+	if err := f.s.cfg.Store.MarkResumed(ctx, f.idA, time.Now().Add(time.Hour), nil, store.CPUMark{}); err != nil {
+		t.Fatal(err)
+	}
+	if c := health(); c != http.StatusNoContent {
+		t.Errorf("health of a resumed sandbox: %d, want 204", c)
+	}
+}

@@ -41,6 +41,9 @@ type target struct {
 	id   string
 	as   who
 	user string // "user" or "root"
+	// paused says the sandbox was paused when the request came, and will
+	// not be resumed by it (it was created without autoResume).
+	paused bool
 }
 
 func targetFrom(ctx context.Context) target {
@@ -94,7 +97,7 @@ func (s *Server) envdHandler() http.Handler {
 		filesystempbconnect.FilesystemMoveProcedure, filesystempbconnect.FilesystemListDirProcedure, filesystempbconnect.FilesystemRemoveProcedure,
 		filesystempbconnect.FilesystemWatchDirProcedure, filesystempbconnect.FilesystemCreateWatcherProcedure,
 		filesystempbconnect.FilesystemGetWatcherEventsProcedure, filesystempbconnect.FilesystemRemoveWatcherProcedure))
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /health", envdHealth)
 	mux.HandleFunc("GET /files", s.readFile)
 	mux.HandleFunc("POST /files", s.writeFiles)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +108,18 @@ func (s *Server) envdHandler() http.Handler {
 		writeError(w, http.StatusNotFound, "no route %s %s in envd as Runtime serves it", r.Method, r.URL.Path)
 	})
 	return s.authEnvd(mux)
+}
+
+// envdHealth answers 204 for a running sandbox and 502 for a paused one
+// that traffic does not resume, as E2B's proxy does: the SDKs'
+// is_running()/isRunning() read 502 as "not running" (the sandbox is kept
+// and can be resumed or connected to).
+func envdHealth(w http.ResponseWriter, r *http.Request) {
+	if t := targetFrom(r.Context()); t.paused {
+		writeError(w, http.StatusBadGateway, "the sandbox %s is paused: resume it (or connect to it) to reach it", e2bID(t.id))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // knownProcedures answers a procedure of the service that the contract
@@ -197,7 +212,7 @@ func (s *Server) resolve(r *http.Request) (target, int, error) {
 	if err != nil {
 		return target{}, http.StatusBadRequest, err
 	}
-	return target{id: sb.ID, as: who{key: &key}, user: user}, 0, nil
+	return target{id: sb.ID, as: who{key: &key}, user: user, paused: sb.PausedAt != nil && !sb.AutoResume}, 0, nil
 }
 
 // userOf reads the user a request runs as: `Authorization: Basic

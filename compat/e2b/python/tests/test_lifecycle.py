@@ -70,8 +70,10 @@ def test_pause_and_resume_keep_memory_and_files():
         assert sb.pause() is True
         assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.PAUSED
         assert sb.pause() is False  # already paused: 409
+        assert sb.is_running() is False  # envd's health is 502 while paused
         resumed = Sandbox.connect(sb.sandbox_id, timeout=120)
         assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.RUNNING
+        assert resumed.is_running() is True
         assert resumed.files.read("/home/user/kept.txt") == "on disk"
         assert proc.pid in [p.pid for p in resumed.commands.list()]
     finally:
