@@ -15,6 +15,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/compat/e2b/envd/filesystempb"
+	"withruntime.dev/runtime/internal/store"
 )
 
 // filesystemService is envd's filesystem.Filesystem over Runtime's file
@@ -163,9 +164,19 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	t := targetFrom(ctx)
 	p := t.abs(req.Msg.GetPath())
 	if err := f.s.api.json(ctx, t.as, "DELETE", t.base()+"/files?recursive=true&path="+url.QueryEscape(p), nil, nil); err != nil {
-		return nil, rpcError(err)
+		// envd removes as os.RemoveAll does: a path that is not there is no
+		// error. The API's 404 is the path's when the sandbox still runs.
+		if ae := asAPIError(err); ae.Status != http.StatusNotFound || !f.s.running(ctx, t.id) {
+			return nil, rpcError(err)
+		}
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil
+}
+
+// running says the store has sandbox id running.
+func (s *Server) running(ctx context.Context, id string) bool {
+	sb, err := s.cfg.Store.GetSandbox(ctx, id)
+	return err == nil && sb.State == store.StateRunning
 }
 
 // entryInfo describes a file in envd's terms. A symlink is FILE_TYPE_SYMLINK

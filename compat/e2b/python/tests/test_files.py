@@ -43,6 +43,7 @@ def test_list_mkdir_exists_rename_remove(sandbox):
     assert info.size == 1 and info.type == FileType.FILE and info.permissions.startswith("-rw")
     sandbox.files.remove(d)
     assert not sandbox.files.exists(d)
+    sandbox.files.remove(d)  # as envd: removing what is not there is no error
     with pytest.raises(FileNotFoundException):
         sandbox.files.list(d)
 
