@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 
@@ -38,7 +39,42 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&filesystempb.StatResponse{Entry: entryInfo(*fi)}), nil
+	e := entryInfo(*fi)
+	if fi.Type == "symlink" {
+		// envd stats a link as what it points to, with the target's
+		// absolute path; a dangling link stays a symlink.
+		if target, ti, ok := f.follow(ctx, t, *fi); ok {
+			te := entryInfo(*ti)
+			e.Type, e.Size, e.Mode, e.Permissions, e.SymlinkTarget = te.Type, te.Size, te.Mode, te.Permissions, &target
+		}
+	}
+	return connect.NewResponse(&filesystempb.StatResponse{Entry: e}), nil
+}
+
+// maxLinkHops is how many symlinks follow resolves in a chain (Linux's
+// MAXSYMLINKS).
+const maxLinkHops = 40
+
+// follow resolves the symlink fi to the file at the end of its chain: its
+// absolute path and what it is. ok is false for a dangling link, a loop, or
+// a chain longer than maxLinkHops.
+func (f *filesystemService) follow(ctx context.Context, t target, fi agentapi.FileInfo) (string, *agentapi.FileInfo, bool) {
+	cur := fi
+	for range maxLinkHops {
+		next := cur.Target
+		if !path.IsAbs(next) {
+			next = path.Join(path.Dir(cur.Path), next)
+		}
+		ti, err := f.stat(ctx, t, path.Clean(next))
+		if err != nil {
+			return "", nil, false
+		}
+		if ti.Type != "symlink" {
+			return path.Clean(next), ti, true
+		}
+		cur = *ti
+	}
+	return "", nil, false
 }
 
 func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystempb.MakeDirRequest]) (*connect.Response[filesystempb.MakeDirResponse], error) {
