@@ -335,11 +335,14 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if req.Timeout <= 0 {
-		writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds; got %d", req.Timeout)
+	if req.Timeout < 0 {
+		writeError(w, http.StatusBadRequest, "timeout must be 0 or a positive number of seconds; got %d", req.Timeout)
 		return
 	}
-	s.lease(w, r, as, req.Timeout)
+	// E2B's 0 ends the lease now (what the sandbox does at its end: kill,
+	// or pause with lifecycle on_timeout pause); a Runtime lease is at
+	// least 1 s, so it ends one second from now.
+	s.lease(w, r, as, max(req.Timeout, 1))
 }
 
 // lease sets the sandbox's lease to end seconds from now (204).

@@ -108,3 +108,21 @@ def test_network_maps_to_the_policy():
         assert sb.get_info().allow_internet_access is True
     finally:
         sb.kill()
+
+
+def test_set_timeout_zero_ends_the_lease_now():
+    # E2B's set_timeout(0) ends the lease at once: with on_timeout pause
+    # the sandbox pauses, is_running() turns false, and connect resumes it.
+    sb = Sandbox.create(timeout=120, lifecycle={"on_timeout": "pause"})
+    try:
+        sb.files.write("/tmp/state", "kept")
+        sb.set_timeout(0)
+        deadline = time.time() + 30
+        while sb.is_running():
+            assert time.time() < deadline, "set_timeout(0) did not end the lease"
+            time.sleep(0.2)
+        assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.PAUSED
+        back = Sandbox.connect(sb.sandbox_id, timeout=60)
+        assert back.files.read("/tmp/state") == "kept"
+    finally:
+        Sandbox.kill(sb.sandbox_id)
