@@ -152,12 +152,15 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// endExecute ends an /execute stream that broke off with err, in the API's
-// words when the sandbox was destroyed meanwhile.
+// endExecute ends an /execute stream that broke off with err. When the
+// sandbox was destroyed meanwhile the connection drops, as an E2B
+// sandbox's does when it goes away mid-cell, and the SDK raises its own
+// error for that; otherwise the stream ends with an error line.
 func (s *Server) endExecute(r *http.Request, t target, emit func(any), err error) {
 	if r.Context().Err() == nil {
 		if serr := s.whyStopped(r.Context(), t); serr != nil {
-			err = serr // the sandbox was destroyed meanwhile: the API's words
+			s.cfg.Log.Debug("e2b: cell of a stopped sandbox dropped", "sandbox", t.id, "why", serr)
+			panic(http.ErrAbortHandler)
 		}
 	}
 	emit(streamError("%v", err))

@@ -24,15 +24,21 @@ var errAnswerCut = errors.New("the answer broke off: the sandbox's agent went aw
 const stoppedWait = 2 * time.Second
 
 // streamBroke is the Connect error of a stream (what names it) that ended
-// before its end event, readErr being why (nil: it just ended): the
-// native API's own answer when the sandbox stopped meanwhile (whyStopped),
-// mapped as rpcError maps it; otherwise the stream itself broke.
+// before its end event, readErr being why (nil: it just ended). When the
+// sandbox stopped meanwhile (whyStopped) it does not return: it drops the
+// connection (panics with http.ErrAbortHandler), as E2B's does.
 func (s *Server) streamBroke(ctx context.Context, t target, what string, readErr error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the client went away; nobody to tell
 	}
 	if err := s.whyStopped(ctx, t); err != nil {
-		return rpcError(err)
+		// The sandbox was killed or its lease ended: the connection drops,
+		// as it does when an E2B sandbox goes away under a stream. The
+		// SDKs then ask envd's /health (502 for a stopped sandbox) and
+		// raise their "sandbox was killed or reached its end of life"
+		// timeout error; an in-band error here read as a network failure.
+		s.cfg.Log.Debug("e2b: stream of a stopped sandbox dropped", "sandbox", t.id, "what", what, "why", err)
+		panic(http.ErrAbortHandler)
 	}
 	if readErr != nil {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s broke: %w", what, readErr))

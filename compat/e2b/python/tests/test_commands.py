@@ -99,3 +99,16 @@ def test_stream_input(sandbox):
     sandbox.commands.stream_input(h.pid, iter([b"a", "b", b"c\n"]))
     sandbox.commands.close_stdin(h.pid)
     assert h.wait().stdout == "abc\n"
+
+
+def test_kill_during_a_command_says_the_sandbox_was_killed():
+    # As E2B's: the stream's connection drops when the sandbox goes, the SDK
+    # probes envd's /health (502) and raises its "killed" timeout error.
+    from e2b import Sandbox
+
+    sb = Sandbox.create(timeout=120)
+    cmd = sb.commands.run("sleep 60", background=True)
+    sb.kill()
+    with pytest.raises(TimeoutException) as e:
+        cmd.wait()
+    assert "sandbox was killed or reached its end of life" in str(e.value)

@@ -151,3 +151,12 @@ test('bad input: unknown template, wrong key, another tenant, tokens, unknown RP
   assert.equal((await r.json()).code, 'unimplemented')
   await assert.rejects(sb.pty.create({ cols: 80, rows: 24, onData: () => {} }), SandboxError)
 })
+
+test('a kill during a command ends its wait with the SDK\'s "killed" error', async () => {
+  const s = await Sandbox.create('base', { timeoutMs: 120_000 })
+  const cmd = await s.commands.run('sleep 60', { background: true })
+  await s.kill()
+  const err = await cmd.wait().catch((e) => e)
+  assert.ok(err instanceof TimeoutError, `got ${err}`)
+  assert.match(err.message, /sandbox was killed or reached its end of life/)
+})
