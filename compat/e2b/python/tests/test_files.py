@@ -97,13 +97,15 @@ def test_gzip_upload(sandbox):
 
 def test_stat_of_a_symlink_is_what_it_points_to(sandbox):
     # As envd: get_info follows the link (a chain too) and gives the
-    # target's type and size, with its absolute path as symlink_target.
+    # target's type and size, with its absolute path as symlink_target; the
+    # link is marked is_symlink, which this SDK reports as type SYMLINK.
     d = f"/tmp/l-{uuid.uuid4().hex[:8]}"
     sandbox.files.write(d + "/t.txt", "abc")
     sandbox.commands.run("ln -s t.txt link && ln -s link link2 && ln -s nowhere dangling", cwd=d)
     for name in ("link", "link2"):
         info = sandbox.files.get_info(f"{d}/{name}")
-        assert info.type == FileType.FILE
+        assert info.type == FileType.SYMLINK
+        assert info.permissions == "-rw-r--r--"  # the target's, not lrwxrwxrwx
         assert info.symlink_target == d + "/t.txt"
         assert info.size == 3
     assert sandbox.files.get_info(d + "/dangling").symlink_target == "nowhere"
