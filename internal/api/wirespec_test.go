@@ -428,12 +428,11 @@ type ProcessList struct {
 	Processes []Process ` + "`json:\"processes,omitempty\"`" + `
 }`, `wire.ProcessList.Processes: "processes" is required in schema ProcessList, yet the field is omitempty`},
 		{"optional answer field always sent", `
-// ProcessList lists processes.
-type ProcessList struct {
-	Processes []Process ` + "`json:\"processes\"`" + `
-	// Note is new.
-	Note string ` + "`json:\"note\"`" + `
-}`, `"note" is not a property`},
+// Process is a background command.
+type Process struct {
+	Pid    int         ` + "`json:\"pid\"`" + `
+	Result *ExecResult ` + "`json:\"result\"`" + `
+}`, `wire.Process.Result: "result" is always sent (no omitempty), yet schema Process does not require it`},
 		{"required request field made omitempty", `
 // RenameRequest moves a file.
 type RenameRequest struct {
