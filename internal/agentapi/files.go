@@ -4,26 +4,15 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
-	"time"
+
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
-// FileInfo describes one file or directory.
-type FileInfo struct {
-	Name string `json:"name"`
-	// Path is absolute inside the sandbox.
-	Path string `json:"path"`
-	// Type is "file", "dir", "symlink" or "other".
-	Type string `json:"type"`
-	// Size is in bytes.
-	Size int64 `json:"size"`
-	// Mode is the permission bits in octal, such as "0644".
-	Mode    string    `json:"mode"`
-	ModTime time.Time `json:"modTime"`
-	Uid     int       `json:"uid"`
-	Gid     int       `json:"gid"`
-	// Target is where a symlink points.
-	Target string `json:"target,omitempty"`
-}
+// FileInfo and FileList are the bodies of the file routes (package wire).
+type (
+	FileInfo = wire.FileInfo
+	FileList = wire.FileList
+)
 
 // Limits of GET /files/list. A listing comes in pages: each holds at most
 // limit entries (ListDefaultLimit when the request gives none, at most
@@ -31,12 +20,9 @@ type FileInfo struct {
 // hold fewer entries than asked for; follow FileList.Next until Truncated
 // is false.
 const (
-	// ListMaxDepth is the deepest listing (levels below the directory).
-	ListMaxDepth = 10
-	// ListDefaultLimit is a page's entry count when limit is not given.
-	ListDefaultLimit = 1000
-	// ListMaxLimit is the largest limit a request may give.
-	ListMaxLimit = 10000
+	ListMaxDepth     = wire.ListMaxDepth
+	ListDefaultLimit = wire.ListDefaultLimit
+	ListMaxLimit     = wire.ListMaxLimit
 	// ListMaxPageBytes bounds the JSON of a page's entries (4 MiB): a page
 	// ends early rather than pass it, whatever the paths' lengths.
 	ListMaxPageBytes = 4 << 20
@@ -45,27 +31,6 @@ const (
 	// its NUL) and ListMaxDepth names of 255 bytes (NAME_MAX) below it.
 	ListMaxCursorBytes = ((4095+ListMaxDepth*256)*8 + 5) / 6
 )
-
-// FileList is the answer of GET /files/list: one page of a directory's
-// listing. Entries are in listing order: by path compared one component at
-// a time in byte order, so a directory is followed by its contents (at a
-// depth above 1) and then by its next sibling; at depth 1 that is by name.
-// Pages never lose or repeat an entry that exists from the first page to
-// the last: each page starts strictly after the previous page's last entry.
-type FileList struct {
-	// Entries is this page's entries, in listing order.
-	Entries []FileInfo `json:"entries"`
-	// Truncated says more entries follow this page: ask for them with
-	// cursor=Next.
-	Truncated bool `json:"truncated"`
-	// Next is the cursor of the next page (set only when Truncated): an
-	// opaque string to pass back as the cursor query parameter.
-	Next string `json:"next,omitempty"`
-	// Total is the number of entries in the directory itself (its direct
-	// children, whatever the page), as read for this page; set only for a
-	// listing of depth 1 (counting a deeper one would walk the whole tree).
-	Total *int `json:"total,omitempty"`
-}
 
 // ListCursor is the cursor of the page that follows the entry at path.
 func ListCursor(path string) string {

@@ -1,6 +1,10 @@
 package agentapi
 
-import "time"
+import (
+	"time"
+
+	"withruntime.dev/runtime/sdk/go/wire"
+)
 
 // Heartbeats of NDJSON streams. Every stream of the API (an exec's, a
 // background process's wait, a code cell's, a create's with its first
@@ -18,7 +22,7 @@ import "time"
 // never fails a live stream.
 const (
 	// EventHeartbeat is the type of a heartbeat line.
-	EventHeartbeat = "heartbeat"
+	EventHeartbeat = wire.EventHeartbeat
 	// HeartbeatSeconds is how long a stream stays silent before a
 	// heartbeat line (seconds).
 	HeartbeatSeconds = 2

@@ -35,27 +35,6 @@ import (
 	"withruntime.dev/runtime/internal/sandbox"
 )
 
-// SandboxEvent is the first line of the NDJSON answer to a create with a
-// first command: the created sandbox. The command's events (those of a
-// streamed POST /v1/sandboxes/{id}/exec: start, stdout, stderr, then exit
-// or error) follow it.
-type SandboxEvent struct {
-	// Type is "sandbox".
-	Type    string  `json:"type"`
-	Sandbox Sandbox `json:"sandbox"`
-}
-
-// SandboxWithResult is the JSON answer (201) to a create with a first
-// command: the created sandbox and how the command ended. Exactly one of
-// Result and Error is set: Error when the command could not run (a cwd
-// that does not exist, an unknown program, a sandbox that died); the
-// sandbox exists either way, and is the caller's to delete.
-type SandboxWithResult struct {
-	Sandbox Sandbox              `json:"sandbox"`
-	Result  *agentapi.ExecResult `json:"result,omitempty"`
-	Error   *agentapi.Error      `json:"error,omitempty"`
-}
-
 // maxEventLineBytes bounds one line of the agent's stream. The agent reads
 // a command's output in chunks of at most 32 KiB, whose event is at most
 // about 6 times that (JSON escapes, and base64 besides when not UTF-8).

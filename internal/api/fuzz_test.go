@@ -44,10 +44,10 @@ var badBodies = []string{
 
 // requestKinds are the decoders: each returns a new request and its bounds.
 var requestKinds = []func() (any, []bound){
-	func() (any, []bound) { r := &CreateSandboxRequest{}; return r, r.bounds(sandbox.DefaultLimits()) },
-	func() (any, []bound) { r := &SetTimeoutRequest{}; return r, r.bounds(sandbox.DefaultLimits()) },
-	func() (any, []bound) { r := &CreateKeyRequest{}; return r, r.bounds() },
-	func() (any, []bound) { return &NetworkPolicy{}, nil },
+	func() (any, []bound) { r := &createSandboxRequest{}; return r, r.bounds(sandbox.DefaultLimits()) },
+	func() (any, []bound) { r := &setTimeoutRequest{}; return r, r.bounds(sandbox.DefaultLimits()) },
+	func() (any, []bound) { r := &createKeyRequest{}; return r, r.bounds() },
+	func() (any, []bound) { return &networkPolicy{}, nil },
 	func() (any, []bound) { return &CreateSecretRequest{}, nil },
 	func() (any, []bound) { r := &execRequest{}; return r, r.bounds() },
 	func() (any, []bound) { return &killRequest{}, nil },

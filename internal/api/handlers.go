@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
-	var req CreateSandboxRequest
+	var req createSandboxRequest
 	// The body may carry a first command with its stdin: exec's cap.
 	data, release, err := readBody(r, maxExecBytes)
 	defer release()
@@ -44,7 +44,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	p := sandbox.CreateParams{
 		KeyID: keyFrom(r.Context()).ID, Template: req.Template, TimeoutSeconds: req.TimeoutSeconds,
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
-		Network: req.Network.policy(), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
+		Network: egressPolicy(req.Network), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
 		MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd, AutoResume: req.AutoResume,
 	}
 	if req.Exec != nil {
@@ -129,7 +129,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
-	var req SetTimeoutRequest
+	var req setTimeoutRequest
 	if err := decode(r, &req, req.bounds(s.cfg.Limits)...); err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
-	var req CreateKeyRequest
+	var req createKeyRequest
 	if err := decode(r, &req, req.bounds()...); err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := toKey(k).withQuotas(req.DailyLimitMicros, s.cfg.Manager.QuotasOf(req.quotas(), req.DailyLimitMicros > 0))
+	out := withQuotas(toKey(k), req.DailyLimitMicros, s.cfg.Manager.QuotasOf(req.quotas(), req.DailyLimitMicros > 0))
 	out.Secret = secret
 	writeJSON(w, http.StatusCreated, out)
 	return nil
@@ -181,7 +181,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := KeyList{Keys: make([]Key, 0, len(keys))}
 	for _, k := range keys {
-		out.Keys = append(out.Keys, toKey(k).withQuotas(limits[k.ID], s.cfg.Manager.QuotasOf(quotas[k.ID], limits[k.ID] > 0)))
+		out.Keys = append(out.Keys, withQuotas(toKey(k), limits[k.ID], s.cfg.Manager.QuotasOf(quotas[k.ID], limits[k.ID] > 0)))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -6,19 +6,8 @@ import (
 	"withruntime.dev/runtime/internal/egress"
 )
 
-// NetworkPolicy is a sandbox's network: {"internet": false} (the default:
-// nothing but loopback), {"internet": true} (every public destination,
-// minus deny), or an allow list of names, *.wildcards, addresses and CIDRs.
-type NetworkPolicy struct {
-	// Internet allows every public destination not on Deny.
-	Internet bool `json:"internet"`
-	// Allow lists what the sandbox may reach when Internet is false.
-	Allow []string `json:"allow,omitempty"`
-	// Deny lists exceptions, in the same forms; deny wins over allow.
-	Deny []string `json:"deny,omitempty"`
-}
-
-func (p *NetworkPolicy) policy() *egress.Policy {
+// egressPolicy is p as the egress package has it (nil for nil).
+func egressPolicy(p *NetworkPolicy) *egress.Policy {
 	if p == nil {
 		return nil
 	}
@@ -47,11 +36,11 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) putNetwork(w http.ResponseWriter, r *http.Request) error {
-	var req NetworkPolicy
+	var req networkPolicy
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	p, err := s.cfg.Manager.SetNetwork(r.Context(), r.PathValue("id"), *req.policy())
+	p, err := s.cfg.Manager.SetNetwork(r.Context(), r.PathValue("id"), *egressPolicy((*NetworkPolicy)(&req)))
 	if err != nil {
 		return err
 	}

@@ -18,37 +18,6 @@ import (
 // tenant's secrets by naming the owner. Secrets are keyed by (owner, name),
 // so two tenants may each have a secret of the same name.
 
-// CreateSecretRequest is the body of POST /v1/secrets. The value is
-// write-only: no API returns it.
-type CreateSecretRequest struct {
-	// Name is the environment variable sandboxes see ([A-Za-z_][A-Za-z0-9_]*).
-	Name string `json:"name"`
-	// Value is the credential (at most 8 KiB, no line breaks).
-	Value string `json:"value"`
-	// Hosts are the names (or *.wildcards) whose HTTPS requests get the value.
-	Hosts []string `json:"hosts"`
-	// Owner is the id of the tenant key the secret is for. A key without a
-	// limit may name any tenant key (empty: the server's own secrets); a
-	// tenant key may only leave it empty or name itself.
-	Owner string `json:"owner,omitempty"`
-}
-
-// Secret is a secret as listed: never its value.
-type Secret struct {
-	Name string `json:"name"`
-	// Owner is the id of the tenant key the secret belongs to; absent for
-	// the server's own secrets (those of keys without a limit).
-	Owner     string    `json:"owner,omitempty"`
-	Hosts     []string  `json:"hosts"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-// SecretList is the body of GET /v1/secrets.
-type SecretList struct {
-	Secrets []Secret `json:"secrets"`
-}
-
 func toSecret(s store.Secret) Secret {
 	hosts := s.Hosts
 	if hosts == nil {

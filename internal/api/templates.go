@@ -22,55 +22,12 @@ import (
 	"withruntime.dev/runtime/internal/store"
 	"withruntime.dev/runtime/internal/template"
 	"withruntime.dev/runtime/internal/template/image"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // ContentTypeTar is the body of POST /v1/templates that uploads an image as
 // a `docker save` tarball.
-const ContentTypeTar = "application/x-tar"
-
-// CreateTemplateRequest is the JSON body of POST /v1/templates.
-type CreateTemplateRequest struct {
-	// Name is the new template's name: 1-63 of a-z, 0-9, '.', '_', '-',
-	// starting with a letter or digit. It must not be taken.
-	Name string `json:"name"`
-	// FromImage is an image in a registry the server can reach,
-	// "[HOST[:PORT]/]REPO[:TAG|@sha256:DIGEST]", linux/amd64. The server
-	// pulls it with the registry credentials of the user it runs as. Images
-	// on the caller's disk are uploaded instead (Content-Type
-	// application/x-tar): the server never reads paths on a caller's behalf.
-	FromImage string `json:"fromImage"`
-}
-
-// TemplateOrigin is where a template made from an image came from.
-type TemplateOrigin struct {
-	// Image is the reference the template was made from.
-	Image string `json:"image"`
-	// Digest is the image manifest's digest.
-	Digest string `json:"digest,omitempty"`
-	// Env is the image's environment, which the template's sandboxes start
-	// with (a create's env wins).
-	Env []string `json:"env,omitempty"`
-	// WorkingDir is the image's working directory (recorded; commands start
-	// in /workspace).
-	WorkingDir string `json:"workingDir,omitempty"`
-	// Shell runs "command": "/bin/bash", "/bin/sh", or "" (none: use argv).
-	Shell string `json:"shell"`
-}
-
-// TemplateEvent is one line of the NDJSON stream of POST /v1/templates.
-type TemplateEvent struct {
-	// Type is "step" (a build step begins, or ends when Done), "output"
-	// (what a Dockerfile's RUN printed, in Data), "template" (the build
-	// succeeded; the last line) or "error" (it failed and left nothing
-	// behind; the last line).
-	Type           string          `json:"type"`
-	Step           string          `json:"step,omitempty"`
-	Done           bool            `json:"done,omitempty"`
-	Data           string          `json:"data,omitempty"`
-	ElapsedSeconds float64         `json:"elapsedSeconds,omitempty"`
-	Template       *Template       `json:"template,omitempty"`
-	Error          *agentapi.Error `json:"error,omitempty"`
-}
+const ContentTypeTar = wire.ContentTypeTar
 
 // Templates is what the template routes read: implemented by
 // *template.Store and, for a server whose templates are images in a

@@ -9,60 +9,6 @@ import (
 	"withruntime.dev/runtime/internal/sandbox"
 )
 
-// UsageRow is one row of a usage report.
-type UsageRow struct {
-	// Group is the UTC day (YYYY-MM-DD), the sandbox id or the key id, or
-	// "total".
-	Group string `json:"group"`
-	// CPUSeconds is the CPU time the sandboxes' own processes used, as the
-	// host measures it (their host CPU less their isolation layer's).
-	CPUSeconds float64 `json:"cpuSeconds"`
-	// OverheadCPUSeconds is the host CPU time the sandboxes' isolation layer
-	// (gVisor's kernel and file proxy) spent, not billed: the host's cost is
-	// CPUSeconds + OverheadCPUSeconds.
-	OverheadCPUSeconds float64 `json:"overheadCpuSeconds"`
-	// BilledCPUSeconds is CPU time billed: per sandbox, the larger of what
-	// it used and the floor (cpuFloorVcpu × its wall-clock seconds).
-	BilledCPUSeconds float64 `json:"billedCpuSeconds"`
-	// GiBSeconds is memory size × time running.
-	GiBSeconds float64 `json:"gibSeconds"`
-	// StorageGiBSeconds is paused sandboxes' image size × time paused (a
-	// paused sandbox has no CPU or memory time).
-	StorageGiBSeconds float64 `json:"storageGibSeconds"`
-	// CostMicros is the cost in micro-dollars, rounded once from the
-	// unrounded costs of the row's sandboxes.
-	CostMicros int64 `json:"costMicros"`
-}
-
-// UsagePrices are the prices a report was computed with.
-type UsagePrices struct {
-	CPUMicrosPerVCPUHour   float64 `json:"cpuMicrosPerVcpuHour"`
-	MemoryMicrosPerGiBHour float64 `json:"memoryMicrosPerGibHour"`
-	CPUFloorVCPU           float64 `json:"cpuFloorVcpu"`
-	// StorageMicrosPerGiBHour prices paused sandboxes' images.
-	StorageMicrosPerGiBHour float64 `json:"storageMicrosPerGibHour"`
-}
-
-// UsageReport is the body of GET /v1/usage.
-type UsageReport struct {
-	From    time.Time   `json:"from"`
-	To      time.Time   `json:"to"`
-	GroupBy string      `json:"groupBy"`
-	Prices  UsagePrices `json:"prices"`
-	Rows    []UsageRow  `json:"rows"`
-	Total   UsageRow    `json:"total"`
-	// Trial is the requesting key's trial allowance, when it is a trial key.
-	Trial *UsageTrial `json:"trial,omitempty"`
-}
-
-// UsageTrial is a trial key's allowance of sandbox-hours (the wall time of
-// all its sandboxes, ever) and what is left; at 0 left, creates answer 429.
-type UsageTrial struct {
-	AllowanceHours float64 `json:"allowanceHours"`
-	UsedHours      float64 `json:"usedHours"`
-	LeftHours      float64 `json:"leftHours"`
-}
-
 // usage answers GET /v1/usage?from=&to=&groupBy=day|sandbox|key. from and
 // to are RFC 3339 times or UTC dates (YYYY-MM-DD; to is then inclusive:
 // through the end of that day). Defaults: the last 30 days, by day.

@@ -40,7 +40,16 @@ const (
 	maxQuotaMiB, maxQuotaCount = 1 << 40, 1_000_000
 )
 
-func (req *CreateSandboxRequest) bounds(l sandbox.Limits) []bound {
+// The server's own requests, as the types their rules hang on (the wire
+// types are package wire's, so they carry no server rules).
+type (
+	createSandboxRequest CreateSandboxRequest
+	setTimeoutRequest    SetTimeoutRequest
+	createKeyRequest     CreateKeyRequest
+	networkPolicy        NetworkPolicy
+)
+
+func (req *createSandboxRequest) bounds(l sandbox.Limits) []bound {
 	return []bound{
 		intBound("timeoutSeconds", &req.TimeoutSeconds, 1, int64(l.MaxTimeout/time.Second),
 			fmt.Sprintf("the default, %d", int64(l.DefaultTimeout/time.Second)), "seconds (the server's maximum lease)"),
@@ -51,7 +60,7 @@ func (req *CreateSandboxRequest) bounds(l sandbox.Limits) []bound {
 	}
 }
 
-func (req *CreateSandboxRequest) check() error {
+func (req *createSandboxRequest) check() error {
 	if err := checkName("template", req.Template); err != nil {
 		return err
 	}
@@ -75,16 +84,16 @@ func (req *CreateSandboxRequest) check() error {
 		}
 	}
 	if req.Network != nil {
-		return req.Network.check()
+		return (*networkPolicy)(req.Network).check()
 	}
 	return nil
 }
 
-func (req *SetTimeoutRequest) bounds(l sandbox.Limits) []bound {
+func (req *setTimeoutRequest) bounds(l sandbox.Limits) []bound {
 	return []bound{intBound("timeoutSeconds", &req.TimeoutSeconds, 1, int64(l.MaxTimeout/time.Second), "", "seconds (the server's maximum lease)")}
 }
 
-func (req *CreateKeyRequest) bounds() []bound {
+func (req *createKeyRequest) bounds() []bound {
 	const def = "the server's default for a tenant key, none for an administrator's"
 	return []bound{
 		intBound("dailyLimitMicros", &req.DailyLimitMicros, 1, maxMicros, "no limit", "micro-dollars per UTC day"),
@@ -94,9 +103,9 @@ func (req *CreateKeyRequest) bounds() []bound {
 	}
 }
 
-func (req *CreateKeyRequest) check() error { return checkName("key name", req.Name) }
+func (req *createKeyRequest) check() error { return checkName("key name", req.Name) }
 
-func (p *NetworkPolicy) check() error {
+func (p *networkPolicy) check() error {
 	for _, list := range [][]string{p.Allow, p.Deny} {
 		for _, entry := range list {
 			if err := checkName("network entry", entry); err != nil {

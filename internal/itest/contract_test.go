@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -634,131 +633,6 @@ func (c *contract) assertAllSeen(want func(*openapi3.Operation) bool) {
 	if len(missing) > 0 {
 		c.t.Errorf("operations never answered with a success:\n%s", strings.Join(missing, "\n"))
 	}
-}
-
-// TestSpecMatchesTypes checks the document against the Go types that
-// produce and consume the JSON: the same fields both ways, response fields
-// that are always sent are required, and every object schema closes with
-// additionalProperties: false.
-func TestSpecMatchesTypes(t *testing.T) {
-	doc, _ := loadSpec(t)
-	for _, c := range []struct {
-		schema   string
-		v        any
-		response bool
-	}{
-		{"Error", agentapi.ErrorBody{}, true},
-		{"ErrorDetail", agentapi.Error{}, true},
-		{"CreateSandboxRequest", api.CreateSandboxRequest{}, false},
-		{"Sandbox", api.Sandbox{}, true},
-		{"SandboxEvent", api.SandboxEvent{}, true},
-		{"SandboxWithResult", api.SandboxWithResult{}, true},
-		{"SandboxList", api.SandboxList{}, true},
-		{"SetTimeoutRequest", api.SetTimeoutRequest{}, false},
-		{"ResumeRequest", api.ResumeRequest{}, false},
-		{"CreateKeyRequest", api.CreateKeyRequest{}, false},
-		{"Key", api.Key{}, true},
-		{"KeyList", api.KeyList{}, true},
-		{"Template", api.Template{}, true},
-		{"TemplateList", api.TemplateList{}, true},
-		{"TemplateOrigin", api.TemplateOrigin{}, true},
-		{"TemplateEvent", api.TemplateEvent{}, true},
-		{"CreateTemplateRequest", api.CreateTemplateRequest{}, false},
-		{"UsageReport", api.UsageReport{}, true},
-		{"UsageRow", api.UsageRow{}, true},
-		{"UsagePrices", api.UsagePrices{}, true},
-		{"ExecRequest", agentapi.ExecRequest{}, false},
-		{"ExecResult", agentapi.ExecResult{}, true},
-		{"Event", agentapi.Event{}, true},
-		{"Process", agentapi.Process{}, true},
-		{"ProcessList", agentapi.ProcessList{}, true},
-		{"KillRequest", agentapi.KillRequest{}, false},
-		{"FileInfo", agentapi.FileInfo{}, true},
-		{"FileList", agentapi.FileList{}, true},
-		{"MkdirRequest", agentapi.MkdirRequest{}, false},
-		{"RenameRequest", agentapi.RenameRequest{}, false},
-		{"NetworkPolicy", api.NetworkPolicy{}, false},
-		{"CreateSecretRequest", api.CreateSecretRequest{}, false},
-		{"Secret", api.Secret{}, true},
-		{"SecretList", api.SecretList{}, true},
-		{"ServerHealth", api.Health{}, true},
-		{"LeaderStatus", api.LeaderStatus{}, true},
-		{"PoolStatus", api.PoolStatus{}, true},
-		{"CreateContextRequest", agentapi.CreateContextRequest{}, false},
-		{"CodeContext", agentapi.Context{}, true},
-		{"ContextList", agentapi.ContextList{}, true},
-		{"RunCodeRequest", agentapi.RunCodeRequest{}, false},
-		{"Execution", agentapi.Execution{}, true},
-		{"ExecutionLogs", agentapi.Logs{}, true},
-		{"ExecutionResult", agentapi.Result{}, true},
-		{"ExecutionError", agentapi.ExecutionError{}, true},
-		{"CodeEvent", agentapi.CodeEvent{}, true},
-		{"UsageTrial", api.UsageTrial{}, true},
-		{"DeviceAuthorizeRequest", api.DeviceAuthorizeRequest{}, false},
-		{"DeviceAuthorization", api.DeviceAuthorization{}, true},
-		{"DeviceTokenRequest", api.DeviceTokenRequest{}, false},
-		{"DeviceToken", api.DeviceToken{}, true},
-		{"DeviceRequest", api.DeviceRequest{}, true},
-		{"DeviceApproveRequest", api.DeviceApproveRequest{}, false},
-		{"DeviceDenyRequest", api.DeviceDenyRequest{}, false},
-	} {
-		ref := doc.Components.Schemas[c.schema]
-		if ref == nil {
-			t.Errorf("schema %s is missing", c.schema)
-			continue
-		}
-		s := ref.Value
-		fields, always := goJSONFields(reflect.TypeOf(c.v))
-		var declared []string
-		for name := range s.Properties {
-			declared = append(declared, name)
-		}
-		sort.Strings(declared)
-		if !slices.Equal(fields, declared) {
-			t.Errorf("schema %s declares %v; the Go type %T has %v", c.schema, declared, c.v, fields)
-		}
-		if c.response {
-			req := slices.Clone(s.Required)
-			sort.Strings(req)
-			if !slices.Equal(req, always) {
-				t.Errorf("schema %s requires %v; %T always sends %v", c.schema, req, c.v, always)
-			}
-		}
-	}
-	for name, ref := range doc.Components.Schemas {
-		s := ref.Value
-		if s.Type.Is("object") && len(s.Properties) > 0 && (s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has) {
-			t.Errorf("schema %s does not set additionalProperties: false", name)
-		}
-		for pname, p := range s.Properties {
-			if p.Ref == "" && p.Value.Description == "" {
-				t.Errorf("schema %s: property %s has no description", name, pname)
-			}
-		}
-	}
-}
-
-// goJSONFields lists a struct's JSON field names, and those sent always
-// (without omitempty), both sorted.
-func goJSONFields(typ reflect.Type) (all, always []string) {
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" || !f.IsExported() {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "" {
-			name = f.Name
-		}
-		all = append(all, name)
-		if !strings.Contains(opts, "omitempty") {
-			always = append(always, name)
-		}
-	}
-	sort.Strings(all)
-	sort.Strings(always)
-	return all, always
 }
 
 // TestContractCode holds the code interpreter's routes to the document,

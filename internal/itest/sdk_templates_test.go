@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,28 +14,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"withruntime.dev/runtime/internal/api"
 	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
 // The Go SDK's template methods against a real server, in a templates
 // directory of the test's own.
-
-func TestSDKTemplateWireTypesMatchServer(t *testing.T) {
-	pairs := []struct{ sdk, server any }{
-		{withruntime.Template{}, api.Template{}},
-		{withruntime.TemplateOrigin{}, api.TemplateOrigin{}},
-		{withruntime.TemplateList{}, api.TemplateList{}},
-		{withruntime.CreateTemplateRequest{}, api.CreateTemplateRequest{}},
-		{withruntime.TemplateEvent{}, api.TemplateEvent{}},
-	}
-	for _, p := range pairs {
-		st, vt := reflect.TypeOf(p.sdk), reflect.TypeOf(p.server)
-		if got, want := sdkJSONShape(st), sdkJSONShape(vt); got != want {
-			t.Errorf("SDK type %s does not match the server's %s:\n  sdk:    %s\n  server: %s", st, vt, got, want)
-		}
-	}
-}
 
 // TestSDKTemplates: a `docker save` tarball and an OCI layout on this
 // machine become templates through CreateTemplate (read and uploaded by

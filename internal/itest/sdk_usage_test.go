@@ -12,36 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"withruntime.dev/runtime/internal/api"
 	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
 // The Go SDK's secrets, network, keys and usage methods against a real
-// server (the wire types of secrets and network are compared with the
-// server's in sdk_wire_test.go; those of keys and usage here).
-
-func TestSDKUsageWireTypesMatchServer(t *testing.T) {
-	pairs := []struct{ sdk, server any }{
-		{withruntime.CreateKeyRequest{}, api.CreateKeyRequest{}},
-		{withruntime.KeyInfo{}, api.Key{}},
-		{withruntime.KeyList{}, api.KeyList{}},
-		{withruntime.UsageRow{}, api.UsageRow{}},
-		{withruntime.UsagePrices{}, api.UsagePrices{}},
-		{withruntime.UsageReport{}, api.UsageReport{}},
-	}
-	for _, p := range pairs {
-		st, vt := reflect.TypeOf(p.sdk), reflect.TypeOf(p.server)
-		if got, want := sdkJSONShape(st), sdkJSONShape(vt); got != want {
-			t.Errorf("SDK type %s does not match the server's %s:\n  sdk:    %s\n  server: %s", st, vt, got, want)
-		}
-	}
-	for _, code := range []string{"cost_cap", "spending_limit"} {
-		sentinel := map[string]error{"cost_cap": withruntime.ErrCostCap, "spending_limit": withruntime.ErrSpendingLimit}[code]
-		if err := (&withruntime.APIError{Code: code}); !errors.Is(err, sentinel) {
-			t.Errorf("error code %q does not match its sentinel", code)
-		}
-	}
-}
+// server.
 
 // recorder keeps every answer body the SDK receives.
 type recorder struct {

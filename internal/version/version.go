@@ -11,10 +11,11 @@
 package version
 
 import (
-	"fmt"
 	"runtime"
 	"runtime/debug"
 	"sync"
+
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // Set at link time with -ldflags "-X withruntime.dev/runtime/internal/version.NAME=VALUE".
@@ -27,20 +28,10 @@ var (
 	Commit, CommitTime, Modified string
 )
 
-// Info is a build's identity.
-type Info struct {
-	// Release is Release ("dev" unless stamped).
-	Release string `json:"release"`
-	// Commit is the git commit the binary was built from (40 hex digits),
-	// "" when the build had no VCS stamp (e.g. built outside a checkout).
-	Commit string `json:"commit,omitempty"`
-	// CommitTime is the commit's time (RFC 3339, UTC), "" without a stamp.
-	CommitTime string `json:"commitTime,omitempty"`
-	// Modified is true when the checkout had uncommitted changes.
-	Modified bool `json:"modified,omitempty"`
-	// Go is the Go toolchain that built it ("go1.26.8").
-	Go string `json:"go"`
-}
+// Info is a build's identity: the body GET /v1/health reports as
+// "version" (package wire's BuildVersion, whose String prints it on one
+// line).
+type Info = wire.BuildVersion
 
 var get = sync.OnceValue(func() Info {
 	info := Info{Release: Release, Go: runtime.Version()}
@@ -67,21 +58,3 @@ var get = sync.OnceValue(func() Info {
 
 // Get returns this binary's build identity.
 func Get() Info { return get() }
-
-// String is the identity on one line: "dev (commit 5f1558d1c2ab,
-// 2026-12-01T20:27:12Z, modified) go1.26.8".
-func (i Info) String() string {
-	s := i.Release
-	if i.Commit != "" {
-		c := i.Commit
-		if len(c) > 12 {
-			c = c[:12]
-		}
-		s += fmt.Sprintf(" (commit %s, %s", c, i.CommitTime)
-		if i.Modified {
-			s += ", modified"
-		}
-		s += ")"
-	}
-	return s + " " + i.Go
-}

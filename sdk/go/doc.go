@@ -49,6 +49,13 @@
 // from a Dockerfile and its build context; ListTemplates, GetTemplate and
 // DeleteTemplate manage them. Options.Template starts a sandbox from one.
 //
+// # Wire types
+//
+// The request and answer bodies (ExecRequest, ExecResult, SandboxInfo,
+// FileInfo, ...) are aliases of package withruntime.dev/runtime/sdk/go/wire,
+// the one Go copy of api/openapi.yaml's schemas, which the server imports
+// too: a value of either name is the same type.
+//
 // # Tools for models
 //
 // Package withruntime.dev/runtime/sdk/go/tools binds the four model tools

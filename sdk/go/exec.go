@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,16 +11,8 @@ import (
 	"iter"
 )
 
-// contentTypeNDJSON asks /exec for a stream of events, one JSON a line.
-const contentTypeNDJSON = "application/x-ndjson"
-
 // maxEventBytes bounds one line of an exec stream.
 const maxEventBytes = 64 << 20
-
-// eventHeartbeat is the type of the line {"type":"heartbeat"} that every
-// stream of the server carries after 2 s without another line; the SDK
-// skips it (it only says the server is alive).
-const eventHeartbeat = "heartbeat"
 
 // Exec runs a command and returns its collected result. A command that
 // fails is a result, not an error: check ExecResult.ExitCode. The error is
@@ -151,31 +142,4 @@ func (s *Sandbox) ExecTo(ctx context.Context, req ExecRequest, stdout, stderr io
 		}
 	}
 	return ExecResult{}, errors.New("withruntime: exec stream ended without an exit event")
-}
-
-// Bytes is the chunk's exact bytes: DataBase64 decoded when Lossy, else
-// Data.
-func (ev Event) Bytes() []byte {
-	if ev.Lossy {
-		if b, err := base64.StdEncoding.DecodeString(ev.DataBase64); err == nil {
-			return b
-		}
-	}
-	return []byte(ev.Data)
-}
-
-// StdoutData is the exact bytes kept of stdout: StdoutBase64 decoded when
-// the output was not UTF-8, else Stdout.
-func (r ExecResult) StdoutData() []byte { return exact(r.Stdout, r.StdoutLossy, r.StdoutBase64) }
-
-// StderrData is the exact bytes kept of stderr (see StdoutData).
-func (r ExecResult) StderrData() []byte { return exact(r.Stderr, r.StderrLossy, r.StderrBase64) }
-
-func exact(text string, lossy bool, b64 string) []byte {
-	if lossy {
-		if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
-			return b
-		}
-	}
-	return []byte(text)
 }

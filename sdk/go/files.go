@@ -162,14 +162,6 @@ func (f *Files) WriteFile(ctx context.Context, path string, data []byte) (FileIn
 	return f.Write(ctx, path, bytes.NewReader(data))
 }
 
-// Limits of a listing's pages (ListOptions.Limit).
-const (
-	// DefaultListLimit is a page's entry count when ListOptions.Limit is 0.
-	DefaultListLimit = 1000
-	// MaxListLimit is the largest ListOptions.Limit.
-	MaxListLimit = 10000
-)
-
 // maxListPageBytes bounds one page's answer: the server cuts a page at
 // about 4 MiB of entries.
 var maxListPageBytes int64 = 16 << 20

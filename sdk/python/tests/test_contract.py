@@ -10,7 +10,7 @@ these classes (snake_case attributes, datetimes parsed, ``png_bytes()``,
 output (datamodel-code-generator's dataclasses or TypedDicts) keeps the
 wire's camelCase or needs a layer of conversion on top, which is a second
 copy again. So the types stay as written and this test holds them to the
-document, the way the Go SDK is held by its field-set comparison.
+document, as the Go wire types (sdk/go/wire) are held by TestWireMatchesSpec.
 
 How a property is checked: a sample answer is built from the schema (a
 distinct value per property: a string naming it, a distinct number, a

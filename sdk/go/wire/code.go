@@ -1,0 +1,239 @@
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// The code interpreter: contexts, each a Jupyter kernel that keeps its
+// variables from one call to the next, and code run in them (POST
+// .../contexts, POST .../code).
+
+// DefaultCodeTimeoutSeconds applies when a RunCodeRequest sets no timeout
+// (seconds).
+const DefaultCodeTimeoutSeconds = 300
+
+// CreateContextRequest is the body of POST .../contexts.
+type CreateContextRequest struct {
+	// Language of the kernel: "python" (default).
+	Language string `json:"language,omitempty"`
+	// Cwd is the kernel's working directory (default /workspace; relative
+	// paths resolve under /workspace; it must exist).
+	Cwd string `json:"cwd,omitempty"`
+	// Env adds to the sandbox's environment for the kernel's whole life.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// CodeContext is a code context: one kernel and the state it keeps.
+type CodeContext struct {
+	// ID names the context ("ctx_...", or "default").
+	ID string `json:"id"`
+	// Language is the kernel's language ("python").
+	Language string `json:"language"`
+	// Cwd is the kernel's working directory.
+	Cwd string `json:"cwd"`
+	// State is "starting", "idle", "busy" or "dead" (its kernel died or was
+	// killed; the next call starts a new one and says so).
+	State string `json:"state"`
+	// CreatedAt is when the context was created (UTC).
+	CreatedAt time.Time `json:"createdAt"`
+	// Restarts counts the kernels this context lost (each time, its
+	// variables were lost with it).
+	Restarts int `json:"restarts"`
+}
+
+// ContextList is the body of GET .../contexts.
+type ContextList struct {
+	Contexts []CodeContext `json:"contexts"`
+}
+
+// RunCodeRequest is the body of POST .../code.
+type RunCodeRequest struct {
+	// Code is the cell to run (Python; IPython magics and `!cmd` work).
+	Code string `json:"code"`
+	// ContextID names the context (POST .../contexts). Empty: the default
+	// context of Language, created on first use.
+	ContextID string `json:"contextId,omitempty"`
+	// Language is "python" (default). With a ContextID it must match the
+	// context's, or be empty.
+	Language string `json:"language,omitempty"`
+	// TimeoutSeconds interrupts the code (SIGINT, as Ctrl-C in a notebook)
+	// after this many seconds, keeping the context and its variables; a
+	// kernel that does not stop within 2 s is restarted and its state is
+	// lost. 0: DefaultCodeTimeoutSeconds.
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// Env is set in the kernel's os.environ for this call only, and the
+	// previous values are put back after it.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Execution is what running code produced, in the kernel's order within
+// each list.
+type Execution struct {
+	// ContextID is the context the code ran in.
+	ContextID string `json:"contextId"`
+	// Results are the rich outputs: the cell's value (IsMainResult) and
+	// whatever it displayed (display(), a figure left open or shown).
+	Results []ExecutionResult `json:"results"`
+	// Logs are stdout and stderr, one entry per chunk the kernel sent.
+	Logs ExecutionLogs `json:"logs"`
+	// Error is set when the code raised (or timed out, or its kernel died).
+	Error *ExecutionError `json:"error,omitempty"`
+	// ExecutionCount is the kernel's counter for this cell (In [N]); 0 if
+	// the cell never started.
+	ExecutionCount int `json:"executionCount"`
+	// TimedOut says the timeout interrupted the code.
+	TimedOut bool `json:"timedOut,omitempty"`
+	// OutOfMemory says the kernel was killed because the sandbox's memory
+	// ran out while the code ran (StateLost is then true too).
+	OutOfMemory bool `json:"outOfMemory,omitempty"`
+	// StateLost says the kernel was killed or died during this call: the
+	// context's variables are gone, and the next call runs in a new kernel.
+	StateLost bool `json:"stateLost,omitempty"`
+	// Restarted says this call ran in a new kernel because the previous one
+	// was lost (see Notice): variables from earlier calls are gone.
+	Restarted bool `json:"restarted,omitempty"`
+	// Notice is a plain sentence about a lost or restarted kernel, for
+	// people and models alike; empty otherwise.
+	Notice string `json:"notice,omitempty"`
+	// LogsTruncated says a stream went over the server's cap (1 MiB each)
+	// and its middle was left out; ResultsTruncated that the results went
+	// over theirs (32 MiB together).
+	LogsTruncated    bool `json:"logsTruncated,omitempty"`
+	ResultsTruncated bool `json:"resultsTruncated,omitempty"`
+	// DurationMs is the wall time of the call in milliseconds, kernel start
+	// included.
+	DurationMs int64 `json:"durationMs"`
+}
+
+// Text is the text/plain of the main result (the cell's value), "" if the
+// cell had none.
+func (e *Execution) Text() string {
+	for _, r := range e.Results {
+		if r.IsMainResult {
+			return r.Text()
+		}
+	}
+	return ""
+}
+
+// Stdout is the stdout chunks joined.
+func (e *Execution) Stdout() string { return strings.Join(e.Logs.Stdout, "") }
+
+// Stderr is the stderr chunks joined.
+func (e *Execution) Stderr() string { return strings.Join(e.Logs.Stderr, "") }
+
+// ExecutionLogs are the text a cell printed, chunk by chunk.
+type ExecutionLogs struct {
+	Stdout []string `json:"stdout"`
+	Stderr []string `json:"stderr"`
+}
+
+// ExecutionResult is one rich output: a MIME bundle.
+type ExecutionResult struct {
+	// Data maps a MIME type to the output in that type: text types
+	// ("text/plain", "text/html", "text/markdown", "image/svg+xml",
+	// "text/latex") as strings, images ("image/png", "image/jpeg") as
+	// base64 strings, "application/json" as JSON.
+	Data map[string]json.RawMessage `json:"data"`
+	// Metadata is the kernel's metadata of the output (image sizes...).
+	Metadata map[string]json.RawMessage `json:"metadata,omitempty"`
+	// IsMainResult marks the value of the cell's last expression (Out[N]).
+	IsMainResult bool `json:"isMainResult"`
+}
+
+// String is the MIME type's text ("" if absent or not a string).
+func (r ExecutionResult) String(mime string) string {
+	var s string
+	if raw, ok := r.Data[mime]; ok {
+		_ = json.Unmarshal(raw, &s)
+	}
+	return s
+}
+
+// Text is the text/plain representation.
+func (r ExecutionResult) Text() string { return r.String("text/plain") }
+
+// HTML is the text/html representation.
+func (r ExecutionResult) HTML() string { return r.String("text/html") }
+
+// Markdown is the text/markdown representation.
+func (r ExecutionResult) Markdown() string { return r.String("text/markdown") }
+
+// SVG is the image/svg+xml representation.
+func (r ExecutionResult) SVG() string { return r.String("image/svg+xml") }
+
+// PNG is the image/png representation, decoded (nil if absent or not
+// base64).
+func (r ExecutionResult) PNG() []byte { return r.image("image/png") }
+
+// JPEG is the image/jpeg representation, decoded.
+func (r ExecutionResult) JPEG() []byte { return r.image("image/jpeg") }
+
+func (r ExecutionResult) image(mime string) []byte {
+	s := strings.Map(func(c rune) rune {
+		if c == '\n' || c == '\r' || c == ' ' {
+			return -1
+		}
+		return c
+	}, r.String(mime))
+	if s == "" {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// JSON is the application/json representation, raw.
+func (r ExecutionResult) JSON() json.RawMessage { return r.Data["application/json"] }
+
+// Formats lists the result's MIME types.
+func (r ExecutionResult) Formats() []string {
+	out := make([]string, 0, len(r.Data))
+	for k := range r.Data {
+		out = append(out, k)
+	}
+	return out
+}
+
+// ExecutionError is an exception the code raised, or why the call failed.
+// It is an error: "NAME: VALUE".
+type ExecutionError struct {
+	// Name is the exception class ("ZeroDivisionError"), or one of
+	// "TimeoutError" (the timeout interrupted the code), "OutOfMemoryError"
+	// (the kernel was killed for memory), "KernelDied".
+	Name string `json:"name"`
+	// Value is the exception's message.
+	Value string `json:"value"`
+	// Traceback is the formatted traceback, plain text (no ANSI colours).
+	Traceback string `json:"traceback"`
+}
+
+func (e *ExecutionError) Error() string { return e.Name + ": " + e.Value }
+
+// CodeEvent is one line of an NDJSON POST .../code stream. Events come in
+// the order the kernel sent them: "start", then "stdout", "stderr",
+// "result", "error" as they happen, then "end".
+type CodeEvent struct {
+	// Type is "start", "stdout", "stderr", "result", "error", "end" or
+	// "heartbeat" (EventHeartbeat; skip it).
+	Type string `json:"type"`
+	// ContextID is set on start.
+	ContextID string `json:"contextId,omitempty"`
+	// Text is the chunk (stdout, stderr).
+	Text string `json:"text,omitempty"`
+	// Result is set on result events.
+	Result *ExecutionResult `json:"result,omitempty"`
+	// Error is set on error events.
+	Error *ExecutionError `json:"error,omitempty"`
+	// Execution ends the stream (end): everything but results and logs
+	// (empty there: they went out as events). An Error is also sent as an
+	// error event before it (a timeout's or a lost kernel's just before
+	// end).
+	Execution *Execution `json:"execution,omitempty"`
+}
