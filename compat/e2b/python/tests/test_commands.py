@@ -16,6 +16,11 @@ def test_stdout_stderr_exit(sandbox):
     assert e.value.stdout == "partial\n" and e.value.stderr == "bad\n"
 
 
+def test_python_is_a_command(sandbox):
+    # E2B's base template has `python`; so does Runtime's (python-is-python3).
+    assert sandbox.commands.run("python -c 'print(6*7)'").stdout == "42\n"
+
+
 def test_env_cwd_user(sandbox):
     assert sandbox.commands.run("echo $FROM_CREATE $ONE", envs={"ONE": "1"}).stdout == "yes 1\n"
     assert sandbox.commands.run("pwd").stdout == "/home/user\n"
