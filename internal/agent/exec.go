@@ -199,6 +199,9 @@ func startNDJSON(w http.ResponseWriter) *ndjsonWriter {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	n := &ndjsonWriter{w: w, enc: json.NewEncoder(w), rc: http.NewResponseController(w), last: time.Now()}
+	// The head goes out now, not with the first event: a client's own
+	// timeout (E2B's timeoutMs) runs only once it has the head.
+	_ = n.rc.Flush()
 	n.stop = httpwait.Heartbeat(agentapi.HeartbeatInterval/2, n.beat)
 	return n
 }

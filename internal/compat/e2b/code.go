@@ -115,6 +115,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		// The head now, before the cell's first output: the JS SDK's
+		// timeoutMs starts counting only once it has it.
+		flusher.Flush()
+	}
 	enc := json.NewEncoder(w)
 	emit := func(v any) {
 		_ = enc.Encode(v)
