@@ -4,9 +4,10 @@
 // of its `components["schemas"]`, so a field added to the document reaches
 // the SDK by running this command.
 //
-// `npm run generate -- --check` writes nothing: it exits 1, saying what to
-// run, when the file differs from what the document generates now (a test,
-// test/contract.test.ts, runs the same check, so CI fails on a stale file).
+// `npm run generate -- --check` writes nothing: it exits 1, saying where and
+// what to run, when the file differs from what the document generates now
+// (test/contract.test.ts runs the same check, so CI fails on a stale file).
+// --spec and --out name another document or file (the tests use them).
 //
 // The output is formatted by openapi-typescript itself (4-space indent, its
 // own printer), never by a formatter of the repository, so that --check
@@ -40,33 +41,57 @@ export async function generate(specText) {
   return HEADER + "\n" + astToString(ast);
 }
 
+const USAGE = "usage: npm run generate [-- --check] [--spec FILE] [--out FILE]";
+
 async function main(argv) {
-  const check = argv.includes("--check");
-  const unknown = argv.filter((a) => a !== "--check");
-  if (unknown.length > 0) {
-    process.stderr.write(`generate: unknown argument ${unknown[0]}; usage: npm run generate [-- --check]\n`);
-    return 2;
+  let check = false;
+  let spec = SPEC;
+  let out = OUTPUT;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--check") check = true;
+    else if ((a === "--spec" || a === "--out") && argv[i + 1]) {
+      if (a === "--spec") spec = argv[++i];
+      else out = argv[++i];
+    } else {
+      process.stderr.write(`generate: unknown argument ${a}; ${USAGE}\n`);
+      return 2;
+    }
   }
-  const want = await generate(readFileSync(SPEC, "utf8"));
-  const rel = relative(pkg, OUTPUT);
+  const want = await generate(readFileSync(spec, "utf8"));
+  const rel = relative(pkg, out);
   if (check) {
     let have = "";
     try {
-      have = readFileSync(OUTPUT, "utf8");
+      have = readFileSync(out, "utf8");
     } catch {
       // missing: stale
     }
     if (have !== want) {
-      process.stderr.write(`generate: ${rel} is stale: api/openapi.yaml changed since it was generated; run \`npm run generate\` in sdk/typescript and commit it\n`);
+      const at = firstDifference(have, want);
+      process.stderr.write(
+        `generate: ${rel} is stale: it differs from what ${relative(pkg, spec)} generates at line ${at.line}:\n` +
+          `  file:      ${at.have}\n  generated: ${at.want}\n` +
+          "run `npm run generate` in sdk/typescript and commit the file\n",
+      );
       return 1;
     }
     process.stderr.write(`generate: ${rel} is current\n`);
     return 0;
   }
-  mkdirSync(dirname(OUTPUT), { recursive: true });
-  writeFileSync(OUTPUT, want);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, want);
   process.stderr.write(`generate: wrote ${rel}\n`);
   return 0;
+}
+
+/** The first line where two texts differ, and that line of each. */
+function firstDifference(have, want) {
+  const h = have.split("\n");
+  const w = want.split("\n");
+  let i = 0;
+  while (i < h.length && i < w.length && h[i] === w[i]) i++;
+  return { line: i + 1, have: (h[i] ?? "(end of file)").trim(), want: (w[i] ?? "(end of file)").trim() };
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
