@@ -144,7 +144,6 @@ function patientDispatcher(): object | undefined {
   return patient ?? undefined;
 }
 
-
 /** A bound in seconds as given (undefined: def; 0: none). */
 function seconds(v: number | undefined, def: number, name: string): number {
   if (v === undefined) return def;
@@ -198,7 +197,6 @@ export class HttpClient {
     this.#responseTimeout = seconds(opts.responseTimeoutSeconds, DEFAULT_RESPONSE_TIMEOUT_SECONDS, "responseTimeoutSeconds");
     this.#idleTimeout = seconds(opts.idleTimeoutSeconds, DEFAULT_IDLE_TIMEOUT_SECONDS, "idleTimeoutSeconds");
   }
-
 
   /**
    * Performs one request to a path of the API (such as "/v1/templates"); an

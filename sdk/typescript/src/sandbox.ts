@@ -388,7 +388,6 @@ export class Sandbox implements AsyncDisposable {
     return exec.execStream(this.client, this.path(""), cmd, opts, () => this.refresh());
   }
 
-
   /**
    * Runs a command, copying its output byte for byte to stdout and stderr
    * (either may be left out to discard it) as it arrives, and returns the
@@ -397,7 +396,6 @@ export class Sandbox implements AsyncDisposable {
   execTo(cmd: Command, opts: ExecToOptions = {}): Promise<ExecResult> {
     return exec.execTo(this.execStream(cmd, opts.signal ? { signal: opts.signal } : {}), opts);
   }
-
 
   /**
    * Runs a cell of Python in a context (a Jupyter kernel that keeps its
