@@ -3,7 +3,7 @@
 // waits, and turns an error answer into an APIError. Every feature module
 // (files, code, templates, exec, account) makes its calls through an
 // HttpClient; Client is one, with the feature methods on top. This module
-// imports nothing of the SDK but errors, wait and the generated types.
+// imports nothing of the SDK but errors.ts, wait.ts and types.ts.
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
