@@ -1,7 +1,10 @@
 // The code interpreter: notebook-style contexts (Jupyter kernels) in
 // sandboxes of the "code-interpreter" template, which keep variables from
-// one runCode to the next and return charts as images.
-import type { Client } from "./client.js";
+// one runCode to the next and return charts as images. The wire types are
+// aliases of api/openapi.yaml's schemas; Execution and Result are classes
+// written here, over them, for their accessors (text, pngBytes, formats).
+import type { HttpClient } from "./http.js";
+import type { Schema, Schemas } from "./types.js";
 import { WithRuntimeError } from "./errors.js";
 import { KERNEL_WAIT, runWait } from "./wait.js";
 
@@ -10,31 +13,14 @@ export const CODE_INTERPRETER_TEMPLATE = "code-interpreter";
 /** The timeout of a runCode that sets none, in seconds. */
 export const DEFAULT_CODE_TIMEOUT_SECONDS = 300;
 
-/** A context: one kernel and the variables it keeps. */
-export interface CodeContext {
-  id: string;
-  language: string;
-  cwd: string;
-  /** "starting", "idle", "busy" or "dead". */
-  state: string;
-  createdAt: string;
-  /** How many kernels the context lost (each time with its variables). */
-  restarts: number;
-}
+/** A context: one kernel and the variables it keeps (state "starting", "idle", "busy" or "dead"; restarts: kernels lost). (Schema `CodeContext`.) */
+export interface CodeContext extends Schema<"CodeContext"> {}
 
-/** An exception the code raised, or why the call failed (TimeoutError, OutOfMemoryError, KernelDied). */
-export interface ExecutionError {
-  name: string;
-  value: string;
-  /** Plain text, no terminal colours. */
-  traceback: string;
-}
+/** An exception the code raised, or why the call failed (TimeoutError, OutOfMemoryError, KernelDied); traceback in plain text. (Schema `ExecutionError`.) */
+export interface ExecutionError extends Schema<"ExecutionError"> {}
 
-/** What a cell printed, chunk by chunk. */
-export interface Logs {
-  stdout: string[];
-  stderr: string[];
-}
+/** What a cell printed, chunk by chunk. (Schema `ExecutionLogs`.) */
+export interface Logs extends Schema<"ExecutionLogs"> {}
 
 /** A chunk of output as onStdout and onStderr get it. */
 export interface OutputMessage {
@@ -43,12 +29,8 @@ export interface OutputMessage {
   error: boolean;
 }
 
-/** The wire form of a Result. */
-export interface ResultData {
-  data: Record<string, unknown>;
-  metadata?: Record<string, unknown>;
-  isMainResult: boolean;
-}
+/** The wire form of a Result: a MIME bundle. (Schema `ExecutionResult`.) */
+export interface ResultData extends Schema<"ExecutionResult"> {}
 
 /**
  * One rich output, a MIME bundle: the cell's value (isMainResult) or
@@ -120,22 +102,8 @@ export class Result {
   }
 }
 
-/** The wire form of an Execution. */
-export interface ExecutionData {
-  contextId: string;
-  results: ResultData[];
-  logs: Logs;
-  error?: ExecutionError;
-  executionCount: number;
-  timedOut?: boolean;
-  outOfMemory?: boolean;
-  stateLost?: boolean;
-  restarted?: boolean;
-  notice?: string;
-  logsTruncated?: boolean;
-  resultsTruncated?: boolean;
-  durationMs: number;
-}
+/** The wire form of an Execution. (Schema `Execution`.) */
+export interface ExecutionData extends Schema<"Execution"> {}
 
 /**
  * What runCode produced: `text` is the cell's value as text, `results` every
@@ -218,14 +186,8 @@ export interface CreateContextOptions {
   signal?: AbortSignal;
 }
 
-interface CodeEvent {
-  type: string;
-  contextId?: string;
-  text?: string;
-  result?: ResultData;
-  error?: ExecutionError;
-  execution?: ExecutionData;
-}
+/** One line of a streamed runCode. (Schema `CodeEvent`.) */
+type CodeEvent = Schemas["CodeEvent"];
 
 function contextId(c: CodeContext | string | undefined): string | undefined {
   if (c === undefined || c === "") return undefined;
@@ -235,18 +197,18 @@ function contextId(c: CodeContext | string | undefined): string | undefined {
 /** The code interpreter's calls for one sandbox (used by Sandbox). */
 export class CodeInterpreter {
   constructor(
-    private readonly client: Client,
+    private readonly client: HttpClient,
     private readonly base: string,
   ) {}
 
   async run(code: string, opts: RunCodeOptions = {}): Promise<Execution> {
     if (typeof code !== "string") throw new TypeError("code must be a string");
-    const body: Record<string, unknown> = { code };
+    const body: Schemas["RunCodeRequest"] = { code };
     const cid = contextId(opts.context);
-    if (cid) body["contextId"] = cid;
-    if (opts.language) body["language"] = opts.language;
-    if (opts.timeoutSeconds !== undefined) body["timeoutSeconds"] = opts.timeoutSeconds;
-    if (opts.env && Object.keys(opts.env).length > 0) body["env"] = opts.env;
+    if (cid) body.contextId = cid;
+    if (opts.language) body.language = opts.language;
+    if (opts.timeoutSeconds !== undefined) body.timeoutSeconds = opts.timeoutSeconds;
+    if (opts.env && Object.keys(opts.env).length > 0) body.env = opts.env;
     const streamed = !!(opts.onStdout || opts.onStderr || opts.onResult || opts.onError);
     if (!streamed) {
       const wait = KERNEL_WAIT + runWait(opts.timeoutSeconds, DEFAULT_CODE_TIMEOUT_SECONDS);
@@ -328,15 +290,15 @@ export class CodeInterpreter {
   }
 
   async createContext(opts: CreateContextOptions = {}): Promise<CodeContext> {
-    const body: Record<string, unknown> = {};
-    if (opts.language) body["language"] = opts.language;
-    if (opts.cwd) body["cwd"] = opts.cwd;
-    if (opts.env && Object.keys(opts.env).length > 0) body["env"] = opts.env;
+    const body: Schemas["CreateContextRequest"] = {};
+    if (opts.language) body.language = opts.language;
+    if (opts.cwd) body.cwd = opts.cwd;
+    if (opts.env && Object.keys(opts.env).length > 0) body.env = opts.env;
     return this.client.json<CodeContext>("POST", this.base + "/contexts", body, opts.signal, KERNEL_WAIT);
   }
 
   async listContexts(signal?: AbortSignal): Promise<CodeContext[]> {
-    const out = await this.client.json<{ contexts: CodeContext[] }>("GET", this.base + "/contexts", undefined, signal);
+    const out = await this.client.json<Schemas["ContextList"]>("GET", this.base + "/contexts", undefined, signal);
     return out.contexts;
   }
 

@@ -1,6 +1,6 @@
-import type { CallOptions, Client } from "./client.js";
+import type { CallOptions, HttpClient } from "./http.js";
 import { RangeNotSatisfiableError, WithRuntimeError } from "./errors.js";
-import type { FileInfo, FileListPage } from "./types.js";
+import type { FileInfo, FileListPage, Schemas } from "./types.js";
 
 /** A listing page's entry count when ListPageOptions.limit is not given. */
 export const DEFAULT_LIST_LIMIT = 1000;
@@ -119,11 +119,11 @@ function toBody(data: FileData): NonNullable<RequestInit["body"]> {
  * LeaseEndedError / SandboxStoppedError.
  */
 export class Files {
-  readonly #c: Client;
+  readonly #c: HttpClient;
   readonly #base: string;
 
   /** Use sandbox.files. */
-  constructor(client: Client, sandboxPath: string) {
+  constructor(client: HttpClient, sandboxPath: string) {
     this.#c = client;
     this.#base = sandboxPath;
   }
@@ -295,16 +295,16 @@ export class Files {
 
   /** Creates one directory owned by the sandbox user; its parent must exist. */
   mkdir(path: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("POST", `${this.#base}/files/mkdir`, { path }, opts.signal);
+    return this.#c.json<FileInfo>("POST", `${this.#base}/files/mkdir`, { path } satisfies Schemas["MkdirRequest"], opts.signal);
   }
 
   /** Creates a directory and any missing parents, like mkdir -p; an existing directory is not an error. */
   mkdirAll(path: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("POST", `${this.#base}/files/mkdir`, { path, parents: true }, opts.signal);
+    return this.#c.json<FileInfo>("POST", `${this.#base}/files/mkdir`, { path, parents: true } satisfies Schemas["MkdirRequest"], opts.signal);
   }
 
   /** Moves from to to, replacing to if it is a file and creating its missing parents, and returns to's description. */
   rename(from: string, to: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("POST", `${this.#base}/files/rename`, { from, to }, opts.signal);
+    return this.#c.json<FileInfo>("POST", `${this.#base}/files/rename`, { from, to } satisfies Schemas["RenameRequest"], opts.signal);
   }
 }

@@ -21,17 +21,8 @@
  *
  * @module
  */
-export {
-  Client,
-  CONFIG_FILE,
-  ENV_API_KEY,
-  ENV_URL,
-  type CallOptions,
-  type ClientOptions,
-  type CreateKeyOptions,
-  type RequestOptions,
-  type UsageQuery,
-} from "./client.js";
+export { CONFIG_FILE, ENV_API_KEY, ENV_URL, type CallOptions, type ClientOptions, type RequestOptions } from "./http.js";
+export type { CreateKeyOptions, UsageQuery } from "./account.js";
 export {
   CODE_INTERPRETER_TEMPLATE,
   DEFAULT_CODE_TIMEOUT_SECONDS,
@@ -47,19 +38,9 @@ export {
   type RunCodeOptions,
 } from "./code.js";
 export * from "./errors.js";
+export { eventData, stderrData, stdoutData, type Command, type ExecToOptions, type OutputSink } from "./exec.js";
 export { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS } from "./wait.js";
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type FileData, type ListOptions, type ListPageOptions, type ReadOptions } from "./files.js";
-export {
-  eventData,
-  Sandbox,
-  stderrData,
-  stdoutData,
-  type Command,
-  type ConnectionOptions,
-  type ExecToOptions,
-  type ListFilter,
-  type OutputSink,
-  type SandboxOptions,
-} from "./sandbox.js";
+export { Client, Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
 export * from "./types.js";

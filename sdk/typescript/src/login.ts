@@ -8,8 +8,9 @@ import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "
 import { hostname, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 
-import { configFilePath, ENV_API_KEY, ENV_URL } from "./client.js";
+import { configFilePath, ENV_API_KEY, ENV_URL } from "./http.js";
 import { WithRuntimeError } from "./errors.js";
+import type { Schemas } from "./types.js";
 
 /** Where `withruntime serve` listens by default. */
 export const DEFAULT_SERVER_URL = "http://127.0.0.1:7780";
@@ -20,18 +21,8 @@ export interface SavedConnection {
   apiKey: string;
 }
 
-interface Authorization {
-  deviceCode: string;
-  userCode: string;
-  verificationUri: string;
-  verificationUriComplete: string;
-  interval: number;
-  expiresIn: number;
-}
-
-interface ErrorBody {
-  error?: { code?: string; message?: string };
-}
+/** An error answer's body, its fields unchecked (the answer to a poll may be either). */
+type ErrorBody = Partial<Schemas["Error"]>;
 
 function readConfigFile(): Partial<SavedConnection> | undefined {
   const path = configFilePath();
@@ -89,7 +80,8 @@ export async function deviceLogin(
   } catch {
     // no user name: keep the placeholder
   }
-  const auth = await post<Authorization>(base + "/v1/device/authorize", { clientName: `${user}@${hostname()}`.slice(0, 100), trial: !!opts.trial }, opts.signal);
+  const authorize: Schemas["DeviceAuthorizeRequest"] = { clientName: `${user}@${hostname()}`.slice(0, 100), trial: !!opts.trial };
+  const auth = await post<Schemas["DeviceAuthorization"]>(base + "/v1/device/authorize", authorize, opts.signal);
   if (auth.status !== 200) {
     throw new WithRuntimeError(`withruntime: login to ${base}: ${auth.body.error?.message ?? "HTTP " + auth.status}`);
   }
@@ -100,11 +92,8 @@ export async function deviceLogin(
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, interval));
     opts.signal?.throwIfAborted();
-    const tok = await post<{ apiKey: string; keyId: string; keyName: string; trialHours?: number }>(
-      base + "/v1/device/token",
-      { deviceCode: g.deviceCode },
-      opts.signal,
-    );
+    const poll: Schemas["DeviceTokenRequest"] = { deviceCode: g.deviceCode };
+    const tok = await post<Schemas["DeviceToken"]>(base + "/v1/device/token", poll, opts.signal);
     if (tok.status === 200) {
       const saved = { url: base, apiKey: tok.body.apiKey };
       writeConfig(path, saved);

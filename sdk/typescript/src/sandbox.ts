@@ -1,4 +1,12 @@
-import { Client, type CallOptions, type ClientOptions } from "./client.js";
+// The two handles a user holds: a Sandbox (one sandbox: commands, files,
+// code, its lease and network) and a Client (one server: sandboxes,
+// secrets, keys, usage, templates). They refer to each other
+// (client.create() gives a Sandbox, sbx.client is its Client), so they
+// share this module; what they do is in the feature modules below them
+// (exec, files, code, templates, account), each a set of calls over the
+// HTTP core (http.ts). Nothing below imports this module.
+import * as account from "./account.js";
+import type { CreateKeyOptions, UsageQuery } from "./account.js";
 import {
   CodeInterpreter,
   type CodeContext,
@@ -6,29 +14,35 @@ import {
   type Execution,
   type RunCodeOptions,
 } from "./code.js";
-import { apiError, type APIError, ConflictError, ServerTimeoutError, statusOfCode, WithRuntimeError } from "./errors.js";
+import { apiError, type APIError, ConflictError, statusOfCode, WithRuntimeError } from "./errors.js";
+import * as exec from "./exec.js";
+import { EXEC_DEFAULT, stoppedError, toRequest, type Command, type ExecToOptions } from "./exec.js";
 import { Files } from "./files.js";
-import { BOOT_WAIT, CHECKPOINT_WAIT, runWait } from "./wait.js";
-
-/** The server's default timeout of an exec (seconds). */
-const EXEC_DEFAULT = 120;
+import { HttpClient, type CallOptions, type ClientOptions } from "./http.js";
+import * as templates from "./templates.js";
 import type {
+  BuildTemplateOptions,
   CreateSandboxRequest,
   ExecEvent,
-  ExecRequest,
   ExecResult,
+  KeyInfo,
   NetworkPolicy,
   SandboxInfo,
   SandboxWithResult,
+  Schemas,
+  SecretInfo,
+  Template,
+  TemplateOptions,
+  TemplateTarball,
+  UploadTemplateOptions,
+  UsageReport,
+  UsageRow,
 } from "./types.js";
+import { BOOT_WAIT, CHECKPOINT_WAIT, runWait } from "./wait.js";
 
 // Node 20 has Symbol.asyncDispose; older runtimes get a stand-in so that
 // `await using` compiled by TypeScript finds the same symbol we define.
 (Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol("Symbol.asyncDispose");
-
-const NDJSON = "application/x-ndjson";
-/** The type of the line a stream carries after 2 s without another: the server is alive; skipped. */
-const HEARTBEAT = "heartbeat";
 
 /** Which server to use: a Client, or the options to make one (default: from the environment or the config file). */
 export interface ConnectionOptions extends ClientOptions {
@@ -77,27 +91,16 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
    * sandbox) or "pause" (it is saved whole and kept paused, billed only for
    * its image, until resumed or the server's paused retention ends).
    */
-  onLeaseEnd?: "stop" | "pause";
+  onLeaseEnd?: CreateSandboxRequest["onLeaseEnd"];
   /** Whether any request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
   autoResume?: boolean;
 }
 
 /** Selects sandboxes for Sandbox.list. Absent fields match everything. */
 export interface ListFilter extends ConnectionOptions, CallOptions {
-  state?: "starting" | "running" | "paused" | "stopped";
+  state?: SandboxInfo["state"];
   /** Sandboxes that have every one of these labels. */
   metadata?: Record<string, string>;
-}
-
-/** Where execTo copies output: anything with a write method, such as process.stdout. */
-export interface OutputSink {
-  write(chunk: Uint8Array): unknown;
-}
-
-/** Options of execTo. */
-export interface ExecToOptions extends CallOptions {
-  stdout?: OutputSink | ((chunk: Uint8Array) => void);
-  stderr?: OutputSink | ((chunk: Uint8Array) => void);
 }
 
 function clientOf(opts: ConnectionOptions): Client {
@@ -131,37 +134,6 @@ function createRequest(opts: SandboxOptions): CreateSandboxRequest {
   if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
   if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
   return req;
-}
-
-/** A command to run: a shell command line, an argv, or a whole request. */
-export type Command = string | string[] | ExecRequest;
-
-function toRequest(cmd: Command): ExecRequest {
-  if (typeof cmd === "string") return { command: cmd };
-  if (Array.isArray(cmd)) return { argv: cmd };
-  return cmd;
-}
-
-function b64(s: string): Uint8Array {
-  return new Uint8Array(Buffer.from(s, "base64"));
-}
-
-/** A chunk's exact bytes: dataBase64 decoded when the chunk was not UTF-8, else data. */
-export function eventData(ev: ExecEvent): Uint8Array {
-  if (ev.lossy && ev.dataBase64 !== undefined) return b64(ev.dataBase64);
-  return new TextEncoder().encode(ev.data ?? "");
-}
-
-/** The exact bytes kept of stdout: stdoutBase64 decoded when the output was not UTF-8, else stdout. */
-export function stdoutData(r: ExecResult): Uint8Array {
-  if (r.stdoutLossy && r.stdoutBase64 !== undefined) return b64(r.stdoutBase64);
-  return new TextEncoder().encode(r.stdout);
-}
-
-/** The exact bytes kept of stderr (see stdoutData). */
-export function stderrData(r: ExecResult): Uint8Array {
-  if (r.stderrLossy && r.stderrBase64 !== undefined) return b64(r.stderrBase64);
-  return new TextEncoder().encode(r.stderr);
 }
 
 /**
@@ -275,7 +247,7 @@ export class Sandbox implements AsyncDisposable {
     if (filter.state) q.set("state", filter.state);
     for (const k of Object.keys(filter.metadata ?? {}).sort()) q.set(`metadata.${k}`, filter.metadata![k]!);
     const qs = q.toString();
-    const out = await c.json<{ sandboxes: SandboxInfo[] }>("GET", "/v1/sandboxes" + (qs ? "?" + qs : ""), undefined, filter.signal);
+    const out = await c.json<Schemas["SandboxList"]>("GET", "/v1/sandboxes" + (qs ? "?" + qs : ""), undefined, filter.signal);
     return out.sandboxes;
   }
 
@@ -311,7 +283,7 @@ export class Sandbox implements AsyncDisposable {
    * SandboxStoppedError (it could not be resumed and was destroyed).
    */
   async resume(timeoutSeconds?: number, opts: CallOptions = {}): Promise<SandboxInfo> {
-    const body = timeoutSeconds ? { timeoutSeconds } : {};
+    const body: Schemas["ResumeRequest"] = timeoutSeconds ? { timeoutSeconds } : {};
     this.#info = await this.client.json<SandboxInfo>("POST", this.path("/resume"), body, opts.signal, CHECKPOINT_WAIT);
     return this.#info;
   }
@@ -322,7 +294,8 @@ export class Sandbox implements AsyncDisposable {
    * BadRequestError, LeaseEndedError, SandboxStoppedError.
    */
   async setTimeout(seconds: number, opts: CallOptions = {}): Promise<SandboxInfo> {
-    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/timeout"), { timeoutSeconds: seconds }, opts.signal);
+    const body: Schemas["SetTimeoutRequest"] = { timeoutSeconds: seconds };
+    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/timeout"), body, opts.signal);
     return this.#info;
   }
 
@@ -384,9 +357,8 @@ export class Sandbox implements AsyncDisposable {
    * exist), LeaseEndedError, SandboxStoppedError, a transport error, or the
    * signal.
    */
-  async exec(cmd: Command, opts: CallOptions = {}): Promise<ExecResult> {
-    const req = toRequest(cmd);
-    return this.client.json<ExecResult>("POST", this.path("/exec"), req, opts.signal, runWait(req.timeoutSeconds, EXEC_DEFAULT));
+  exec(cmd: Command, opts: CallOptions = {}): Promise<ExecResult> {
+    return exec.exec(this.client, this.path(""), cmd, opts);
   }
 
   /** Runs a shell command line with default settings: exec({ command }). */
@@ -412,72 +384,8 @@ export class Sandbox implements AsyncDisposable {
    * }
    * ```
    */
-  async *execStream(cmd: Command, opts: CallOptions = {}): AsyncGenerator<ExecEvent, void, undefined> {
-    const resp = await this.client.request("POST", this.path("/exec"), {
-      body: JSON.stringify(toRequest(cmd)),
-      contentType: "application/json",
-      accept: NDJSON,
-      signal: opts.signal,
-    });
-    if (!resp.body) throw new WithRuntimeError("withruntime: exec stream had no body");
-    const reader = resp.body.getReader();
-    const dec = new TextDecoder();
-    let buf = "";
-    let broke: unknown;
-    try {
-      for (;;) {
-        let chunk: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          chunk = await reader.read();
-        } catch (err) {
-          if (opts.signal?.aborted) throw opts.signal.reason ?? err;
-          if (err instanceof ServerTimeoutError) throw err; // the server went silent, not the sandbox
-          broke = err;
-          break;
-        }
-        if (chunk.done) break;
-        buf += dec.decode(chunk.value, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          if (line.trim() === "") continue;
-          let ev: ExecEvent;
-          try {
-            ev = JSON.parse(line) as ExecEvent;
-          } catch (err) {
-            throw new WithRuntimeError(`withruntime: bad event in exec stream: ${(err as Error).message}`, { cause: err });
-          }
-          if (ev.type === "exit") {
-            if (!ev.result) throw new WithRuntimeError("withruntime: exit event without a result");
-            yield ev;
-            return;
-          }
-          if (ev.type === "error") {
-            const e = ev.error ?? { code: "internal", message: "exec failed without a message" };
-            throw apiError(statusOfCode(e.code), e.code, e.message);
-          }
-          if ((ev.type as string) === HEARTBEAT) continue; // the server's sign of life on a quiet stream
-          yield ev;
-        }
-      }
-    } finally {
-      // Leaving early (break, an error) closes the connection.
-      reader.cancel().catch(() => {});
-    }
-    // The stream ended without an exit event: the sandbox was most likely
-    // stopped under the command. Say why if the server knows.
-    let info: SandboxInfo | undefined;
-    try {
-      info = await this.refresh();
-    } catch {
-      // unknown: below
-    }
-    if (info?.state === "stopped") throw stoppedError(info);
-    const why = broke instanceof Error ? `: ${broke.message}` : "";
-    throw new WithRuntimeError(`withruntime: exec stream ended without an exit event${why} (the sandbox may have been stopped)`, {
-      cause: broke,
-    });
+  execStream(cmd: Command, opts: CallOptions = {}): AsyncGenerator<ExecEvent, void, undefined> {
+    return exec.execStream(this.client, this.path(""), cmd, opts, () => this.refresh());
   }
 
   /**
@@ -485,18 +393,8 @@ export class Sandbox implements AsyncDisposable {
    * (either may be left out to discard it) as it arrives, and returns the
    * result once it exits. Throws as exec does, and if a write throws.
    */
-  async execTo(cmd: Command, opts: ExecToOptions = {}): Promise<ExecResult> {
-    const sink = (s: ExecToOptions["stdout"]) =>
-      s === undefined ? undefined : typeof s === "function" ? s : (b: Uint8Array) => void s.write(b);
-    const out = sink(opts.stdout);
-    const err = sink(opts.stderr);
-    const callOpts: CallOptions = opts.signal ? { signal: opts.signal } : {};
-    for await (const ev of this.execStream(cmd, callOpts)) {
-      if (ev.type === "stdout") out?.(eventData(ev));
-      else if (ev.type === "stderr") err?.(eventData(ev));
-      else if (ev.type === "exit") return ev.result!;
-    }
-    throw new WithRuntimeError("withruntime: exec stream ended without an exit event");
+  execTo(cmd: Command, opts: ExecToOptions = {}): Promise<ExecResult> {
+    return exec.execTo(this.execStream(cmd, opts.signal ? { signal: opts.signal } : {}), opts);
   }
 
   /**
@@ -549,12 +447,187 @@ export class Sandbox implements AsyncDisposable {
   }
 }
 
-/** The 410 error for a sandbox found stopped, as the server would answer it. */
-function stoppedError(info: SandboxInfo) {
-  const code = info.endReason === "lease_ended" ? "lease_ended" : "sandbox_stopped";
-  const msg =
-    info.endReason === "lease_ended"
-      ? `sandbox ${info.id}'s lease ended at ${info.leaseEndsAt} and it was stopped; create a new sandbox (or extend leases with setTimeout before they end)`
-      : `sandbox ${info.id} is stopped (${info.endReason ?? "unknown reason"}); create a new sandbox`;
-  return apiError(410, code, msg);
+/**
+ * A client of one Runtime server: its sandboxes, secrets, API keys, usage
+ * and templates. Sandbox.create, Sandbox.connect and Sandbox.list make one
+ * with no options unless given one.
+ *
+ * The server is found, in this order, in the options (baseURL, apiKey), the
+ * environment (WITHRUNTIME_URL and WITHRUNTIME_API_KEY), or the CLI's config
+ * file (~/.config/withruntime/config.json, {"url", "apiKey"}). With none of
+ * these the constructor throws a NotConfiguredError that says how to
+ * configure one: the SDK never starts a server itself. request and json
+ * (from HttpClient) reach routes without a method here.
+ */
+export class Client extends HttpClient {
+  /** Creates a sandbox on this server (see Sandbox.create). */
+  create(opts: Omit<SandboxOptions, keyof ConnectionOptions> = {}): Promise<Sandbox> {
+    return Sandbox.create({ ...opts, client: this });
+  }
+
+  /** A handle on a running sandbox of this server (see Sandbox.connect). */
+  connect(id: string, opts: CallOptions = {}): Promise<Sandbox> {
+    return Sandbox.connect(id, { ...opts, client: this });
+  }
+
+  /** Lists this server's sandboxes (see Sandbox.list). */
+  list(filter: Omit<ListFilter, keyof ConnectionOptions> = {}): Promise<SandboxInfo[]> {
+    return Sandbox.list({ ...filter, client: this });
+  }
+
+  /**
+   * Stores (or replaces) a write-only secret and returns its description,
+   * without the value. A sandbox created with `secrets: [name]` sees `name`
+   * as an environment variable holding a placeholder (`wr_placeholder_...`);
+   * the egress proxy replaces the placeholder with `value` in the headers of
+   * HTTPS requests to `hosts` (host names or `*.wildcards`, not IP
+   * addresses), and nowhere else. Sandboxes created afterwards get a
+   * replaced value; running ones keep theirs. `name` is letters, digits and
+   * `_`, not starting with a digit; `value` at most 8 KiB, without line
+   * breaks. Throws BadRequestError (whose message never contains the
+   * value), UnauthorizedError.
+   */
+  setSecret(name: string, value: string, hosts: string[], opts: CallOptions = {}): Promise<SecretInfo> {
+    return account.setSecret(this, name, value, hosts, opts.signal);
+  }
+
+  /** The stored secrets by name, with their hosts and times; values are never returned. Throws UnauthorizedError. */
+  listSecrets(opts: CallOptions = {}): Promise<SecretInfo[]> {
+    return account.listSecrets(this, opts.signal);
+  }
+
+  /**
+   * Deletes a stored secret: new sandboxes can no longer name it; running
+   * ones created with it keep using it until the server restarts. Throws
+   * NotFoundError (no such secret).
+   */
+  deleteSecret(name: string, opts: CallOptions = {}): Promise<void> {
+    return account.deleteSecret(this, name, opts.signal);
+  }
+
+  /**
+   * Creates an API key labelled `name` (1 to 100 characters) and returns it
+   * with its `secret` (`wr_...`), which is shown this once: store it, and
+   * pass it as `apiKey`. `dailyLimitMicros` caps what the key's sandboxes may
+   * cost per UTC day, in micro-dollars; once reached, its running sandboxes
+   * are stopped and its creates throw SpendingLimitError until midnight UTC.
+   * `diskQuotaMiB`, `pausedQuota` and `sandboxesQuota` are its quotas (the
+   * server's defaults where absent, for a key with a daily limit).
+   * Throws BadRequestError (an empty or too long name, a negative limit or
+   * quota), UnauthorizedError.
+   */
+  createKey(name: string, opts: CreateKeyOptions = {}): Promise<KeyInfo & { secret: string }> {
+    return account.createKey(this, name, opts);
+  }
+
+  /** Every API key of the server, revoked ones included, oldest first, without their secrets. Throws UnauthorizedError. */
+  listKeys(opts: CallOptions = {}): Promise<KeyInfo[]> {
+    return account.listKeys(this, opts.signal);
+  }
+
+  /**
+   * Revokes the live key `id` (`key_...`, its id, not its secret) at once:
+   * requests with it then throw UnauthorizedError. Sandboxes it created keep
+   * running. Throws NotFoundError (no such live key), ConflictError (the key
+   * this client authenticates with).
+   */
+  revokeKey(id: string, opts: CallOptions = {}): Promise<void> {
+    return account.revokeKey(this, id, opts.signal);
+  }
+
+  /**
+   * Metered usage and cost per UTC day, sandbox or key: one UsageRow per
+   * group with usage in the window, sorted by group, with CPU-seconds,
+   * GiB-seconds and micro-dollars (see UsageRow for where the figures come
+   * from); empty if nothing ran. usageReport also gives the total and the
+   * prices. Throws BadRequestError (an unknown groupBy, from not before to).
+   */
+  async usage(query: UsageQuery = {}): Promise<UsageRow[]> {
+    return (await this.usageReport(query)).rows;
+  }
+
+  /** The whole usage report (see usage): the window the server used, its prices, the rows and their total. */
+  usageReport(query: UsageQuery = {}): Promise<UsageReport> {
+    return account.usageReport(this, query);
+  }
+
+  /** The server's templates by name. Throws UnauthorizedError. */
+  listTemplates(opts: CallOptions = {}): Promise<Template[]> {
+    return templates.listTemplates(this, opts.signal);
+  }
+
+  /** The template `name`. Throws NotFoundError, BadRequestError (an invalid name). */
+  getTemplate(name: string, opts: CallOptions = {}): Promise<Template> {
+    return templates.getTemplate(this, name, opts.signal);
+  }
+
+  /**
+   * Deletes the template `name` and its files (admin keys). Throws
+   * NotFoundError, ConflictError (sandboxes that are starting or running use
+   * it, or the warm pool serves it; the message names them), ForbiddenError.
+   */
+  deleteTemplate(name: string, opts: CallOptions = {}): Promise<void> {
+    return templates.deleteTemplate(this, name, opts.signal);
+  }
+
+  /**
+   * Makes the new template `name` (1-63 of a-z, 0-9, `.`, `_`, `-`, starting
+   * with a letter or digit) from a linux/amd64 container image (admin keys)
+   * and resolves to it once it is ready. `image` is, as for `withruntime
+   * template build --from-image`:
+   *
+   * - a registry image, `[HOST[:PORT]/]REPO[:TAG|@sha256:DIGEST]`, pulled by
+   *   the server with the registry credentials of the user it runs as;
+   * - `oci-layout:DIR`, or a directory path starting with `/`, `./` or
+   *   `../`: an OCI image layout on this machine, which the SDK reads and
+   *   uploads as a `docker save` tarball;
+   * - `docker-archive:FILE`, or a file path starting with `/`, `./` or `../`
+   *   or ending in `.tar`: a `docker save` tarball on this machine, uploaded
+   *   as it is.
+   *
+   * `onEvent` gets each step event as the server pulls (or receives) and
+   * flattens the layers. The template's sandboxes run commands as `user`
+   * (uid 1000) in /workspace, with bash (or /bin/sh when the image has
+   * none), and start with the image's environment. Throws ConflictError (the
+   * name is taken), BadRequestError (an invalid name or reference, a wrong
+   * architecture, a malformed image or layer, a path escape, a device node),
+   * NotFoundError (no such image, or the registry refused access; no such
+   * local file), TooLargeError (over the server's size cap), ForbiddenError.
+   * A failed or aborted build leaves nothing behind.
+   */
+  createTemplate(name: string, image: string, opts: TemplateOptions = {}): Promise<Template> {
+    return templates.createTemplate(this, name, image, opts);
+  }
+
+  /**
+   * Makes the new template `name` from a `docker save` tarball (bytes, a
+   * Blob, or a stream, uploaded as it is read); `opts.label` is recorded as
+   * its origin (default "upload"). See createTemplate.
+   */
+  uploadTemplate(name: string, tarball: TemplateTarball, opts: UploadTemplateOptions = {}): Promise<Template> {
+    return templates.uploadTemplate(this, name, tarball, opts);
+  }
+
+  /**
+   * Builds the new template `name` from a Dockerfile (admin keys), as
+   * `withruntime template build NAME -f Dockerfile CONTEXT` does. The build
+   * context directory `context` is sent less what its .dockerignore excludes
+   * (Docker's syntax): regular files, directories and symlinks, with their
+   * modes and without owners. The Dockerfile is `opts.dockerfile` (a path on
+   * this machine, default CONTEXT/Dockerfile; it may lie outside the context)
+   * or the text `opts.dockerfileContent`. It may use FROM (a template of the
+   * server, or a registry image), RUN, ENV, WORKDIR, USER, COPY and ADD
+   * (files of the context) and ARG (values from `opts.buildArgs`); anything
+   * else is refused by name before anything runs. The steps run in a sandbox
+   * on the server with no network, unless `opts.internet` or `opts.allow`
+   * (hosts or CIDRs, such as a package index) say otherwise.
+   *
+   * `onEvent` gets each step event (each layer and instruction) and each
+   * output event (what RUN prints) as they happen. A failing RUN throws
+   * BadRequestError with its exit code and last output; the other errors are
+   * createTemplate's.
+   */
+  buildTemplate(name: string, context = ".", opts: BuildTemplateOptions = {}): Promise<Template> {
+    return templates.buildTemplate(this, name, context, opts);
+  }
 }

@@ -7,11 +7,12 @@ import { lstat, open, readdir, readFile, readlink, stat } from "node:fs/promises
 import { openAsBlob } from "node:fs";
 import { join, posix, relative, resolve, sep } from "node:path";
 
-import type { Client } from "./client.js";
+import type { HttpClient } from "./http.js";
 import { NotFoundError, ServerTimeoutError, WithRuntimeError, apiError, statusOfCode } from "./errors.js";
 import { BUILD_WAIT } from "./wait.js";
 import type {
   BuildTemplateOptions,
+  Schemas,
   Template,
   TemplateEvent,
   TemplateOptions,
@@ -37,15 +38,15 @@ const templatePath = (name: string) => `/v1/templates/${encodeURIComponent(name)
 const notFound = (msg: string) => apiError(404, "not_found", msg);
 const bad = (msg: string) => apiError(400, "bad_request", msg);
 
-export async function listTemplates(c: Client, signal?: AbortSignal): Promise<Template[]> {
-  return (await c.json<{ templates: Template[] }>("GET", "/v1/templates", undefined, signal)).templates;
+export async function listTemplates(c: HttpClient, signal?: AbortSignal): Promise<Template[]> {
+  return (await c.json<Schemas["TemplateList"]>("GET", "/v1/templates", undefined, signal)).templates;
 }
 
-export function getTemplate(c: Client, name: string, signal?: AbortSignal): Promise<Template> {
+export function getTemplate(c: HttpClient, name: string, signal?: AbortSignal): Promise<Template> {
   return c.json<Template>("GET", templatePath(name), undefined, signal);
 }
 
-export async function deleteTemplate(c: Client, name: string, signal?: AbortSignal): Promise<void> {
+export async function deleteTemplate(c: HttpClient, name: string, signal?: AbortSignal): Promise<void> {
   await c.json<void>("DELETE", templatePath(name), undefined, signal);
 }
 
@@ -63,10 +64,11 @@ function localImage(image: string): [string, string] {
   return ["", ""];
 }
 
-export async function createTemplate(c: Client, name: string, image: string, opts: TemplateOptions): Promise<Template> {
+export async function createTemplate(c: HttpClient, name: string, image: string, opts: TemplateOptions): Promise<Template> {
   const [kind, path] = localImage(image);
   if (!kind) {
-    return build(c, "/v1/templates", JSON.stringify({ name, fromImage: image }), "application/json", opts);
+    const req: Schemas["CreateTemplateRequest"] = { name, fromImage: image };
+    return build(c, "/v1/templates", JSON.stringify(req), "application/json", opts);
   }
   let st;
   try {
@@ -84,7 +86,7 @@ export async function createTemplate(c: Client, name: string, image: string, opt
   return upload(c, name, image, await openAsBlob(path), opts);
 }
 
-export async function uploadTemplate(c: Client, name: string, tarball: TemplateTarball, opts: UploadTemplateOptions): Promise<Template> {
+export async function uploadTemplate(c: HttpClient, name: string, tarball: TemplateTarball, opts: UploadTemplateOptions): Promise<Template> {
   await checkFree(c, name, opts.signal);
   let body: Blob | Uint8Array | ReadableStream<Uint8Array>;
   if (tarball instanceof ArrayBuffer) body = new Uint8Array(tarball);
@@ -94,7 +96,7 @@ export async function uploadTemplate(c: Client, name: string, tarball: TemplateT
 }
 
 function upload(
-  c: Client,
+  c: HttpClient,
   name: string,
   label: string | undefined,
   body: Blob | Uint8Array | ReadableStream<Uint8Array>,
@@ -108,7 +110,7 @@ function upload(
   return build(c, "/v1/templates?" + q.toString(), body, TAR, opts);
 }
 
-export async function buildTemplate(c: Client, name: string, context: string, opts: BuildTemplateOptions): Promise<Template> {
+export async function buildTemplate(c: HttpClient, name: string, context: string, opts: BuildTemplateOptions): Promise<Template> {
   const ctx = context || ".";
   let st;
   try {
@@ -142,7 +144,7 @@ export async function buildTemplate(c: Client, name: string, context: string, op
 }
 
 /** Refuses a taken name before a body is sent. */
-async function checkFree(c: Client, name: string, signal?: AbortSignal): Promise<void> {
+async function checkFree(c: HttpClient, name: string, signal?: AbortSignal): Promise<void> {
   try {
     await getTemplate(c, name, signal);
   } catch (err) {
@@ -154,7 +156,7 @@ async function checkFree(c: Client, name: string, signal?: AbortSignal): Promise
 
 /** Posts a build, passes its progress to onEvent, and returns the template or throws the error event's APIError. */
 async function build(
-  c: Client,
+  c: HttpClient,
   path: string,
   body: string | Blob | Uint8Array | ReadableStream<Uint8Array>,
   contentType: string,
@@ -183,12 +185,13 @@ async function build(
         const line = buf.slice(0, nl).trim();
         buf = buf.slice(nl + 1);
         if (line === "") continue;
-        let ev: TemplateEvent;
+        let ev: Schemas["TemplateEvent"];
         try {
-          ev = JSON.parse(line) as TemplateEvent;
+          ev = JSON.parse(line) as Schemas["TemplateEvent"];
         } catch (err) {
           throw new WithRuntimeError(`withruntime: bad event in the template build's progress: ${(err as Error).message}`, { cause: err });
         }
+        if (ev.type === HEARTBEAT) continue; // the server's sign of life during a quiet step
         if (ev.type === "template") {
           if (!ev.template) throw new WithRuntimeError("withruntime: template event without a template");
           return ev.template;
@@ -197,8 +200,7 @@ async function build(
           const e = ev.error ?? { code: "internal", message: "the template build failed without a message" };
           throw apiError(statusOfCode(e.code), e.code, e.message);
         }
-        if ((ev.type as string) === HEARTBEAT) continue; // the server's sign of life during a quiet step
-        opts.onEvent?.(ev);
+        opts.onEvent?.(ev as TemplateEvent); // not a heartbeat: checked above
       }
     }
   } finally {

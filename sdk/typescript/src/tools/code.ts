@@ -3,14 +3,14 @@
 // declaration and text it gives byte for byte.
 import { readFileSync } from "node:fs";
 
-import type { CallOptions } from "../client.js";
+import type { CallOptions } from "../http.js";
 import type { Execution, Result } from "../code.js";
 import { APIError, UnsupportedError } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { ArgsError, decodeArgs, type Args, type Field } from "./args.js";
 import { CapBuf } from "./capbuf.js";
 import type { Definition } from "./definitions.js";
-import type { SandboxFunc, Tool, ToolResult } from "./index.js";
+import { errorResult, type ImageOutput, type SandboxFunc, type Tool, type ToolResult } from "./result.js";
 
 /** The code interpreter tool's name. */
 export const RUN_CODE_NAME = "runtime_run_code";
@@ -26,25 +26,11 @@ export const MAX_RESULT_TEXT_BYTES = 8 << 10;
 export const CODE_TIMEOUT_SECONDS = 120;
 const MAX_OUTPUT_BYTES = 16 << 10;
 
-/** An image a tool produced, checked: its bytes decode as the MIME type says, within MAX_IMAGE_BYTES. */
-export interface ImageOutput {
-  /** "image/png" or "image/jpeg". */
-  mimeType: string;
-  /** The image, base64. */
-  data: string;
-  width: number;
-  height: number;
-}
-
 const codeDefinition = JSON.parse(readFileSync(new URL("../../definitions/runtime_run_code.json", import.meta.url), "utf8")) as Definition;
 
 /** runtime_run_code's declaration. */
 export function codeDefinitions(): Definition[] {
   return [structuredClone(codeDefinition)];
-}
-
-function errorResult(text: string): ToolResult {
-  return { text: "error: " + text, isError: true };
 }
 
 const fields: Field[] = [

@@ -2,10 +2,9 @@
 // their calls (the same shapes, key for key, as the Go SDK's
 // tools/providers.go; a test compares them with its golden files).
 
-import type { CallOptions } from "../client.js";
+import type { CallOptions } from "../http.js";
 import type { InputSchema } from "./definitions.js";
-import type { Tool, ToolResult } from "./index.js";
-import { dispatch } from "./index.js";
+import { dispatch, type Tool, type ToolResult } from "./result.js";
 
 type Declared = Pick<Tool, "name" | "description" | "inputSchema">;
 

@@ -1,24 +1,16 @@
+// The HTTP core: how the SDK finds its server (options, the environment,
+// the CLI's config file), sends a request with the API key and bounded
+// waits, and turns an error answer into an APIError. Every feature module
+// (files, code, templates, exec, account) makes its calls through an
+// HttpClient; Client is one, with the feature methods on top. This module
+// imports nothing of the SDK but errors.ts, wait.ts and types.ts.
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
 import { APIError, NotConfiguredError, ServerTimeoutError, WithRuntimeError, apiError } from "./errors.js";
-import { Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
-import * as templates from "./templates.js";
+import type { Schemas } from "./types.js";
 import { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS, boundedFetch } from "./wait.js";
-import type {
-  BuildTemplateOptions,
-  GroupBy,
-  KeyInfo,
-  SandboxInfo,
-  SecretInfo,
-  Template,
-  TemplateOptions,
-  TemplateTarball,
-  UploadTemplateOptions,
-  UsageReport,
-  UsageRow,
-} from "./types.js";
 
 /** The environment variable naming the server's base URL, such as http://127.0.0.1:7780. */
 export const ENV_URL = "WITHRUNTIME_URL";
@@ -152,45 +144,6 @@ function patientDispatcher(): object | undefined {
   return patient ?? undefined;
 }
 
-/**
- * Selects a usage report (Client.usage). Absent fields take the server's
- * defaults: the last 30 days (from midnight UTC), grouped by day.
- */
-export interface UsageQuery extends CallOptions {
-  /**
-   * Start of the window, exclusive: a Date, or a string the server parses
-   * (RFC 3339, or YYYY-MM-DD for that UTC day's midnight). Default 30 days
-   * before `to`, at midnight UTC.
-   */
-  from?: Date | string;
-  /**
-   * End of the window, inclusive: a Date, or an RFC 3339 string, or
-   * YYYY-MM-DD (through the end of that UTC day). Default now.
-   */
-  to?: Date | string;
-  /** "day" (the default), "sandbox" or "key". */
-  groupBy?: GroupBy;
-}
-
-/** Options of Client.createKey. */
-export interface CreateKeyOptions extends CallOptions {
-  /**
-   * Cap on what the key's sandboxes may cost per UTC day, in micro-dollars
-   * (1 USD = 1,000,000); absent or 0: no limit.
-   */
-  dailyLimitMicros?: number;
-  /**
-   * Cap, in MiB, on the host disk the key's sandboxes hold (running and
-   * paused sandboxes' diskMiB plus pause images); absent or 0: the server's
-   * default for a key with a daily limit, none for an administrator's key.
-   */
-  diskQuotaMiB?: number;
-  /** Cap on how many of the key's sandboxes may be paused at once; absent or 0: as diskQuotaMiB. */
-  pausedQuota?: number;
-  /** Cap on how many sandboxes the key may hold at once, starting, running and paused together; absent or 0: as diskQuotaMiB. */
-  sandboxesQuota?: number;
-}
-
 /** A bound in seconds as given (undefined: def; 0: none). */
 function seconds(v: number | undefined, def: number, name: string): number {
   if (v === undefined) return def;
@@ -200,11 +153,7 @@ function seconds(v: number | undefined, def: number, name: string): number {
   return v;
 }
 
-function when(v: Date | string): string {
-  return v instanceof Date ? v.toISOString() : v;
-}
-
-/** What Client.request sends. */
+/** What HttpClient.request sends. */
 export interface RequestOptions {
   body?: RequestInit["body"];
   contentType?: string;
@@ -217,8 +166,9 @@ export interface RequestOptions {
 }
 
 /**
- * A client of one Runtime server. Sandbox.create, Sandbox.connect and
- * Sandbox.list make one with no options unless given one.
+ * The HTTP core of a client of one Runtime server: its address, its key and
+ * its bounds, and the two calls every feature is made of (request, json).
+ * Client extends it with the API's methods.
  *
  * The server is found, in this order, in the options (baseURL, apiKey), the
  * environment (WITHRUNTIME_URL and WITHRUNTIME_API_KEY), or the CLI's config
@@ -226,7 +176,7 @@ export interface RequestOptions {
  * these the constructor throws a NotConfiguredError that says how to
  * configure one: the SDK never starts a server itself.
  */
-export class Client {
+export class HttpClient {
   /** The server's base URL, without a trailing slash. */
   readonly baseURL: string;
   readonly #apiKey: string;
@@ -246,195 +196,6 @@ export class Client {
     this.#globalFetch = opts.fetch === undefined;
     this.#responseTimeout = seconds(opts.responseTimeoutSeconds, DEFAULT_RESPONSE_TIMEOUT_SECONDS, "responseTimeoutSeconds");
     this.#idleTimeout = seconds(opts.idleTimeoutSeconds, DEFAULT_IDLE_TIMEOUT_SECONDS, "idleTimeoutSeconds");
-  }
-
-  /** Creates a sandbox on this server (see Sandbox.create). */
-  create(opts: Omit<SandboxOptions, keyof ConnectionOptions> = {}): Promise<Sandbox> {
-    return Sandbox.create({ ...opts, client: this });
-  }
-
-  /** A handle on a running sandbox of this server (see Sandbox.connect). */
-  connect(id: string, opts: CallOptions = {}): Promise<Sandbox> {
-    return Sandbox.connect(id, { ...opts, client: this });
-  }
-
-  /** Lists this server's sandboxes (see Sandbox.list). */
-  list(filter: Omit<ListFilter, keyof ConnectionOptions> = {}): Promise<SandboxInfo[]> {
-    return Sandbox.list({ ...filter, client: this });
-  }
-
-  /**
-   * Stores (or replaces) a write-only secret and returns its description,
-   * without the value. A sandbox created with `secrets: [name]` sees `name`
-   * as an environment variable holding a placeholder (`wr_placeholder_...`);
-   * the egress proxy replaces the placeholder with `value` in the headers of
-   * HTTPS requests to `hosts` (host names or `*.wildcards`, not IP
-   * addresses), and nowhere else. Sandboxes created afterwards get a
-   * replaced value; running ones keep theirs. `name` is letters, digits and
-   * `_`, not starting with a digit; `value` at most 8 KiB, without line
-   * breaks. Throws BadRequestError (whose message never contains the
-   * value), UnauthorizedError.
-   */
-  setSecret(name: string, value: string, hosts: string[], opts: CallOptions = {}): Promise<SecretInfo> {
-    return this.json<SecretInfo>("POST", "/v1/secrets", { name, value, hosts }, opts.signal);
-  }
-
-  /** The stored secrets by name, with their hosts and times; values are never returned. Throws UnauthorizedError. */
-  async listSecrets(opts: CallOptions = {}): Promise<SecretInfo[]> {
-    const out = await this.json<{ secrets: SecretInfo[] }>("GET", "/v1/secrets", undefined, opts.signal);
-    return out.secrets;
-  }
-
-  /**
-   * Deletes a stored secret: new sandboxes can no longer name it; running
-   * ones created with it keep using it until the server restarts. Throws
-   * NotFoundError (no such secret).
-   */
-  async deleteSecret(name: string, opts: CallOptions = {}): Promise<void> {
-    await this.json<void>("DELETE", `/v1/secrets/${encodeURIComponent(name)}`, undefined, opts.signal);
-  }
-
-  /**
-   * Creates an API key labelled `name` (1 to 100 characters) and returns it
-   * with its `secret` (`wr_...`), which is shown this once: store it, and
-   * pass it as `apiKey`. `dailyLimitMicros` caps what the key's sandboxes may
-   * cost per UTC day, in micro-dollars; once reached, its running sandboxes
-   * are stopped and its creates throw SpendingLimitError until midnight UTC.
-   * `diskQuotaMiB`, `pausedQuota` and `sandboxesQuota` are its quotas (the
-   * server's defaults where absent, for a key with a daily limit).
-   * Throws BadRequestError (an empty or too long name, a negative limit or
-   * quota), UnauthorizedError.
-   */
-  createKey(name: string, opts: CreateKeyOptions = {}): Promise<KeyInfo & { secret: string }> {
-    const body: {
-      name: string;
-      dailyLimitMicros?: number;
-      diskQuotaMiB?: number;
-      pausedQuota?: number;
-      sandboxesQuota?: number;
-    } = { name };
-    if (opts.dailyLimitMicros) body.dailyLimitMicros = opts.dailyLimitMicros;
-    if (opts.diskQuotaMiB) body.diskQuotaMiB = opts.diskQuotaMiB;
-    if (opts.pausedQuota) body.pausedQuota = opts.pausedQuota;
-    if (opts.sandboxesQuota) body.sandboxesQuota = opts.sandboxesQuota;
-    return this.json<KeyInfo & { secret: string }>("POST", "/v1/keys", body, opts.signal);
-  }
-
-  /** Every API key of the server, revoked ones included, oldest first, without their secrets. Throws UnauthorizedError. */
-  async listKeys(opts: CallOptions = {}): Promise<KeyInfo[]> {
-    const out = await this.json<{ keys: KeyInfo[] }>("GET", "/v1/keys", undefined, opts.signal);
-    return out.keys;
-  }
-
-  /**
-   * Revokes the live key `id` (`key_...`, its id, not its secret) at once:
-   * requests with it then throw UnauthorizedError. Sandboxes it created keep
-   * running. Throws NotFoundError (no such live key), ConflictError (the key
-   * this client authenticates with).
-   */
-  async revokeKey(id: string, opts: CallOptions = {}): Promise<void> {
-    await this.json<void>("DELETE", `/v1/keys/${encodeURIComponent(id)}`, undefined, opts.signal);
-  }
-
-  /**
-   * Metered usage and cost per UTC day, sandbox or key: one UsageRow per
-   * group with usage in the window, sorted by group, with CPU-seconds,
-   * GiB-seconds and micro-dollars (see UsageRow for where the figures come
-   * from); empty if nothing ran. usageReport also gives the total and the
-   * prices. Throws BadRequestError (an unknown groupBy, from not before to).
-   */
-  async usage(query: UsageQuery = {}): Promise<UsageRow[]> {
-    return (await this.usageReport(query)).rows;
-  }
-
-  /** The whole usage report (see usage): the window the server used, its prices, the rows and their total. */
-  usageReport(query: UsageQuery = {}): Promise<UsageReport> {
-    const q = new URLSearchParams();
-    if (query.from !== undefined && query.from !== "") q.set("from", when(query.from));
-    if (query.to !== undefined && query.to !== "") q.set("to", when(query.to));
-    if (query.groupBy) q.set("groupBy", query.groupBy);
-    const qs = q.toString();
-    return this.json<UsageReport>("GET", "/v1/usage" + (qs ? "?" + qs : ""), undefined, query.signal);
-  }
-
-  /** The server's templates by name. Throws UnauthorizedError. */
-  listTemplates(opts: CallOptions = {}): Promise<Template[]> {
-    return templates.listTemplates(this, opts.signal);
-  }
-
-  /** The template `name`. Throws NotFoundError, BadRequestError (an invalid name). */
-  getTemplate(name: string, opts: CallOptions = {}): Promise<Template> {
-    return templates.getTemplate(this, name, opts.signal);
-  }
-
-  /**
-   * Deletes the template `name` and its files (admin keys). Throws
-   * NotFoundError, ConflictError (sandboxes that are starting or running use
-   * it, or the warm pool serves it; the message names them), ForbiddenError.
-   */
-  deleteTemplate(name: string, opts: CallOptions = {}): Promise<void> {
-    return templates.deleteTemplate(this, name, opts.signal);
-  }
-
-  /**
-   * Makes the new template `name` (1-63 of a-z, 0-9, `.`, `_`, `-`, starting
-   * with a letter or digit) from a linux/amd64 container image (admin keys)
-   * and resolves to it once it is ready. `image` is, as for `withruntime
-   * template build --from-image`:
-   *
-   * - a registry image, `[HOST[:PORT]/]REPO[:TAG|@sha256:DIGEST]`, pulled by
-   *   the server with the registry credentials of the user it runs as;
-   * - `oci-layout:DIR`, or a directory path starting with `/`, `./` or
-   *   `../`: an OCI image layout on this machine, which the SDK reads and
-   *   uploads as a `docker save` tarball;
-   * - `docker-archive:FILE`, or a file path starting with `/`, `./` or `../`
-   *   or ending in `.tar`: a `docker save` tarball on this machine, uploaded
-   *   as it is.
-   *
-   * `onEvent` gets each step event as the server pulls (or receives) and
-   * flattens the layers. The template's sandboxes run commands as `user`
-   * (uid 1000) in /workspace, with bash (or /bin/sh when the image has
-   * none), and start with the image's environment. Throws ConflictError (the
-   * name is taken), BadRequestError (an invalid name or reference, a wrong
-   * architecture, a malformed image or layer, a path escape, a device node),
-   * NotFoundError (no such image, or the registry refused access; no such
-   * local file), TooLargeError (over the server's size cap), ForbiddenError.
-   * A failed or aborted build leaves nothing behind.
-   */
-  createTemplate(name: string, image: string, opts: TemplateOptions = {}): Promise<Template> {
-    return templates.createTemplate(this, name, image, opts);
-  }
-
-  /**
-   * Makes the new template `name` from a `docker save` tarball (bytes, a
-   * Blob, or a stream, uploaded as it is read); `opts.label` is recorded as
-   * its origin (default "upload"). See createTemplate.
-   */
-  uploadTemplate(name: string, tarball: TemplateTarball, opts: UploadTemplateOptions = {}): Promise<Template> {
-    return templates.uploadTemplate(this, name, tarball, opts);
-  }
-
-  /**
-   * Builds the new template `name` from a Dockerfile (admin keys), as
-   * `withruntime template build NAME -f Dockerfile CONTEXT` does. The build
-   * context directory `context` is sent less what its .dockerignore excludes
-   * (Docker's syntax): regular files, directories and symlinks, with their
-   * modes and without owners. The Dockerfile is `opts.dockerfile` (a path on
-   * this machine, default CONTEXT/Dockerfile; it may lie outside the context)
-   * or the text `opts.dockerfileContent`. It may use FROM (a template of the
-   * server, or a registry image), RUN, ENV, WORKDIR, USER, COPY and ADD
-   * (files of the context) and ARG (values from `opts.buildArgs`); anything
-   * else is refused by name before anything runs. The steps run in a sandbox
-   * on the server with no network, unless `opts.internet` or `opts.allow`
-   * (hosts or CIDRs, such as a package index) say otherwise.
-   *
-   * `onEvent` gets each step event (each layer and instruction) and each
-   * output event (what RUN prints) as they happen. A failing RUN throws
-   * BadRequestError with its exit code and last output; the other errors are
-   * createTemplate's.
-   */
-  buildTemplate(name: string, context = ".", opts: BuildTemplateOptions = {}): Promise<Template> {
-    return templates.buildTemplate(this, name, context, opts);
   }
 
   /**
@@ -515,7 +276,8 @@ async function decodeError(resp: Response): Promise<APIError> {
     // the body broke off: the status still says what happened
   }
   try {
-    const eb = JSON.parse(text) as { error?: { code?: unknown; message?: unknown } };
+    // The schemas' field names, each value unknown until checked: the body may be anything.
+    const eb = JSON.parse(text) as { [K in keyof Schemas["Error"]]?: { [F in keyof Schemas["ErrorDetail"]]?: unknown } };
     if (eb && typeof eb.error?.code === "string" && eb.error.code !== "") {
       return apiError(resp.status, eb.error.code, typeof eb.error.message === "string" ? eb.error.message : "");
     }
