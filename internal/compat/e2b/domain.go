@@ -111,7 +111,10 @@ func (s *Server) notOurHost(w http.ResponseWriter, r *http.Request) bool {
 func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rid, port string) {
 	sb, err := s.cfg.Store.GetSandbox(r.Context(), rid)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && sb.State == store.StateStopped) {
-		writeError(w, http.StatusBadGateway, "the sandbox %s was not found: it does not exist or has stopped", e2bID(rid))
+		// E2B's proxy's own answer, word for word (its SDKs and tests read
+		// the message and the sandboxId); detail is Runtime's.
+		writeJSON(w, http.StatusBadGateway, map[string]any{"code": http.StatusBadGateway, "message": "The sandbox was not found",
+			"sandboxId": e2bID(rid), "detail": "the sandbox " + e2bID(rid) + " does not exist or has stopped"})
 		return
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -58,5 +59,16 @@ func TestDomainRouting(t *testing.T) {
 		if rec.Code != c.status || f.lastPath != c.apiPath {
 			t.Errorf("%s: %d %s, API saw %q", c.what, rec.Code, rec.Body, f.lastPath)
 		}
+	}
+	// A stopped sandbox's port answers as E2B's proxy does, word for word.
+	var body struct {
+		Code      int    `json:"code"`
+		Message   string `json:"message"`
+		SandboxID string `json:"sandboxId"`
+	}
+	rec := do("8000-"+e2bID(f.idGone)+".d.test", "/")
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code != 502 ||
+		body.Message != "The sandbox was not found" || body.SandboxID != e2bID(f.idGone) {
+		t.Errorf("a stopped sandbox's port: %s", rec.Body)
 	}
 }
