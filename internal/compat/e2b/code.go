@@ -243,6 +243,9 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the body is not a context {language, cwd}: %v", err)
 		return
 	}
+	if req.Cwd == "" {
+		req.Cwd = t.home() // E2B's contexts start in the user's home
+	}
 	in := agentapi.CreateContextRequest{Language: req.Language, Cwd: req.Cwd}
 	var c agentapi.Context
 	if err := s.api.json(r.Context(), t.as, "POST", t.base()+"/contexts", in, &c); err != nil {

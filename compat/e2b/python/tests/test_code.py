@@ -66,6 +66,8 @@ def test_env_vars_for_one_cell(ci):
 def test_contexts_create_run_restart_remove(ci):
     ctx = ci.create_code_context(language="python")
     assert ctx.id and ctx.language == "python"
+    assert ctx.cwd == "/home/user"  # E2B's default for a new context
+    assert ci.run_code("import os; os.getcwd()", context=ctx).text == "'/home/user'"
     assert ci.run_code("y = 41", context=ctx).error is None
     assert ci.run_code("y + 1", context=ctx).text == "42"
     # Contexts are isolated: the default context has no y.
