@@ -28,6 +28,9 @@
 //	                                       stdinOpen (at most MaxStdinWriteBytes);
 //	                                       409 when its stdin is closed or it ended
 //	POST   /processes/{pid}/stdin/close -> 204; the process reads end-of-file
+//	GET    /processes/{pid}/terminal    -> 101, then the terminal channel of a
+//	                                       process started with a pty
+//	                                       (TerminalUpgrade; terminal.go)
 //	GET    /files?path=P                -> 200 raw bytes (application/octet-stream),
 //	                                       with Accept-Ranges, ETag, Last-Modified;
 //	                                       a Range of one byte range: 206 and those
@@ -70,7 +73,11 @@
 // with 400. Errors are always an ErrorBody with a matching HTTP status.
 package agentapi
 
-import "time"
+import (
+	"time"
+
+	"withruntime.dev/runtime/sdk/go/wire"
+)
 
 // Defaults and limits of the exec contract. docs/behaviour.md is the user's
 // statement of them; keep the two in step.
@@ -127,6 +134,11 @@ type ExecRequest struct {
 	// /processes/{pid}/stdin/close closes (EOF). Only for POST /processes,
 	// and not together with Stdin.
 	StdinOpen bool `json:"stdinOpen,omitempty"`
+	// Pty runs a background process on a pseudo-terminal of this size (see
+	// wire.PtySize and the terminal routes in terminal.go). Only for POST
+	// /processes, and not together with Stdin or StdinOpen: its input comes
+	// from the terminal.
+	Pty *wire.PtySize `json:"pty,omitempty"`
 }
 
 // MaxStdinWriteBytes caps one POST /processes/{pid}/stdin body (1 MiB).
@@ -200,13 +212,15 @@ type ExecResult struct {
 
 // Process is a background command.
 type Process struct {
-	Pid       int         `json:"pid"`
-	Command   string      `json:"command,omitempty"`
-	Argv      []string    `json:"argv,omitempty"`
-	Cwd       string      `json:"cwd"`
-	StartedAt time.Time   `json:"startedAt"`
-	Running   bool        `json:"running"`
-	Result    *ExecResult `json:"result,omitempty"`
+	Pid int `json:"pid"`
+	// Pty is the terminal's current size, for a process started with one.
+	Pty       *wire.PtySize `json:"pty,omitempty"`
+	Command   string        `json:"command,omitempty"`
+	Argv      []string      `json:"argv,omitempty"`
+	Cwd       string        `json:"cwd"`
+	StartedAt time.Time     `json:"startedAt"`
+	Running   bool          `json:"running"`
+	Result    *ExecResult   `json:"result,omitempty"`
 }
 
 // ProcessList is the answer of GET /processes.

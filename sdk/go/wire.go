@@ -1,6 +1,10 @@
 package withruntime
 
-import "time"
+import (
+	"time"
+
+	"withruntime.dev/runtime/sdk/go/wire"
+)
 
 // The types in this file are the JSON bodies of Runtime's HTTP API
 // (api/openapi.yaml), copied from the server so that this module needs
@@ -141,6 +145,10 @@ type ExecRequest struct {
 	StdinOpen bool `json:"stdinOpen,omitempty"`
 	// User runs the command as "user" (default, uid 1000) or "root".
 	User string `json:"user,omitempty"`
+	// Pty runs a background process on a terminal of this size (see
+	// Sandbox.CreateTerminal). Only for background processes, and not
+	// together with Stdin or StdinOpen.
+	Pty *wire.PtySize `json:"pty,omitempty"`
 }
 
 // Event is one event of an exec stream (ExecStream).
