@@ -15,7 +15,7 @@ package wire
 //     byte for byte (at most MaxTerminalMessageBytes each);
 //   - binary messages from the server are output, byte for byte as the
 //     program wrote them (never re-encoded: a UTF-8 character may be split
-//     across two messages);
+//     across two messages), at most MaxTerminalMessageBytes each;
 //   - text messages are JSON: TerminalControl from the client,
 //     TerminalEvent from the server.
 //
