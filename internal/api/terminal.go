@@ -137,8 +137,11 @@ func (s *Server) relayTerminal(ctx context.Context, ws *websocket.Conn, agent ne
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		defer agent.Close() // the agent's side ends the viewer
 		s.terminalInput(ctx, ws, agent)
+		// The client closed (or broke): the output side ends quietly, and
+		// closing the agent's side ends the viewer there.
+		cancel()
+		agent.Close()
 	}()
 	go func() {
 		defer wg.Done()

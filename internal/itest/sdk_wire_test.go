@@ -29,6 +29,7 @@ func TestSDKWireTypesMatchServer(t *testing.T) {
 		{withruntime.ExecRequest{}, agentapi.ExecRequest{}},
 		{withruntime.Event{}, agentapi.Event{}},
 		{withruntime.ExecResult{}, agentapi.ExecResult{}},
+		{withruntime.Process{}, agentapi.Process{}},
 		{withruntime.FileInfo{}, agentapi.FileInfo{}},
 		{withruntime.FileList{}, agentapi.FileList{}},
 		{withruntime.MkdirRequest{}, agentapi.MkdirRequest{}},
