@@ -427,3 +427,30 @@ func TestTerminalHostile(t *testing.T) {
 		t.Errorf("the server's heap grew %d MiB", grown>>20)
 	}
 }
+
+// A pause ends the terminal's connections (gVisor saves the sandbox
+// whole); after the resume the program is where it was, and a new
+// connection replays its output and goes on.
+func TestTerminalPause(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	p := e.startTerminal(sb.ID, shell, wire.PtySize{Cols: 80, Rows: 24})
+	c := e.attach(sb.ID, p.Pid)
+	m := c.waitOutput(0, "$ ", 20*time.Second)
+	c.send("x=kept; echo before-pause\r")
+	c.waitOutput(m, "before-pause", 10*time.Second)
+	e.must(http.StatusOK, "POST", "/v1/sandboxes/"+sb.ID+"/pause", nil, nil)
+	ev, status := c.exit(30 * time.Second)
+	if ev.ExitCode != nil || status != websocket.StatusGoingAway {
+		t.Errorf("at the pause: exit %+v, close status %v", ev, status)
+	}
+	e.must(http.StatusOK, "POST", "/v1/sandboxes/"+sb.ID+"/resume", nil, nil)
+	c = e.attach(sb.ID, p.Pid)
+	m = c.waitOutput(0, "before-pause", 20*time.Second)
+	c.send("echo after-resume-$x\r")
+	c.waitOutput(m, "after-resume-kept", 10*time.Second)
+	c.send("exit 0\r")
+	if ev, _ := c.exit(20 * time.Second); ev.ExitCode == nil || *ev.ExitCode != 0 {
+		t.Errorf("exit after the resume: %+v", ev)
+	}
+}
