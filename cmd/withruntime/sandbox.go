@@ -24,7 +24,7 @@ import (
 
 func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Short: "Create, use and destroy sandboxes"}
-	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd(), newCpCmd())
+	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newShellCmd(), newAttachCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd(), newCpCmd())
 	return cmd
 }
 
@@ -424,14 +424,21 @@ func newExecCmd() *cobra.Command {
 	var timeout time.Duration
 	var cwd string
 	var env []string
-	var noStdin bool
+	var noStdin, interactive, tty bool
+	var user string
 	cmd := &cobra.Command{
-		Use:   "exec ID -- CMD [ARGS...]",
-		Short: "Run a command in a running sandbox, streaming its output",
+		Use:   "exec [-it] ID -- CMD [ARGS...]",
+		Short: "Run a command in a running sandbox, streaming its output (-it: on a terminal)",
 		Long: `Runs CMD in sandbox ID streaming stdout and stderr, and exits with CMD's exit
 code. On Ctrl-C (or SIGTERM, SIGHUP) CMD is killed; the sandbox keeps
 running. One word after -- is run by bash (pipes work); several words are run
-as a program and its arguments. ` + stdinHelp,
+as a program and its arguments. ` + stdinHelp + `
+
+With -t (--tty) CMD runs on a terminal in the sandbox instead, as with
+docker exec -it: with -i this terminal's keys go to it in raw mode (Ctrl-C
+is the program's), the window size follows this window, and a signal that
+ends the CLI sends CMD SIGHUP. --timeout then defaults to none.
+` + detachHelp,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			envMap, err := pairs("--env", env)
@@ -442,8 +449,16 @@ as a program and its arguments. ` + stdinHelp,
 			if err != nil {
 				return err
 			}
-			req.Cwd, req.Env = cwd, envMap
+			req.Cwd, req.Env, req.User = cwd, envMap, user
 			ctx := cmd.Context()
+			if tty {
+				s, err := connect(ctx, "")
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				return startOnTerminal(ctx, s, args[0], req, interactive && !noStdin)
+			}
 			if req.Stdin, err = commandStdin(ctx, os.Stdin, noStdin); err != nil {
 				return err
 			}
@@ -467,6 +482,9 @@ as a program and its arguments. ` + stdinHelp,
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default /workspace)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	cmd.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "do not read stdin (the command reads end-of-file), as ssh -n")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "with -t: send this terminal's keys to CMD (without -t, piped stdin is always sent)")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run CMD on a terminal in the sandbox (see above)")
+	cmd.Flags().StringVarP(&user, "user", "u", "", `run as "user" (default) or "root"`)
 	return cmd
 }
 

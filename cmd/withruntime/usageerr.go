@@ -12,7 +12,9 @@ import (
 var examples = map[string]string{
 	"withruntime sandbox run":         "  withruntime sandbox run -- python3 -c 'print(6*7)'\n  withruntime sandbox run --allow pypi.org -- 'pip install --user requests'",
 	"withruntime sandbox create":      "  id=$(withruntime sandbox create --timeout 10m)",
-	"withruntime sandbox exec":        "  withruntime sandbox exec sbx_0123456789abcdef -- python3 -V",
+	"withruntime sandbox exec":        "  withruntime sandbox exec sbx_0123456789abcdef -- python3 -V\n  withruntime sandbox exec -it sbx_0123456789abcdef -- python3",
+	"withruntime sandbox shell":       "  withruntime sandbox shell sbx_0123456789abcdef\n  withruntime sandbox shell sbx_0123456789abcdef -- htop",
+	"withruntime sandbox attach":      "  withruntime sandbox attach sbx_0123456789abcdef 42",
 	"withruntime sandbox ls":          "  withruntime sandbox ls",
 	"withruntime sandbox kill":        "  withruntime sandbox kill sbx_0123456789abcdef",
 	"withruntime sandbox pause":       "  withruntime sandbox pause sbx_0123456789abcdef",

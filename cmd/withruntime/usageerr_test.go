@@ -18,7 +18,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"sandbox", "exec"}, []string{"requires at least 2 arg(s), only received 0\nUsage: withruntime sandbox exec", "Usage: withruntime sandbox exec ID -- CMD [ARGS...]", "Example:\n  withruntime sandbox exec sbx_"}},
+		{[]string{"sandbox", "exec"}, []string{"requires at least 2 arg(s), only received 0\nUsage: withruntime sandbox exec", "Usage: withruntime sandbox exec [-it] ID -- CMD [ARGS...]", "Example:\n  withruntime sandbox exec sbx_"}},
 		{[]string{"keys", "create"}, []string{"Usage: withruntime keys create NAME", "withruntime keys create ci"}},
 		{[]string{"sandbox", "create", "--no-such-flag"}, []string{"unknown flag: --no-such-flag", "Usage: withruntime sandbox create", "withruntime sandbox create --help for more"}},
 	} {

@@ -59,3 +59,78 @@ func nullStdin() (*os.File, error) {
 	})
 	return devNull.f, devNull.err
 }
+
+// childIO is a command's standard streams: the ends the child gets and the
+// agent's.
+type childIO struct {
+	stdin, stdout, stderr *os.File // the child's (stdin may be the shared /dev/null)
+	// outR and errR are the agent's read ends; errR is nil on a terminal,
+	// where stderr is the terminal too.
+	outR, errR *os.File
+	inW        *os.File // the agent's end of a stdin pipe; nil: none
+	pty        *os.File // the terminal's master (also outR); nil: pipes
+	childEnds  []*os.File
+}
+
+// newChildIO makes spec's streams: a terminal (spec.pty), or pipes for
+// stdout and stderr and, for given or open stdin, a pipe for stdin, else
+// /dev/null.
+func newChildIO(spec procSpec) (*childIO, error) {
+	c := &childIO{}
+	if spec.pty != nil {
+		master, slave, err := openPty(*spec.pty, spec.cred)
+		if err != nil {
+			return nil, err
+		}
+		c.stdin, c.stdout, c.stderr = slave, slave, slave
+		c.outR, c.pty = master, master
+		c.childEnds = []*os.File{slave}
+		return c, nil
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.closeChildEnds()
+			c.closeAgentEnds()
+		}
+	}()
+	null, err := nullStdin()
+	if err != nil && spec.stdin == "" && !spec.stdinOpen {
+		return nil, fmt.Errorf("the null device for the command's stdin: %w", err)
+	}
+	c.stdin = null // *os.File: the child gets /dev/null, a read sees EOF at once
+	if c.outR, c.stdout, err = childPipe(false); err != nil {
+		return nil, fmt.Errorf("create stdout pipe: %w", err)
+	}
+	c.childEnds = append(c.childEnds, c.stdout)
+	if c.errR, c.stderr, err = childPipe(false); err != nil {
+		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	c.childEnds = append(c.childEnds, c.stderr)
+	if spec.stdin != "" || spec.stdinOpen {
+		if c.inW, c.stdin, err = childPipe(true); err != nil {
+			return nil, fmt.Errorf("create stdin pipe: %w", err)
+		}
+		c.childEnds = append(c.childEnds, c.stdin)
+	}
+	ok = true
+	return c, nil
+}
+
+// closeChildEnds closes the child's ends the agent made: once the child has
+// its copies they must go, or EOF would never come.
+func (c *childIO) closeChildEnds() {
+	for _, f := range c.childEnds {
+		f.Close()
+	}
+	c.childEnds = nil
+}
+
+// closeAgentEnds closes the agent's ends (a start that failed).
+func (c *childIO) closeAgentEnds() {
+	for _, f := range []*os.File{c.outR, c.errR, c.inW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

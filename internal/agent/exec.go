@@ -87,6 +87,20 @@ func (s *Server) buildSpec(req *agentapi.ExecRequest, background bool) (procSpec
 		}
 		spec.stdinOpen = true
 	}
+	if req.Pty != nil {
+		if !background {
+			return spec, 0, badRequest(`pty is only for background processes (POST /processes), whose terminal is then reached at /processes/{pid}/terminal`)
+		}
+		if req.Stdin != "" || req.StdinOpen {
+			return spec, 0, badRequest(`a process on a terminal (pty) takes its input from the terminal: leave out "stdin" and "stdinOpen"`)
+		}
+		if err := checkPtySize("pty", *req.Pty); err != nil {
+			return spec, 0, err
+		}
+		size := *req.Pty
+		spec.pty = &size
+		spec.env = withTerm(spec.env)
+	}
 	if req.Command != "" {
 		shell := "/bin/bash"
 		if _, err := os.Stat(shell); err != nil {

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // procSpec is a resolved, validated command ready to start.
@@ -26,7 +27,10 @@ type procSpec struct {
 	// stdinOpen gives the command a stdin pipe that stays open for
 	// proc.writeStdin until proc.closeStdin (background processes).
 	stdinOpen bool
-	timeout   time.Duration // 0: none
+	// pty runs the command on a terminal of this size: stdin, stdout and
+	// stderr are the terminal (stderr's stream is nil).
+	pty     *wire.PtySize
+	timeout time.Duration // 0: none
 	// hostKillNote says why a process died of a SIGKILL the agent did not
 	// send, when the sandbox's memory is, or just was, at its limit
 	// (guard.hostKillNote), and is "" otherwise; nil: never.
@@ -34,7 +38,8 @@ type procSpec struct {
 }
 
 // proc is one running (or finished) command: its own session and process
-// group, with stdout and stderr on pipes the agent created.
+// group, with stdout and stderr on pipes the agent created, or on a
+// terminal.
 type proc struct {
 	pid     int
 	cmd     *exec.Cmd
@@ -63,49 +68,37 @@ type proc struct {
 	// nil once closed. stdinMu serialises writes and the close.
 	stdinMu sync.Mutex
 	stdin   *os.File
+
+	// pty is the terminal's master for a command started on one (also
+	// streams[stdout]'s reader, which closes it at the terminal's end);
+	// nil: pipes. ptyMu serialises input writes.
+	ptyMu sync.Mutex
+	pty   *os.File
 }
 
 // startProc starts spec with output going to sk, in a cgroup of its own
 // when cgs is not nil. The caller owns the result and learns of its end
 // through done.
 func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
-	null, err := nullStdin()
-	if err != nil && spec.stdin == "" && !spec.stdinOpen {
-		return nil, fmt.Errorf("the null device for the command's stdin: %w", err)
-	}
-	outR, outW, err := childPipe(false)
+	cio, err := newChildIO(spec)
 	if err != nil {
-		return nil, fmt.Errorf("create stdout pipe: %w", err)
-	}
-	errR, errW, err := childPipe(false)
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("create stderr pipe: %w", err)
+		return nil, err
 	}
 	cmd := &exec.Cmd{
 		Path:   spec.path,
 		Args:   spec.args,
 		Dir:    spec.dir,
 		Env:    spec.env,
-		Stdin:  null, // *os.File: the child gets /dev/null, a read sees EOF at once
-		Stdout: outW, // *os.File: the child gets the fd, exec starts no copier
-		Stderr: errW,
+		Stdin:  cio.stdin, // *os.File: the child gets the fd, exec starts no copier
+		Stdout: cio.stdout,
+		Stderr: cio.stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Setsid:     true, // own session and process group, pgid == pid
 			Credential: spec.cred,
+			// On a terminal: it becomes the session's controlling tty
+			// (the child's fd 0).
+			Setctty: cio.pty != nil,
 		},
-	}
-	var inR, inW *os.File
-	if spec.stdin != "" || spec.stdinOpen {
-		if inW, inR, err = childPipe(true); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return nil, fmt.Errorf("create stdin pipe: %w", err)
-		}
-		cmd.Stdin = inR
 	}
 	var cg *cgroup
 	if cgs != nil {
@@ -122,19 +115,9 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		}
 		return cmd.Process.Pid, nil
 	})
-	// The child has its copies; the parent's write ends must go or EOF
-	// would never come.
-	outW.Close()
-	errW.Close()
-	if inR != nil {
-		inR.Close()
-	}
+	cio.closeChildEnds()
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		if inW != nil {
-			inW.Close()
-		}
+		cio.closeAgentEnds()
 		if cg != nil {
 			cgs.release(cg)
 		}
@@ -145,9 +128,9 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		return nil, fmt.Errorf("start %s: %w", spec.path, err)
 	}
 	var openStdin *os.File
-	if inW != nil && spec.stdinOpen {
-		openStdin = inW
-	} else if inW != nil {
+	if cio.inW != nil && spec.stdinOpen {
+		openStdin = cio.inW
+	} else if inW := cio.inW; inW != nil {
 		go func() {
 			// EPIPE if the command exits without reading it all: fine.
 			_, _ = io.WriteString(inW, spec.stdin)
@@ -163,13 +146,18 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
 		stdin:   openStdin,
+		pty:     cio.pty,
 
 		hostKillNote: spec.hostKillNote,
 	}
-	p.streams[stdout] = newOutStream(stdout, outR, sk)
-	p.streams[stderr] = newOutStream(stderr, errR, sk)
+	p.streams[stdout] = newOutStream(stdout, cio.outR, sk)
+	if cio.errR != nil {
+		p.streams[stderr] = newOutStream(stderr, cio.errR, sk)
+	}
 	for _, s := range p.streams {
-		go s.run()
+		if s != nil {
+			go s.run()
+		}
 	}
 	if spec.timeout > 0 {
 		p.mu.Lock()
@@ -178,6 +166,14 @@ func startProc(spec procSpec, sk sink, cgs *cgroups) (*proc, error) {
 	}
 	go p.wait()
 	return p, nil
+}
+
+// noteStream is where the agent's note goes: stderr, or the terminal.
+func (p *proc) noteStream() *outStream {
+	if s := p.streams[stderr]; s != nil {
+		return s
+	}
+	return p.streams[stdout]
 }
 
 // forkIn starts cmd in cg (see cgroups.startIn) and returns cg, or nil if
@@ -214,16 +210,20 @@ func (p *proc) wait() {
 		grace = killedGrace
 	}
 	if p.note != "" {
-		p.streams[stderr].setEpilogue([]byte(p.note))
+		p.noteStream().setEpilogue([]byte(p.note))
 	}
 	p.mu.Unlock()
 	close(p.exited)
 	p.closeStdin()
 	for _, s := range p.streams {
-		s.mainExited(grace)
+		if s != nil {
+			s.mainExited(grace)
+		}
 	}
 	for _, s := range p.streams {
-		<-s.done
+		if s != nil {
+			<-s.done
+		}
 	}
 	close(p.done)
 	if p.cg != nil {
@@ -344,7 +344,9 @@ func (p *proc) result() agentapi.ExecResult {
 	r := agentapi.ExecResult{
 		DurationMs:  p.ended.Sub(p.started).Milliseconds(),
 		StdoutBytes: p.streams[stdout].count(),
-		StderrBytes: p.streams[stderr].count(),
+	}
+	if s := p.streams[stderr]; s != nil {
+		r.StderrBytes = s.count()
 	}
 	var ws syscall.WaitStatus
 	if st := p.cmd.ProcessState; st != nil {

@@ -34,12 +34,17 @@ type bgProc struct {
 	info agentapi.Process // Pid, Command, Argv, Cwd, StartedAt
 	p    *proc
 	out  *replaySink
+	term *terminal // nil: no terminal (terminal.go)
 }
 
 // snapshot is the public view: running, or the result without output (the
 // output is fetched with wait).
 func (b *bgProc) snapshot() agentapi.Process {
 	v := b.info
+	if b.term != nil {
+		size := b.term.getSize()
+		v.Pty = &size
+	}
 	select {
 	case <-b.p.done:
 		res := b.p.result()
@@ -136,6 +141,9 @@ func (s *Server) handleStartProcess(w http.ResponseWriter, r *http.Request) erro
 	b := &bgProc{p: p, out: out, info: agentapi.Process{
 		Pid: p.pid, Command: req.Command, Argv: req.Argv, Cwd: spec.dir, StartedAt: p.started.UTC(),
 	}}
+	if spec.pty != nil {
+		b.term = &terminal{size: *spec.pty}
+	}
 	s.procs.add(b)
 	writeJSON(w, http.StatusCreated, b.snapshot())
 	return nil
@@ -313,9 +321,18 @@ func (s *Server) handleWriteStdin(w http.ResponseWriter, r *http.Request) error 
 		}
 		return badRequest("reading the request body failed: %v", err)
 	}
-	switch err := b.p.writeStdin(data); {
+	var werr error
+	if b.term != nil {
+		stop := make(chan struct{})
+		t := time.AfterFunc(stdinWriteWait, func() { close(stop) })
+		werr = b.p.writeTerminal(data, stop)
+		t.Stop()
+	} else {
+		werr = b.p.writeStdin(data)
+	}
+	switch err := werr; {
 	case errors.Is(err, errStdinClosed):
-		return conflict("the standard input of process %d is closed (it was started without stdinOpen, its stdin was closed, or it ended)", b.info.Pid)
+		return conflict("the standard input of process %d is closed (it was started without stdinOpen or pty, its stdin was closed, or it ended)", b.info.Pid)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return &apiError{status: http.StatusRequestTimeout, code: agentapi.CodeTimeout,
 			msg: fmt.Sprintf("process %d read none of its input for %s; part of it may have been written", b.info.Pid, stdinWriteWait)}
@@ -332,6 +349,9 @@ func (s *Server) handleCloseStdin(w http.ResponseWriter, r *http.Request) error 
 	b, err := s.lookupProc(r)
 	if err != nil {
 		return err
+	}
+	if b.term != nil {
+		return conflict("process %d reads a terminal, which has no end of file to close; send Ctrl-D (the byte 0x04) as input, which a program reading a line takes as end of file", b.info.Pid)
 	}
 	b.p.closeStdin()
 	w.WriteHeader(http.StatusNoContent)

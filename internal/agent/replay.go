@@ -134,3 +134,36 @@ func (s *replaySink) fill(res *agentapi.ExecResult) {
 	res.Stdout, res.StdoutLossy, res.StdoutBase64 = decodeText(data[stdout])
 	res.Stderr, res.StderrLossy, res.StderrBase64 = decodeText(data[stderr])
 }
+
+// span copies out at most limit bytes from offset off, exactly as written.
+// When off is older than what is kept it starts at the oldest kept byte,
+// and lost is how many bytes were skipped.
+func (r *ring) span(off int64, limit int) (data []byte, next, lost int64) {
+	first := r.total - int64(len(r.buf))
+	if off < first {
+		lost, off = first-off, first
+	}
+	n := int(min(r.total-off, int64(limit)))
+	if n <= 0 {
+		return nil, max(off, r.total), lost
+	}
+	data = make([]byte, 0, n)
+	i := (r.start + int(off-first)) % max(len(r.buf), 1)
+	if i+n <= len(r.buf) {
+		data = append(data, r.buf[i:i+n]...)
+	} else {
+		data = append(data, r.buf[i:]...)
+		data = append(data, r.buf[:n-(len(r.buf)-i)]...)
+	}
+	return data, off + int64(n), lost
+}
+
+// readRaw is ring.span on stream's buffer, with the channel that is closed
+// on the next write. A terminal's viewers each follow the buffer at their
+// own offset through it, so the program never waits for one.
+func (s *replaySink) readRaw(stream int, off int64, limit int) (data []byte, next, lost int64, changed chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, next, lost = s.rings[stream].span(off, limit)
+	return data, next, lost, s.changed
+}

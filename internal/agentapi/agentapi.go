@@ -31,6 +31,9 @@
 //	                                       stdinOpen (at most MaxStdinWriteBytes);
 //	                                       409 when its stdin is closed or it ended
 //	POST   /processes/{pid}/stdin/close -> 204; the process reads end-of-file
+//	GET    /processes/{pid}/terminal    -> 101, then the terminal channel of a
+//	                                       process started with a pty
+//	                                       (TerminalUpgrade; terminal.go)
 //	GET    /files?path=P                -> 200 raw bytes (application/octet-stream),
 //	                                       with Accept-Ranges, ETag, Last-Modified;
 //	                                       a Range of one byte range: 206 and those

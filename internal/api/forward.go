@@ -29,7 +29,7 @@ import (
 // process id, JSON body) before forwarding it.
 var agentRoutes = []agentRoute{
 	{method: "POST", path: "exec", body: execBody, maxBody: maxExecBytes},
-	{method: "POST", path: "processes", body: execBody, maxBody: maxExecBytes},
+	{method: "POST", path: "processes", body: func() any { return &processRequest{} }, maxBody: maxExecBytes},
 	{method: "GET", path: "processes"},
 	{method: "GET", path: "processes/{pid}"},
 	{method: "POST", path: "processes/{pid}/wait",

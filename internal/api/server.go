@@ -108,6 +108,7 @@ func (s *Server) routes() {
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
 	s.portRoutes()
+	s.terminalRoutes()
 	s.extraRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.
 	for _, path := range s.paths {

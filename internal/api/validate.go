@@ -15,6 +15,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/sandbox"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // Documented ranges that are not server limits (api/openapi.yaml).
@@ -133,6 +134,32 @@ func (req *execRequest) bounds() []bound {
 }
 
 func (req *execRequest) check() error {
+	if req.Pty != nil {
+		return badRequest(`pty is only for background processes: start the command with POST /v1/sandboxes/{id}/processes and connect to its terminal (GET .../processes/{pid}/terminal)`)
+	}
+	return req.checkCommand()
+}
+
+// processRequest is a background process: an exec that may ask for a
+// terminal.
+type processRequest execRequest
+
+func (req *processRequest) bounds() []bound { return (*execRequest)(req).bounds() }
+
+func (req *processRequest) check() error {
+	if p := req.Pty; p != nil {
+		if p.Cols < 1 || p.Cols > wire.MaxPtyCols || p.Rows < 1 || p.Rows > wire.MaxPtyRows {
+			return badRequest("pty must have cols from 1 to %d and rows from 1 to %d, got cols %d, rows %d", wire.MaxPtyCols, wire.MaxPtyRows, p.Cols, p.Rows)
+		}
+		if req.Stdin != "" || req.StdinOpen {
+			return badRequest(`a process on a terminal (pty) takes its input from the terminal: leave out "stdin" and "stdinOpen"`)
+		}
+	}
+	return (*execRequest)(req).checkCommand()
+}
+
+// checkCommand checks what an exec and a background process share.
+func (req *execRequest) checkCommand() error {
 	if (req.Command == "") == (len(req.Argv) == 0) {
 		return badRequest(`set exactly one of "command" (a shell command line, run with bash -c) or "argv" (a program and its arguments, run without a shell)`)
 	}

@@ -32,6 +32,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 const specPath = "../../api/openapi.yaml"
@@ -507,6 +508,19 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/processes/99999/kill", want: 404})
 	c.do(apiCall{method: "GET", path: sbx + "/processes/abc", invalid: true, want: 400})
 	c.do(apiCall{method: "POST", path: sbx + "/processes", body: map[string]any{"argv": []string{}}, invalid: true, want: 400})
+	// A process on a terminal (its WebSocket: TestTerminal*).
+	var tty agentapi.Process
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/processes", want: 201,
+		body: agentapi.ExecRequest{Command: "echo on a tty", Pty: &wire.PtySize{Cols: 80, Rows: 24}}}), &tty)
+	if tty.Pty == nil || tty.Pty.Cols != 80 {
+		t.Errorf("process on a terminal: %+v", tty)
+	}
+	c.do(apiCall{method: "POST", path: pp(tty) + "/stdin/close", want: 409})
+	c.do(apiCall{method: "POST", path: sbx + "/processes", body: map[string]any{"command": "true", "pty": map[string]any{"cols": 0, "rows": 24}}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/processes", body: map[string]any{"command": "true", "stdinOpen": true, "pty": map[string]any{"cols": 80, "rows": 24}}, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/exec", body: map[string]any{"command": "true", "pty": map[string]any{"cols": 80, "rows": 24}}, want: 400})
+	c.do(apiCall{method: "GET", path: pp(tty) + "/terminal", want: 400}) // not a WebSocket
+	c.do(apiCall{method: "GET", path: pp(sleeper) + "/terminal", want: 400})
 
 	// Files.
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=c/hello.txt", body: []byte("hello\n"), want: 200})
@@ -607,9 +621,10 @@ func TestContract(t *testing.T) {
 	// Every operation was called with a success (the code interpreter's
 	// in TestContractCode).
 	// The port relay answers what a program in the sandbox says, so it has
-	// no schema to check: TestPortRelay covers it.
+	// no schema to check: TestPortRelay covers it. A terminal is a
+	// WebSocket, which the document describes in prose: TestTerminal*.
 	c.assertAllSeen(func(op *openapi3.Operation) bool {
-		return !slices.Contains(op.Tags, "code") && !slices.Contains(op.Tags, "ports")
+		return !slices.Contains(op.Tags, "code") && !slices.Contains(op.Tags, "ports") && !slices.Contains(op.Tags, "terminals")
 	})
 }
 

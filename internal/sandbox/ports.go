@@ -67,6 +67,25 @@ func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 // the caps above. It returns the reader holding whatever the agent sent
 // after its 101 answer.
 func portHandshake(ctx context.Context, conn net.Conn, port int) (*bufio.Reader, error) {
+	br, eb, err := agentUpgrade(ctx, conn, "POST", "/ports/"+strconv.Itoa(port)+"/connect", agentapi.PortUpgrade)
+	if err != nil {
+		return nil, fmt.Errorf("the port connect: %w", err)
+	}
+	if eb != nil {
+		if eb.Code == agentapi.CodePortClosed {
+			return nil, fmt.Errorf("%w: %s", ErrPortClosed, eb.Message)
+		}
+		return nil, fmt.Errorf("the sandbox's agent refused the port connect: %s", eb.Message)
+	}
+	return br, nil
+}
+
+// agentUpgrade sends the agent a request for path that upgrades the
+// connection to proto, and reads its answer with the caps above, within
+// portHandshakeTimeout. On a 101 it returns the reader holding whatever
+// the agent sent after it; on a refusal, the agent's error (its message cut
+// to 1 KiB); an answer that is neither is an error.
+func agentUpgrade(ctx context.Context, conn net.Conn, method, path, proto string) (*bufio.Reader, *agentapi.Error, error) {
 	deadline := time.Now().Add(portHandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -74,10 +93,10 @@ func portHandshake(ctx context.Context, conn net.Conn, port int) (*bufio.Reader,
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	req := "POST /ports/" + strconv.Itoa(port) + "/connect HTTP/1.1\r\nHost: agent\r\nConnection: Upgrade\r\nUpgrade: " +
-		agentapi.PortUpgrade + "\r\nContent-Length: 0\r\n\r\n"
+	req := method + " " + path + " HTTP/1.1\r\nHost: agent\r\nConnection: Upgrade\r\nUpgrade: " +
+		proto + "\r\nContent-Length: 0\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
-		return nil, fmt.Errorf("asking the agent for port %d: %w", port, err)
+		return nil, nil, fmt.Errorf("asking the agent: %w", err)
 	}
 	// The head is read through a limit: a hostile agent's endless header
 	// ends the read at the cap, not in the server's memory.
@@ -86,34 +105,30 @@ func portHandshake(ctx context.Context, conn net.Conn, port int) (*bufio.Reader,
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("the sandbox's agent did not answer the port connect as the protocol says (%v)", err)
+		return nil, nil, fmt.Errorf("the sandbox's agent did not answer as the protocol says (%v)", err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxPortErrorBytes))
 		var eb agentapi.ErrorBody
 		_ = json.Unmarshal(body, &eb)
-		msg := eb.Error.Message
-		if msg == "" {
-			msg = fmt.Sprintf("the agent answered %d", resp.StatusCode)
+		if eb.Error.Message == "" {
+			eb.Error.Message = fmt.Sprintf("the agent answered %d", resp.StatusCode)
 		}
-		if len(msg) > 1024 {
-			msg = msg[:1024]
+		if len(eb.Error.Message) > 1024 {
+			eb.Error.Message = eb.Error.Message[:1024]
 		}
-		if eb.Error.Code == agentapi.CodePortClosed {
-			return nil, fmt.Errorf("%w: %s", ErrPortClosed, msg)
-		}
-		return nil, fmt.Errorf("the sandbox's agent refused the port connect: %s", msg)
+		return nil, &eb.Error, nil
 	}
-	if !strings.EqualFold(resp.Header.Get("Upgrade"), agentapi.PortUpgrade) {
-		return nil, fmt.Errorf("the sandbox's agent upgraded the port connect to %q, not %q", resp.Header.Get("Upgrade"), agentapi.PortUpgrade)
+	if !strings.EqualFold(resp.Header.Get("Upgrade"), proto) {
+		return nil, nil, fmt.Errorf("the sandbox's agent upgraded to %q, not %q", resp.Header.Get("Upgrade"), proto)
 	}
-	// From here on the stream is the port's: no cap, no deadline.
+	// From here on the stream is the upgraded one's: no cap, no deadline.
 	lr.N = 1 << 62
 	_ = conn.SetDeadline(time.Time{})
-	return br, nil
+	return br, nil, nil
 }
 
 // portConn is a relayed connection: reads first drain what the handshake

@@ -67,6 +67,11 @@ type ExecRequest struct {
 	// end-of-file through .../stdin/close. Only for background processes
 	// (POST .../processes), and not together with Stdin.
 	StdinOpen bool `json:"stdinOpen,omitempty"`
+	// Pty runs a background process on a pseudo-terminal of this size,
+	// reached through GET .../processes/{pid}/terminal. Only for POST
+	// .../processes, and not together with Stdin or StdinOpen: its input
+	// comes from the terminal.
+	Pty *PtySize `json:"pty,omitempty"`
 }
 
 // Event is one line of an NDJSON exec stream.
@@ -166,6 +171,8 @@ func exact(text string, lossy bool, b64 string) []byte {
 type Process struct {
 	// Pid is the process id inside the sandbox.
 	Pid int `json:"pid"`
+	// Pty is its terminal's current size, for a process started with one.
+	Pty *PtySize `json:"pty,omitempty"`
 	// Command and Argv are as the ExecRequest gave them (one is set).
 	Command string   `json:"command,omitempty"`
 	Argv    []string `json:"argv,omitempty"`

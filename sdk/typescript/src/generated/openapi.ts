@@ -238,7 +238,12 @@ export interface paths {
          * @description Starts a command in the background and answers at once. Its output
          *     is kept in a replay buffer (the last 1 MiB of each stream) for
          *     `wait`. `timeoutSeconds` 0 (the default here) means no timeout: the
-         *     sandbox's lease still ends it.
+         *     sandbox's lease still ends it. With `pty` the command runs on a
+         *     pseudo-terminal of that size (its stdin, stdout and stderr; it leads
+         *     a session of its own with the terminal as its controlling tty; TERM
+         *     is `xterm-256color` unless `env` or the sandbox sets it), reached
+         *     through GET .../processes/{pid}/terminal; `wait` then answers the
+         *     terminal's output as stdout.
          */
         post: operations["startProcess"];
         delete?: never;
@@ -350,8 +355,9 @@ export interface paths {
         /**
          * Write to a background process's standard input
          * @description Writes the body's bytes to the standard input of a background process started with
-         *     `stdinOpen`. At most 1048576 bytes (1 MiB) a request; a process that reads none of it
-         *     for 10 seconds fails the write with 408 (part of it may have been written).
+         *     `stdinOpen`, or as input to the terminal of one started with `pty`. At most 1048576
+         *     bytes (1 MiB) a request; a process that reads none of it for 10 seconds fails the
+         *     write with 408 (part of it may have been written).
          */
         post: operations["writeProcessStdin"];
         delete?: never;
@@ -376,9 +382,67 @@ export interface paths {
         put?: never;
         /**
          * Close a background process's standard input
-         * @description The process reads end-of-file. Closing a closed standard input is not an error.
+         * @description The process reads end-of-file. Closing a closed standard input is not an error. A process on a terminal (`pty`) answers 409; send Ctrl-D (the byte 0x04) as input instead.
          */
         post: operations["closeProcessStdin"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/terminal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+                /** @description A background process's id, as returned when it was started. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Connect to a background process's terminal (WebSocket)
+         * @description A WebSocket (RFC 6455; send `Authorization: Bearer` with the
+         *     upgrade request, as on every route) onto the terminal of a
+         *     background process started with `pty`.
+         *
+         *     - Binary messages from the client are input, written to the
+         *       terminal byte for byte (at most 65536 bytes a message; a larger
+         *       one closes the WebSocket with 1009). Ctrl-C is the byte 0x03, which
+         *       the terminal turns into SIGINT for its foreground program; Ctrl-D
+         *       (0x04) is end-of-file for a program reading a line.
+         *     - Binary messages from the server are output, byte for byte as the
+         *       program wrote them, never re-encoded: a UTF-8 character may be
+         *       split across two messages.
+         *     - Text messages are JSON: `TerminalControl` from the client (resize,
+         *       signal), `TerminalEvent` from the server (exit, dropped, error).
+         *
+         *     On connecting, the client first gets the process's recent output
+         *     (the last 1 MiB at most), then live output. The last message is an
+         *     `exit` event (also for a process that had already ended), after
+         *     which the server closes with 1000. A client that falls more than
+         *     1 MiB behind misses the oldest output it has not read and gets a
+         *     `dropped` event with the total it missed; the program never waits for
+         *     a client. The process keeps running when every client has gone; it
+         *     ends on its own, by a kill, a signal message, or the lease. If the
+         *     sandbox stops or pauses meanwhile the server sends an `error` event
+         *     and closes with 1001.
+         *
+         *     Several clients may be connected at once (at most 16 per terminal;
+         *     one more is 429). Every one may write: input messages are written
+         *     whole, in the order they arrive, and the last resize wins. A key
+         *     holds at most 256 terminal WebSockets open on one server at once
+         *     (429 past that); each counts 256 KiB against the key's memory bound
+         *     (503 past it). The server pings a quiet client every 30 seconds and
+         *     closes one that does not answer within 20. A page of another origin
+         *     is refused (403).
+         */
+        get: operations["connectTerminal"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1487,6 +1551,8 @@ export interface components {
             user?: string;
             /** @description Keep a background process's standard input open, to be written with POST .../processes/{pid}/stdin and closed with .../stdin/close. Only for POST .../processes, and not together with stdin (400). */
             stdinOpen?: boolean;
+            /** @description Run a background process on a pseudo-terminal of this size, reached through GET .../processes/{pid}/terminal. Only for POST .../processes (400 on exec), and not together with stdin or stdinOpen (400). */
+            pty?: components["schemas"]["PtySize"];
         };
         /** @description How a command ended and what it printed. */
         ExecResult: {
@@ -1584,8 +1650,70 @@ export interface components {
             startedAt: string;
             /** @description Whether it is still running. */
             running: boolean;
+            /** @description The terminal's current size, for a process started with pty. */
+            pty?: components["schemas"]["PtySize"];
             /** @description How it ended, once it has (stdout and stderr are empty here; wait returns the output). */
             result?: components["schemas"]["ExecResult"];
+        };
+        /** @description A terminal's size in character cells. */
+        PtySize: {
+            /** @description Width, in columns (1 to 1000). */
+            cols: number;
+            /** @description Height, in rows (1 to 1000). */
+            rows: number;
+        };
+        /**
+         * @description A text message a client sends on a terminal WebSocket:
+         *     `{"type": "resize", "cols": 120, "rows": 40}` sets the size (the
+         *     program gets SIGWINCH; the last resize wins), `{"type": "signal",
+         *     "signal": "SIGTERM"}` sends a signal to everything the process
+         *     started, as POST .../kill does (to interrupt only the foreground
+         *     program, send the byte 0x03 as input). A message that is not one of
+         *     these is answered with an `error` event and otherwise ignored.
+         */
+        TerminalControl: {
+            /**
+             * @description What the message does.
+             * @enum {string}
+             */
+            type: "resize" | "signal";
+            /** @description The new width in columns (resize). */
+            cols?: number;
+            /** @description The new height in rows (resize). */
+            rows?: number;
+            /** @description The signal's name, such as "SIGINT", "SIGTERM" or "SIGKILL" ("INT" and numbers are accepted too) (signal). */
+            signal?: string;
+        };
+        /**
+         * @description A text message the server sends on a terminal WebSocket. `exit` is
+         *     the last message: the process ended. `dropped` says this client
+         *     fell more than 1 MiB behind and missed output. `error` answers a
+         *     control message the server could not accept, or says why the
+         *     connection to the sandbox ended.
+         */
+        TerminalEvent: {
+            /**
+             * @description The kind of event.
+             * @enum {string}
+             */
+            type: "exit" | "dropped" | "error";
+            /** @description The exit status (exit); 128+N when signal N ended it, 124 when its timeout did, 137 when it was killed for the sandbox's memory or process limit. */
+            exitCode?: number;
+            /** @description The signal that ended the process, if any (exit). */
+            signal?: string;
+            /** @description The process's timeout ended it (exit). */
+            timedOut?: boolean;
+            /** @description It was killed because the sandbox ran out of memory (exit). */
+            oomKilled?: boolean;
+            /** @description It was killed because the sandbox stayed at its process limit (exit). */
+            processLimitKilled?: boolean;
+            /**
+             * Format: int64
+             * @description How many bytes of output this client has missed since it connected (dropped).
+             */
+            dropped?: number;
+            /** @description What was wrong (error). */
+            message?: string;
         };
         /** @description The answer of GET .../processes. */
         ProcessList: {
@@ -2801,6 +2929,36 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+        };
+    };
+    connectTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+                /** @description A background process's id, as returned when it was started. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols; the connection is the terminal's WebSocket. */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            429: components["responses"]["RateLimited"];
+            503: components["responses"]["Unavailable"];
         };
     };
     readFile: {
