@@ -43,10 +43,11 @@ func (r recipe) version() string {
 
 // basePackages are the base template's packages; every other recipe
 // starts from them. python-is-python3 gives the `python` command E2B's
-// templates have (programs and models type it).
+// templates have (programs and models type it); vim is the editor a
+// terminal user (sandbox shell) reaches for.
 var basePackages = []string{
 	"python3", "python-is-python3", "python3-pip", "python3-venv", "nodejs", "npm", "curl", "git",
-	"ca-certificates", "procps", "tzdata", "coreutils", "iproute2", "sudo",
+	"ca-certificates", "procps", "tzdata", "coreutils", "iproute2", "sudo", "vim",
 }
 
 // CodeInterpreter names the template whose sandboxes run Jupyter kernels
