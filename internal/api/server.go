@@ -107,6 +107,7 @@ func (s *Server) routes() {
 	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
+	s.volumeRoutes()
 	s.portRoutes()
 	s.extraRoutes()
 	// A known path with a method it does not have: 405 with Allow, as JSON.

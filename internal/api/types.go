@@ -51,6 +51,10 @@ type CreateSandboxRequest struct {
 	// the command's answer (SandboxEvent then exec events with Accept:
 	// application/x-ndjson, else SandboxWithResult), in one request.
 	Exec *agentapi.ExecRequest `json:"exec,omitempty"`
+	// Volumes are the creating key's volumes (POST /v1/volumes) to mount,
+	// each at its path, read-write unless readOnly; at most 8. A sandbox
+	// with volumes starts cold (never from the warm pool).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Sandbox is a sandbox as the API returns it.
@@ -81,6 +85,8 @@ type Sandbox struct {
 	// ImageBytes is the size of a paused sandbox's image on the host, in
 	// bytes (its memory, processes and written files; set while paused).
 	ImageBytes int64 `json:"imageBytes,omitempty"`
+	// Volumes are the volumes it mounts (absent: none).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
@@ -184,6 +190,7 @@ func toSandbox(sb store.Sandbox) Sandbox {
 		CreatedAt: sb.CreatedAt, LeaseEndsAt: sb.LeaseEndsAt, EndedAt: sb.EndedAt, EndReason: sb.EndReason,
 		CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB, Metadata: meta,
 		OnLeaseEnd: sb.OnLeaseEnd, AutoResume: sb.AutoResume, PausedAt: sb.PausedAt, ImageBytes: sb.ImageBytes,
+		Volumes: toMounts(sb.Volumes),
 	}
 }
 
