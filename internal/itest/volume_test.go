@@ -2,12 +2,18 @@ package itest
 
 import (
 	"encoding/json"
+	"io/fs"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/server"
 )
 
 // createVolume makes a volume with the env's key.
@@ -159,4 +165,224 @@ func TestVolumeQuotaAndTenants(t *testing.T) {
 			t.Errorf("create with %+v: %d %s, want %d", c.mounts, st, body, c.want)
 		}
 	}
+}
+
+// TestVolumeHostileRoot: root inside a sandbox cannot leave its volume or
+// use it against the host or a later tenant: links resolve inside the
+// sandbox (a symbolic link to / or up and out names the sandbox's own
+// files, a hard link to a file outside the volume is refused), no device
+// node can be made on it, a setuid file on it runs with its caller's ids
+// (nosuid; the same file on the sandbox's own disk does get root), and
+// another key's volume is not reachable.
+func TestVolumeHostileRoot(t *testing.T) {
+	e := newEnv(t)
+	v := e.createVolume("hostile", 32)
+	// What the host has beside the volume's files: the filesystem's root
+	// above the data directory, and the server's data directory.
+	mnt := filepath.Join(e.dataDir, "gvisor", "volumes", v.ID, "mnt")
+	if err := os.WriteFile(filepath.Join(mnt, "host-secret"), []byte("HOSTSECRET-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dataDir, "host-secret"), []byte("HOSTSECRET-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Another key's volume, with a marker in it.
+	var tenant api.Key
+	e.must(http.StatusCreated, "POST", "/v1/keys", api.CreateKeyRequest{Name: "b", DailyLimitMicros: 5_000_000}, &tenant)
+	asB := func(method, path string, body any, out any) {
+		t.Helper()
+		st, data := e.do(method, path, body, "Authorization", "Bearer "+tenant.Secret)
+		if st/100 != 2 {
+			t.Fatalf("%s %s as key b: %d %s", method, path, st, data)
+		}
+		if out != nil {
+			_ = json.Unmarshal(data, out)
+		}
+	}
+	var bv api.Volume
+	asB("POST", "/v1/volumes", api.CreateVolumeRequest{Name: "b-data", SizeMiB: 16}, &bv)
+	var bsb api.Sandbox
+	asB("POST", "/v1/sandboxes", withVolumes(api.VolumeMount{Name: "b-data", Path: "/data"}), &bsb)
+	var bres agentapi.ExecResult
+	asB("POST", "/v1/sandboxes/"+bsb.ID+"/exec", agentapi.ExecRequest{Command: "echo TENANTB-MARKER > /data/m"}, &bres)
+	asB("DELETE", "/v1/sandboxes/"+bsb.ID, nil, nil)
+
+	a := e.create(withVolumes(api.VolumeMount{Name: "hostile", Path: "/data"}))
+	root := func(cmd string) agentapi.ExecResult {
+		t.Helper()
+		return e.exec(a.ID, agentapi.ExecRequest{Command: cmd, User: "root"})
+	}
+	hostMnt := mnt
+	res := root(strings.Join([]string{
+		"ln -s / /data/rootlink", "ln -s ../../../.. /data/up", "ln -s " + hostMnt + "/host-secret /data/hostlink",
+		"ln -s " + e.dataDir + "/host-secret /data/hostlink2",
+		"ln /etc/passwd /data/pw 2>&1; echo hardlink-out=$?",
+		"ln /run/withruntime/host/withruntime-agent /data/agent 2>&1; echo hardlink-agent=$?",
+		"echo in > /data/inside && ln /data/inside /data/inside2; echo hardlink-in=$?",
+		"mknod /data/mem c 1 1 2>&1; echo mknod-char=$?",
+		"mknod /data/disk b 8 0 2>&1; echo mknod-block=$?",
+		"cp /usr/bin/id /data/suid-id && chmod 4755 /data/suid-id && cp /usr/bin/id /usr/local/bin/suid-id && chmod 4755 /usr/local/bin/suid-id; echo suid=$?",
+	}, "; "))
+	t.Logf("root inside: %s", res.Stdout)
+	for _, want := range []string{"hardlink-in=0", "suid=0"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Fatalf("setting up: %+v, want %s", res, want)
+		}
+	}
+	for _, refused := range []string{"hardlink-out=0", "hardlink-agent=0", "mknod-char=0", "mknod-block=0"} {
+		if strings.Contains(res.Stdout, refused) {
+			t.Errorf("root inside was allowed: %s (%+v)", refused, res)
+		}
+	}
+	// Links resolve inside the sandbox, whoever follows them later.
+	b := e.create(withVolumes(api.VolumeMount{Name: "hostile", Path: "/data"}))
+	got := e.exec(b.ID, agentapi.ExecRequest{User: "root", Command: "cmp /data/rootlink/etc/hostname /etc/hostname && echo own-file; cat /data/up/host-secret /data/hostlink /data/hostlink2 /data/../host-secret 2>/dev/null; " +
+		"grep -rsl -e HOSTSECRET -e TENANTB-MARKER /data /workspace /run /mnt /home /tmp /root /srv /opt /media; true"})
+	if got.Stdout != "own-file\n" {
+		t.Errorf("following the links from a later sandbox: %+v, want only its own /etc/hostname", got)
+	}
+	// setuid: nosuid on the volume, honoured on the sandbox's own disk.
+	if got := e.sh(b.ID, "/data/suid-id -u; /usr/local/bin/suid-id -u 2>/dev/null || echo not-here"); !strings.HasPrefix(got.Stdout, "1000\n") {
+		t.Errorf("a setuid file on the volume run by the sandbox user: %+v, want uid 1000 (nosuid)", got)
+	}
+	if got := e.sh(a.ID, "/data/suid-id -u; /usr/local/bin/suid-id -u"); got.Stdout != "1000\n0\n" {
+		t.Errorf("setuid on the volume vs on the sandbox's disk: %+v, want 1000 then 0", got)
+	}
+	// On the host: no device node, and the files are where they should be.
+	data := filepath.Join(mnt, "data")
+	_ = filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type()&(fs.ModeDevice|fs.ModeCharDevice) != 0 {
+			t.Errorf("a device node on the host: %s", p)
+		}
+		return nil
+	})
+	if target, err := os.Readlink(filepath.Join(data, "rootlink")); err != nil || target != "/" {
+		t.Errorf("the link on the host: %q %v", target, err)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "host-secret")); err != nil {
+		t.Errorf("the host's file beside the data: %v", err)
+	}
+	// Root inside cannot grow the volume past its size either.
+	if got := root("fallocate -l 64M /data/big 2>&1; dd if=/dev/zero of=/data/big2 bs=1M count=64 2>&1 | tail -1"); !strings.Contains(got.Stdout, "No space left") {
+		t.Errorf("root filling the volume: %+v, want ENOSPC", got)
+	}
+}
+
+// TestVolumeSurvivesPauseAndRestart: a sandbox mounting a volume is paused
+// (its volume's files are not in its image: a write made meanwhile by
+// another sandbox is what it reads after its resume); `withruntime serve`
+// is killed with SIGKILL while sandboxes mount the volume, and the next
+// server adopts them and mounts the volume for new ones (the same
+// filesystem: what each writes the other reads); a graceful stop while a
+// sandbox still mounts it, and a third server, likewise. Nothing is lost.
+func TestVolumeSurvivesPauseAndRestart(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wr-vol-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names server.EgressConfig
+	server.EgressNames(&names, dir)
+	t.Cleanup(func() { sweep(t, dir, names) })
+
+	s1 := startServe(t, dir)
+	var v api.Volume
+	s1.must(http.StatusCreated, "POST", "/v1/volumes", api.CreateVolumeRequest{Name: "keep", SizeMiB: 64}, &v)
+	a := s1.create(withVolumes(api.VolumeMount{Name: "keep", Path: "/data"}))
+	s1.sh(a.ID, "echo from-a > /data/a && head -c 1000000 /dev/urandom > /data/blob && sha256sum /data/blob > /workspace/sum")
+	s1.pause(a.ID)
+	b := s1.create(withVolumes(api.VolumeMount{Name: "keep", Path: "/data"}))
+	s1.sh(b.ID, "echo from-b-while-a-paused > /data/b")
+	s1.resume(a.ID)
+	if got := s1.sh(a.ID, "cat /data/a /data/b; sha256sum -c /workspace/sum --status && echo sum-ok"); got.Stdout != "from-a\nfrom-b-while-a-paused\nsum-ok\n" {
+		t.Fatalf("after the resume: %+v", got)
+	}
+
+	s1.kill()
+	s2 := startServe(t, dir)
+	if got := s2.sh(a.ID, "echo after-crash >> /data/a; cat /data/b"); got.Stdout != "from-b-while-a-paused\n" {
+		t.Fatalf("an adopted sandbox reads %+v", got)
+	}
+	c := s2.create(withVolumes(api.VolumeMount{Name: "keep", Path: "/v"}))
+	if got := s2.sh(c.ID, "cat /v/a; echo from-c > /v/c"); got.Stdout != "from-a\nafter-crash\n" {
+		t.Fatalf("a sandbox made after the crash reads %+v", got)
+	}
+	if got := s2.sh(a.ID, "cat /data/c"); got.Stdout != "from-c\n" {
+		t.Fatalf("the adopted sandbox reads the new one's write: %+v", got)
+	}
+	s2.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+b.ID, nil, nil)
+	s2.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+c.ID, nil, nil)
+
+	// A graceful stop unmounts the host's mount while a still mounts it.
+	s2.stop()
+	s3 := startServe(t, dir)
+	d := s3.create(withVolumes(api.VolumeMount{Name: "keep", Path: "/data"}))
+	s3.sh(d.ID, "echo from-d > /data/d")
+	if got := s3.sh(a.ID, "cat /data/d; echo from-a-again > /data/a2"); got.Stdout != "from-d\n" {
+		t.Fatalf("after a graceful restart, a reads %+v", got)
+	}
+	if got := s3.sh(d.ID, "cat /data/a2"); got.Stdout != "from-a-again\n" {
+		t.Fatalf("after a graceful restart, d reads %+v", got)
+	}
+	var got api.Volume
+	s3.must(http.StatusOK, "GET", "/v1/volumes/keep", nil, &got)
+	if got.State != "ready" || len(got.MountedBy) != 2 || got.UsedBytes < 1_000_000 {
+		t.Fatalf("the volume after restarts: %+v", got)
+	}
+	for _, id := range []string{a.ID, d.ID} {
+		s3.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+id, nil, nil)
+	}
+	s3.must(http.StatusNoContent, "DELETE", "/v1/volumes/keep", nil, nil)
+	s3.stop()
+	if m := mountsUnder(dir); len(m) != 0 {
+		t.Errorf("mounts left under the data directory: %v", m)
+	}
+	if out, _ := exec.Command("losetup", "-j", filepath.Join(dir, "gvisor", "volumes", v.ID, "volume.img")).Output(); len(out) > 0 {
+		t.Errorf("loop device left: %s", out)
+	}
+}
+
+// TestVolumeQuotaAndBilling: a volume's size counts in its key's disk
+// quota (with sandboxes' diskMiB) from its create to its delete, and is
+// billed at the storage price under its id.
+func TestVolumeQuotaAndBilling(t *testing.T) {
+	e := newEnv(t, withMeterInterval(time.Second))
+	var k api.Key
+	e.must(http.StatusCreated, "POST", "/v1/keys", api.CreateKeyRequest{Name: "q", DailyLimitMicros: 5_000_000, DiskQuotaMiB: 150}, &k)
+	as := func(method, path string, body any) (int, []byte) {
+		return e.do(method, path, body, "Authorization", "Bearer "+k.Secret)
+	}
+	var v api.Volume
+	st, body := as("POST", "/v1/volumes", api.CreateVolumeRequest{Name: "q1", SizeMiB: 100})
+	if st != http.StatusCreated || json.Unmarshal(body, &v) != nil {
+		t.Fatalf("a volume within the quota: %d %s", st, body)
+	}
+	if st, body := as("POST", "/v1/volumes", api.CreateVolumeRequest{Name: "q2", SizeMiB: 64}); st != http.StatusInsufficientStorage || errorCode(t, body) != "disk_quota_exceeded" || !strings.Contains(string(body), "100 MiB of volumes") {
+		t.Fatalf("a second volume past the quota: %d %s", st, body)
+	}
+	if st, body := as("POST", "/v1/sandboxes", api.CreateSandboxRequest{DiskMiB: 64}); st != http.StatusInsufficientStorage {
+		t.Fatalf("a sandbox past the quota the volume holds: %d %s", st, body)
+	}
+	time.Sleep(2500 * time.Millisecond) // two samples or so
+	if st, body := as("DELETE", "/v1/volumes/q1", nil); st != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", st, body)
+	}
+	if st, body := as("POST", "/v1/sandboxes", api.CreateSandboxRequest{DiskMiB: 64}); st != http.StatusCreated {
+		t.Fatalf("a sandbox once the volume is gone: %d %s", st, body)
+	}
+	var rep api.UsageReport
+	st, body = as("GET", "/v1/usage?groupBy=sandbox", nil)
+	if st != http.StatusOK || json.Unmarshal(body, &rep) != nil {
+		t.Fatalf("usage: %d %s", st, body)
+	}
+	for _, r := range rep.Rows {
+		if r.Group != v.ID {
+			continue
+		}
+		// 100 MiB for 2.5 s or more: about 0.24 GiB-s; billed nothing else.
+		if r.StorageGiBSeconds < 0.2 || r.StorageGiBSeconds > 1 || r.CPUSeconds != 0 || r.GiBSeconds != 0 || r.CostMicros < 0 {
+			t.Fatalf("the volume's usage: %+v", r)
+		}
+		return
+	}
+	t.Fatalf("no usage row for volume %s: %s", v.ID, body)
 }

@@ -89,7 +89,19 @@ func New(dir string, uid, gid int) (*Host, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
-	return &Host{dir: dir, uid: uid, gid: gid, mounted: map[string]bool{}, locks: map[string]*sync.Mutex{}}, nil
+	h := &Host{dir: dir, uid: uid, gid: gid, mounted: map[string]bool{}, locks: map[string]*sync.Mutex{}}
+	// A server that died left its host mounts: they are this Host's to
+	// unmount at Close.
+	ids, err := h.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if ours, err := h.isOurMount(id); err == nil && ours {
+			h.mounted[id] = true
+		}
+	}
+	return h, nil
 }
 
 func (h *Host) lock(id string) func() {
