@@ -1,7 +1,9 @@
 package itest
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"net/http"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/server"
+	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
 // createVolume makes a volume with the env's key.
@@ -385,4 +388,77 @@ func TestVolumeQuotaAndBilling(t *testing.T) {
 		return
 	}
 	t.Fatalf("no usage row for volume %s: %s", v.ID, body)
+}
+
+// TestVolumeCLIAndSDK: the CLI makes, lists and removes volumes and mounts
+// them with sandbox create --volume NAME:PATH[:ro]; the Go SDK does the
+// same with Client.CreateVolume and Options.Volumes.
+func TestVolumeCLIAndSDK(t *testing.T) {
+	e := newEnv(t)
+	if r := e.cli(nil, "volume", "create", "clivol", "--size-mib", "32"); r.code != 0 || r.stdout != "clivol\n" {
+		t.Fatalf("volume create: %+v", r)
+	}
+	if r := e.cli(nil, "volume", "create", "x"); r.code == 0 || !strings.Contains(r.stderr, "--size-mib is required") {
+		t.Fatalf("volume create without a size: %+v", r)
+	}
+	r := e.cli(nil, "sandbox", "create", "--volume", "clivol:/data", "--volume", "clivol2:/x:rx")
+	if r.code == 0 || !strings.Contains(r.stderr, "ro (read-only) or rw") {
+		t.Fatalf("a bad --volume: %+v", r)
+	}
+	r = e.cli(nil, "sandbox", "create", "--volume", "clivol:/data:ro")
+	if r.code != 0 {
+		t.Fatalf("sandbox create --volume: %+v", r)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if got := e.exec(id, agentapi.ExecRequest{Command: "touch /data/x", User: "root"}); !strings.Contains(got.Stderr, "Read-only") {
+		t.Fatalf("a :ro mount: %+v", got)
+	}
+	if r := e.cli(nil, "volume", "ls"); r.code != 0 || !strings.Contains(r.stdout, "clivol") || !strings.Contains(r.stdout, id) {
+		t.Fatalf("volume ls: %+v", r)
+	}
+	if r := e.cli(nil, "volume", "rm", "clivol"); r.code == 0 || !strings.Contains(r.stderr, id) {
+		t.Fatalf("volume rm while mounted: %+v", r)
+	}
+	e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+id, nil, nil)
+	if r := e.cli(nil, "volume", "rm", "clivol"); r.code != 0 {
+		t.Fatalf("volume rm: %+v", r)
+	}
+
+	c, err := withruntime.NewClient(withruntime.WithBaseURL(e.http.URL), withruntime.WithAPIKey(e.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.CreateVolume(ctx, "sdkvol", 32); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateVolume(ctx, "sdkvol", 32); !errors.Is(err, withruntime.ErrConflict) {
+		t.Fatalf("a second volume of one name: %v, want ErrConflict", err)
+	}
+	sb, err := c.Create(ctx, withruntime.Options{Volumes: []withruntime.VolumeMount{{Name: "sdkvol", Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(ctx, withruntime.ExecRequest{Command: "echo sdk > /data/f"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, "sdkvol"); !errors.Is(err, withruntime.ErrConflict) || !strings.Contains(err.Error(), sb.ID()) {
+		t.Fatalf("delete while mounted: %v", err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Volume(ctx, "sdkvol")
+	if err != nil || v.UsedBytes == 0 || len(v.MountedBy) != 0 {
+		t.Fatalf("Volume: %+v %v", v, err)
+	}
+	if err := c.DeleteVolume(ctx, "sdkvol"); err != nil {
+		t.Fatal(err)
+	}
+	if vols, err := c.Volumes(ctx); err != nil || len(vols) != 0 {
+		t.Fatalf("Volumes after the delete: %+v %v", vols, err)
+	}
+	if _, err := c.Volume(ctx, "sdkvol"); !errors.Is(err, withruntime.ErrNotFound) {
+		t.Fatalf("Volume after the delete: %v", err)
+	}
 }

@@ -42,6 +42,8 @@ type CreateSandboxRequest struct {
 	// Exec is a first command, run in the new sandbox as part of the create
 	// (Client.CreateAndExec, Client.RunOnce); nil for a plain create.
 	Exec *ExecRequest `json:"exec,omitempty"`
+	// Volumes are the volumes to mount (Options.Volumes).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SandboxWithResult is the answer to a create with a first command: the
@@ -89,6 +91,8 @@ type SandboxInfo struct {
 	PausedAt *time.Time `json:"pausedAt,omitempty"`
 	// ImageBytes is a paused sandbox's image size on the host, in bytes.
 	ImageBytes int64 `json:"imageBytes,omitempty"`
+	// Volumes are the volumes the sandbox mounts (nil: none).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.
