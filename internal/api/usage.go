@@ -27,7 +27,8 @@ type UsageRow struct {
 	// GiBSeconds is memory size × time running.
 	GiBSeconds float64 `json:"gibSeconds"`
 	// StorageGiBSeconds is paused sandboxes' image size × time paused (a
-	// paused sandbox has no CPU or memory time).
+	// paused sandbox has no CPU or memory time) plus volumes' size × time
+	// they existed.
 	StorageGiBSeconds float64 `json:"storageGibSeconds"`
 	// CostMicros is the cost in micro-dollars, rounded once from the
 	// unrounded costs of the row's sandboxes.

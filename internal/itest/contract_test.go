@@ -580,6 +580,28 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: api.SetTimeoutRequest{TimeoutSeconds: 900, OnLeaseEnd: "pause"}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 900, "onLeaseEnd": "sleep"}, invalid: true, want: 400})
 
+	// Volumes.
+	var vol api.Volume
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/volumes", body: api.CreateVolumeRequest{Name: "contract", SizeMiB: 16}, want: 201}), &vol)
+	c.do(apiCall{method: "POST", path: "/v1/volumes", body: api.CreateVolumeRequest{Name: "contract", SizeMiB: 16}, want: 409})
+	c.do(apiCall{method: "POST", path: "/v1/volumes", body: map[string]any{"name": "x"}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/volumes", body: map[string]any{"name": "no way", "sizeMiB": 16}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/volumes", key: quoted.Secret, body: api.CreateVolumeRequest{Name: "big", SizeMiB: 200}, want: 507})
+	c.do(apiCall{method: "GET", path: "/v1/volumes", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract", key: capped.Secret, want: 404})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/nope", want: 404})
+	var vsb api.Sandbox
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", want: 201,
+		body: map[string]any{"timeoutSeconds": 600, "volumes": []api.VolumeMount{{Name: "contract", Path: "/data", ReadOnly: true}}}}), &vsb)
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"volumes": []api.VolumeMount{{Name: "nope", Path: "/data"}}}, want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"volumes": []api.VolumeMount{{Name: "contract", Path: "/proc"}}}, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes/" + vsb.ID, want: 200}) // with its volumes
+	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 409})
+	c.do(apiCall{method: "DELETE", path: "/v1/sandboxes/" + vsb.ID, want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 404})
+
 	// Routes and methods the API does not have.
 	c.do(apiCall{method: "GET", path: "/v1/nope", want: 404})
 	c.do(apiCall{method: "GET", path: sbx + "/nope", want: 404})
@@ -681,6 +703,10 @@ func TestSpecMatchesTypes(t *testing.T) {
 		{"CreateSecretRequest", api.CreateSecretRequest{}, false},
 		{"Secret", api.Secret{}, true},
 		{"SecretList", api.SecretList{}, true},
+		{"CreateVolumeRequest", api.CreateVolumeRequest{}, false},
+		{"Volume", api.Volume{}, true},
+		{"VolumeList", api.VolumeList{}, true},
+		{"VolumeMount", api.VolumeMount{}, false},
 		{"ServerHealth", api.Health{}, true},
 		{"LeaderStatus", api.LeaderStatus{}, true},
 		{"PoolStatus", api.PoolStatus{}, true},
