@@ -160,6 +160,7 @@ func (s *Server) Handler() http.Handler {
 	route("GET", "/files/stat", s.handleStatFile)
 	route("POST", "/files/mkdir", s.handleMkdir)
 	route("POST", "/files/rename", s.handleRename)
+	route("GET", "/files/watch", s.handleWatch)
 	route("POST", "/contexts", s.handleCreateContext)
 	route("GET", "/contexts", s.handleListContexts)
 	route("GET", "/contexts/{contextId}", s.handleGetContext)
@@ -170,7 +171,7 @@ func (s *Server) Handler() http.Handler {
 	// Method-less patterns catch a known path with a wrong method.
 	for _, p := range []string{"/health", "/usage", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/files", "/files/list",
-		"/files/stat", "/files/mkdir", "/files/rename", "/contexts", "/contexts/{contextId}",
+		"/files/stat", "/files/mkdir", "/files/rename", "/files/watch", "/contexts", "/contexts/{contextId}",
 		"/contexts/{contextId}/restart", "/code", "/ports/{port}/connect"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, &apiError{status: http.StatusMethodNotAllowed, code: agentapi.CodeBadRequest,

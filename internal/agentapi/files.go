@@ -5,6 +5,17 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"withruntime.dev/runtime/sdk/go/wire"
+)
+
+// WatchEvent is one line of GET /files/watch's stream (sdk/go/wire/watch.go).
+type WatchEvent = wire.WatchEvent
+
+// Limits of a file watch.
+const (
+	WatchQueueEvents = wire.WatchQueueEvents
+	WatchMaxDirs     = wire.WatchMaxDirs
 )
 
 // FileInfo describes one file or directory.

@@ -557,6 +557,29 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/hello.txt", To: "c/x"}, want: 404})
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/empty", To: "c/d"}, want: 409})
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: map[string]any{"from": "c/empty"}, invalid: true, want: 400})
+	// A watch streams until its directory goes (removed a moment later).
+	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/w"}, want: 200})
+	go func() {
+		time.Sleep(time.Second)
+		e.do("POST", sbx+"/exec", agentapi.ExecRequest{Command: "touch c/w/x && mv c/w/x c/w/y && rm -r c/w"})
+	}()
+	watched := c.do(apiCall{method: "GET", path: sbx + "/files/watch?path=c/w&recursive=true", accept: agentapi.ContentTypeNDJSON, want: 200})
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(string(watched)), "\n") {
+		var ev agentapi.WatchEvent
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("watch line %q: %v", line, err)
+		}
+		if ev.Type != agentapi.EventHeartbeat {
+			types = append(types, ev.Type)
+		}
+	}
+	if strings.Join(types, " ") != "ready create chmod rename remove error" {
+		t.Errorf("watch events: %v (%s)", types, watched)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/files/watch?path=c/empty", want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files/watch?path=c/missing", want: 404})
+	c.do(apiCall{method: "GET", path: sbx + "/files/watch?recursive=maybe", invalid: true, want: 400})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c/empty", want: 204})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c/empty", want: 404})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c", want: 409})
