@@ -97,7 +97,7 @@ type watcher struct {
 	// changes it after newWatcher.
 	dirs map[int32]string
 	// pending is an IN_MOVED_FROM waiting for its IN_MOVED_TO.
-	pending *unix.InotifyEvent
+	pending  *unix.InotifyEvent
 	pendPath string
 	pendDir  bool
 }
