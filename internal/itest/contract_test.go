@@ -614,6 +614,17 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "GET", path: "/v1/volumes/contract", want: 200})
 	c.do(apiCall{method: "GET", path: "/v1/volumes/contract", key: capped.Secret, want: 404})
 	c.do(apiCall{method: "GET", path: "/v1/volumes/nope", want: 404})
+	c.do(apiCall{method: "PUT", path: "/v1/volumes/contract/files?path=d/f.txt", body: []byte("vol\n"), want: 200})
+	c.do(apiCall{method: "PUT", path: "/v1/volumes/contract/files?path=/", body: []byte("x"), want: 400})
+	if got := c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files?path=/d/f.txt", want: 200}); string(got) != "vol\n" {
+		t.Errorf("volume file: %q", got)
+	}
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files?path=d/f.txt", header: map[string]string{"Range": "bytes=0-1"}, want: 206})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files?path=nope", want: 404})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files/list", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files/list?path=d&limit=1", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files/list?limit=0", invalid: true, want: 400})
 	var vsb api.Sandbox
 	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", want: 201,
 		body: map[string]any{"timeoutSeconds": 600, "volumes": []api.VolumeMount{{Name: "contract", Path: "/data", ReadOnly: true}}}}), &vsb)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -442,6 +443,25 @@ func TestVolumeCLIAndSDK(t *testing.T) {
 	if _, err := sb.Exec(ctx, withruntime.ExecRequest{Command: "echo sdk > /data/f"}); err != nil {
 		t.Fatal(err)
 	}
+	vf := c.VolumeFiles("sdkvol")
+	rc, err := vf.Open(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(data) != "sdk\n" {
+		t.Fatalf("VolumeFiles.Open: %q", data)
+	}
+	if _, err := vf.Write(ctx, "g", strings.NewReader("via sdk")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.Exec(ctx, withruntime.ExecRequest{Command: "cat /data/g"}); err != nil || res.Stdout != "via sdk" {
+		t.Fatalf("the sandbox reads the SDK's upload: %+v %v", res, err)
+	}
+	if page, err := vf.ListPage(ctx, "", withruntime.ListOptions{}); err != nil || len(page.Entries) != 2 {
+		t.Fatalf("VolumeFiles.ListPage: %+v %v", page, err)
+	}
 	if err := c.DeleteVolume(ctx, "sdkvol"); !errors.Is(err, withruntime.ErrConflict) || !strings.Contains(err.Error(), sb.ID()) {
 		t.Fatalf("delete while mounted: %v", err)
 	}
@@ -460,5 +480,109 @@ func TestVolumeCLIAndSDK(t *testing.T) {
 	}
 	if _, err := c.Volume(ctx, "sdkvol"); !errors.Is(err, withruntime.ErrNotFound) {
 		t.Fatalf("Volume after the delete: %v", err)
+	}
+}
+
+// TestVolumeFilesWithoutSandbox: a volume's files are uploaded, listed and
+// downloaded through the API with no sandbox running; a sandbox sees the
+// upload and the API sees what the sandbox wrote; links a sandbox left
+// never lead the host out of the volume (a download through one is
+// refused, an upload replaces the link), a full volume is 507, another key
+// gets 404.
+func TestVolumeFilesWithoutSandbox(t *testing.T) {
+	e := newEnv(t)
+	e.createVolume("files", 32)
+	base := "/v1/volumes/files/files"
+	var fi agentapi.FileInfo
+	e.must(http.StatusOK, "PUT", base+"?path=in/deep/a.txt", "from the api\n", &fi)
+	if fi.Path != "/in/deep/a.txt" || fi.Uid != 1000 || fi.Size != 13 || fi.Type != "file" {
+		t.Fatalf("upload: %+v", fi)
+	}
+	sb := e.create(withVolumes(api.VolumeMount{Name: "files", Path: "/data"}))
+	if got := e.sh(sb.ID, "cat /data/in/deep/a.txt; stat -c %U /data/in /data/in/deep/a.txt; echo from the sandbox > /data/b.txt"); got.Stdout != "from the api\nuser\nuser\n" {
+		t.Fatalf("the sandbox reads: %+v", got)
+	}
+	if st, body := e.do("GET", base+"?path=/b.txt", nil); st != http.StatusOK || string(body) != "from the sandbox\n" {
+		t.Fatalf("download: %d %q", st, body)
+	}
+	if st, body := e.do("GET", base+"?path=b.txt", nil, "Range", "bytes=5-7"); st != http.StatusPartialContent || string(body) != "the" {
+		t.Fatalf("ranged download: %d %q", st, body)
+	}
+	var list agentapi.FileList
+	e.must(http.StatusOK, "GET", "/v1/volumes/files/files/list", nil, &list)
+	if len(list.Entries) != 2 || list.Entries[0].Path != "/b.txt" || list.Entries[1].Path != "/in" || list.Entries[1].Type != "dir" {
+		t.Fatalf("list: %+v", list)
+	}
+	e.must(http.StatusOK, "GET", "/v1/volumes/files/files/list?limit=1", nil, &list)
+	if !list.Truncated || len(list.Entries) != 1 {
+		t.Fatalf("a page of 1: %+v", list)
+	}
+	e.must(http.StatusOK, "GET", "/v1/volumes/files/files/list?limit=1&cursor="+list.Next, nil, &list)
+	if list.Truncated || len(list.Entries) != 1 || list.Entries[0].Path != "/in" {
+		t.Fatalf("the next page: %+v", list)
+	}
+
+	// Links left by root inside the sandbox.
+	hostFile := filepath.Join(e.dataDir, "host-file")
+	if err := os.WriteFile(hostFile, []byte("host\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(sb.ID, agentapi.ExecRequest{User: "root", Command: "ln -s " + hostFile + " /data/abs; ln -s ../../../../../../.. /data/up; ln -s .. /data/parent; ln -s /etc /data/etc"})
+	for _, p := range []string{"abs", "up" + hostFile, "parent/host-file", "etc/passwd", "../host-file", "/../../host-file"} {
+		st, body := e.do("GET", base+"?path="+p, nil)
+		if st == http.StatusOK || strings.Contains(string(body), "host\n") || strings.Contains(string(body), "root:") {
+			t.Errorf("download of %s through a link: %d %q", p, st, body)
+		}
+	}
+	if st, body := e.do("PUT", base+"?path=abs", "replaced\n"); st != http.StatusOK {
+		t.Fatalf("upload onto a link: %d %s", st, body)
+	}
+	if got, _ := os.ReadFile(hostFile); string(got) != "host\n" {
+		t.Fatalf("the host's file after an upload onto a link to it: %q", got)
+	}
+	if got := e.sh(sb.ID, "cat /data/abs"); got.Stdout != "replaced\n" {
+		t.Fatalf("the link was not replaced: %+v", got)
+	}
+	for _, p := range []string{"up/x", "etc/x", "parent/x"} {
+		if st, body := e.do("PUT", base+"?path="+p, "x"); st != http.StatusBadRequest {
+			t.Errorf("upload through a link out (%s): %d %s", p, st, body)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.dataDir, "x")); err == nil {
+		t.Error("an upload went out of the volume")
+	}
+
+	// Full, bad paths, other keys.
+	if st, body := e.do("PUT", base+"?path=big", strings.Repeat("x", 40<<20)); st != http.StatusInsufficientStorage || errorCode(t, body) != "no_space" {
+		t.Fatalf("an upload past the size: %d %s", st, body)
+	}
+	if got := e.sh(sb.ID, "ls -a /data | grep -c upload"); got.Stdout != "0\n" {
+		t.Fatalf("a failed upload left its temporary file: %+v", got)
+	}
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", base, http.StatusBadRequest},
+		{"GET", base + "?path=in", http.StatusBadRequest},
+		{"GET", base + "?path=nope", http.StatusNotFound},
+		{"GET", base + "?path=a%00b", http.StatusBadRequest},
+		{"PUT", base + "?path=/", http.StatusBadRequest},
+		{"PUT", base + "?path=in", http.StatusBadRequest},
+		{"GET", base + "?path=" + strings.Repeat("n", 256), http.StatusBadRequest},
+		{"GET", "/v1/volumes/nope/files?path=x", http.StatusNotFound},
+		{"GET", "/v1/volumes/files/files/list?path=b.txt", http.StatusBadRequest},
+		{"GET", "/v1/volumes/files/files/list?depth=2", http.StatusBadRequest},
+	} {
+		if st, body := e.do(c.method, c.path, "x"); st != c.want {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, st, body, c.want)
+		}
+	}
+	var tenant api.Key
+	e.must(http.StatusCreated, "POST", "/v1/keys", api.CreateKeyRequest{Name: "t", DailyLimitMicros: 5_000_000}, &tenant)
+	for _, m := range []string{"GET", "PUT"} {
+		if st, body := e.do(m, base+"?path=b.txt", "x", "Authorization", "Bearer "+tenant.Secret); st != http.StatusNotFound {
+			t.Errorf("another key's %s: %d %s", m, st, body)
+		}
 	}
 }
