@@ -66,6 +66,7 @@ type Server struct {
 	ckpt       checkpointer // the listener, and a checkpoint pending (checkpoint.go)
 	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
 	ctxs       *contexts
+	temps      tempFiles // the file API's temporary files, which watches do not report
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute

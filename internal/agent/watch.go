@@ -27,7 +27,9 @@ import (
 // (agentapi.WatchQueueEvents): a client that reads slower than the sandbox
 // changes files loses events, and an "overflow" event says how many. The
 // stream ends when the client goes (the inotify instance is closed), when
-// the watched directory is removed or moved, or on an error.
+// the watched directory is removed or moved, or on an error. The file
+// API's own temporary files are not reported (tempfiles.go): an upload is
+// the target's create and write.
 
 // watchMask is what each watched directory reports.
 const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_DELETE | unix.IN_MOVED_FROM |
@@ -56,7 +58,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	if !st.IsDir() {
 		return badRequest("%s is not a directory; watch the directory that holds it", dir)
 	}
-	wt, err := newWatcher(dir, recursive)
+	wt, err := newWatcher(dir, recursive, &s.temps)
 	if err != nil {
 		return err
 	}
@@ -92,6 +94,8 @@ type watcher struct {
 	root      string
 	recursive bool
 	q         *watchQueue
+	// temps are the file API's temporary files, not reported (tempfiles.go).
+	temps *tempFiles
 
 	// dirs maps a watch descriptor to its directory's path; only read()
 	// changes it after newWatcher.
@@ -102,13 +106,13 @@ type watcher struct {
 	pendDir  bool
 }
 
-func newWatcher(root string, recursive bool) (*watcher, error) {
+func newWatcher(root string, recursive bool, temps *tempFiles) (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
 	}
 	wt := &watcher{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), root: root, recursive: recursive,
-		q: newWatchQueue(), dirs: map[int32]string{}}
+		q: newWatchQueue(), dirs: map[int32]string{}, temps: temps}
 	if err := wt.addTree(root, false); err != nil {
 		wt.close()
 		return nil, err
@@ -231,6 +235,14 @@ func (wt *watcher) handle(ev *unix.InotifyEvent, name string) (done bool) {
 	if ev.Mask&unix.IN_MOVED_TO != 0 && wt.pending != nil && wt.pending.Cookie == ev.Cookie {
 		old := wt.pendPath
 		wt.pending = nil
+		if tf, ok := wt.temps.lookup(old); ok {
+			// The file API's write landing: what a plain write shows.
+			if !tf.existed {
+				wt.q.push(agentapi.WatchEvent{Type: "create", Path: path, Time: now})
+			}
+			wt.q.push(agentapi.WatchEvent{Type: "write", Path: path, Time: now})
+			return false
+		}
 		wt.q.push(agentapi.WatchEvent{Type: "rename", OldPath: old, Path: path, IsDir: isDir, Time: now})
 		if isDir {
 			wt.renameDirs(old, path)
@@ -238,6 +250,9 @@ func (wt *watcher) handle(ev *unix.InotifyEvent, name string) (done bool) {
 		return false
 	}
 	wt.flushMove()
+	if _, ok := wt.temps.lookup(path); ok && ev.Mask&unix.IN_MOVED_FROM == 0 {
+		return false // the file API's temporary file (tempfiles.go)
+	}
 	switch {
 	case ev.Mask&unix.IN_IGNORED != 0:
 		delete(wt.dirs, ev.Wd)
@@ -281,6 +296,9 @@ func (wt *watcher) flushMove() {
 	}
 	path, isDir := wt.pendPath, wt.pendDir
 	wt.pending = nil
+	if _, ok := wt.temps.lookup(path); ok {
+		return
+	}
 	wt.q.push(agentapi.WatchEvent{Type: "remove", Path: path, IsDir: isDir, Time: time.Now().UTC()})
 	if isDir {
 		for wd, d := range wt.dirs {

@@ -149,3 +149,18 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatchUpload: an upload through the file API is the target's create
+// and write, never its temporary file; over an existing file, a write.
+func TestWatchUpload(t *testing.T) {
+	a := newTestAgent(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := a.watchStream(ctx, a.workspace, false)
+	p := filepath.Join(a.workspace, "up.txt")
+	a.call("PUT", "/files?path="+url.QueryEscape(p), "one", http.StatusOK, nil)
+	a.call("PUT", "/files?path="+url.QueryEscape(p), "two", http.StatusOK, nil)
+	must(t, os.WriteFile(filepath.Join(a.workspace, "marker"), nil, 0o644))
+	expect(t, ch, agentapi.WatchEvent{Type: "create", Path: p}, agentapi.WatchEvent{Type: "write", Path: p},
+		agentapi.WatchEvent{Type: "write", Path: p}, agentapi.WatchEvent{Type: "create", Path: filepath.Join(a.workspace, "marker")})
+}
