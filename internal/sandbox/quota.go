@@ -283,9 +283,13 @@ func checkKeyQuotas(keyID string, quotas store.KeyQuotas, use, more store.KeyUse
 	}
 	held, need := use.QuotaDiskMiB(), more.QuotaDiskMiB()
 	if need > 0 && quotas.DiskMiB > 0 && held+need > quotas.DiskMiB {
+		vols := ""
+		if use.VolumesMiB > 0 {
+			vols = fmt.Sprintf(", %d MiB of volumes", use.VolumesMiB)
+		}
 		return errs.New(errs.DiskQuota,
-			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images plus its volumes) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images, %d MiB of volumes); %s needs %d MiB more: delete sandboxes or volumes, create with a smaller diskMiB or sizeMiB, or for a larger quota: %s",
-			keyID, quotas.DiskMiB, held, use.DiskMiB, held-use.DiskMiB-use.VolumesMiB, use.VolumesMiB, what, need, raiseHint)
+			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images plus its volumes) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images%s); %s needs %d MiB more: delete sandboxes or volumes, create with a smaller diskMiB or sizeMiB, or for a larger quota: %s",
+			keyID, quotas.DiskMiB, held, use.DiskMiB, held-use.DiskMiB-use.VolumesMiB, vols, what, need, raiseHint)
 	}
 	return nil
 }
