@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +111,16 @@ func TestVolumeQuotaAndTenants(t *testing.T) {
 	e.must(http.StatusOK, "GET", "/v1/volumes/small", nil, &v)
 	if v.UsedBytes > 32<<20 || v.UsedBytes < 20<<20 {
 		t.Fatalf("after filling: %+v", v)
+	}
+	// On the host the volume takes no more than its size, full as it is.
+	var img syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(e.dataDir, "gvisor", "volumes", v.ID, "volume.img"), &img); err != nil {
+		t.Fatal(err)
+	}
+	if used := img.Blocks * 512; used > 32<<20 {
+		t.Fatalf("the full 32 MiB volume takes %d bytes of the host's disk", used)
+	} else {
+		t.Logf("the full 32 MiB volume takes %.1f MiB of the host's disk", float64(used)/(1<<20))
 	}
 
 	var tenant api.Key
