@@ -18,6 +18,7 @@ import (
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/server"
+	"withruntime.dev/runtime/internal/store"
 	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
@@ -595,5 +596,67 @@ func TestVolumeFilesWithoutSandbox(t *testing.T) {
 		if st, body := e.do(m, base+"?path=b.txt", "x", "Authorization", "Bearer "+tenant.Secret); st != http.StatusNotFound {
 			t.Errorf("another key's %s: %d %s", m, st, body)
 		}
+	}
+}
+
+// TestVolumeRecover: a restarted server removes what a dead one left of a
+// volume's create (a record still creating, its files) and of a delete
+// (a record deleting), and volumes on the host that no record knows; the
+// ready ones stay, with their files.
+func TestVolumeRecover(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wr-volrec-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	a := newEnv(t, withDataDir(dir))
+	kept := a.createVolume("kept", 16)
+	a.must(http.StatusOK, "PUT", "/v1/volumes/kept/files?path=f", "still here", nil)
+	half := a.createVolume("half", 16)
+	gone := a.createVolume("gone", 16)
+	ctx := context.Background()
+	st := a.srv.Store
+	// As a dead server leaves them: "half" still being made, "gone" being
+	// deleted, and a volume on the host with no record.
+	if _, err := st.StartDeleteVolume(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	var key api.KeyList
+	a.must(http.StatusOK, "GET", "/v1/keys", nil, &key)
+	a.detach()
+	// Flip "half" back to creating, and make an orphan, while no server runs.
+	st2, err := store.Open(ctx, filepath.Join(dir, "runtime.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st2.DeleteVolumeRecord(ctx, half.ID); err != nil {
+		t.Fatal(err)
+	}
+	v := store.Volume{ID: half.ID, KeyID: key.Keys[0].ID, Name: "half", SizeMiB: 16, State: store.VolumeCreating, CreatedAt: time.Now(), Driver: "gvisor"}
+	if err := st2.InsertVolume(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	st2.Close()
+	orphan := filepath.Join(dir, "gvisor", "volumes", "vol_orphan")
+	if err := os.MkdirAll(orphan, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newEnv(t, withDataDir(dir))
+	var list api.VolumeList
+	b.must(http.StatusOK, "GET", "/v1/volumes", nil, &list)
+	if len(list.Volumes) != 1 || list.Volumes[0].Name != "kept" || list.Volumes[0].State != "ready" {
+		t.Fatalf("volumes after the restart: %+v", list)
+	}
+	if _, body := b.do("GET", "/v1/volumes/kept/files?path=f", nil); string(body) != "still here" {
+		t.Fatalf("kept's file: %q", body)
+	}
+	for _, id := range []string{half.ID, gone.ID, "vol_orphan"} {
+		if _, err := os.Stat(filepath.Join(dir, "gvisor", "volumes", id)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("volume %s left on the host: %v", id, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gvisor", "volumes", kept.ID, "volume.img")); err != nil {
+		t.Errorf("kept's image: %v", err)
 	}
 }
