@@ -111,6 +111,15 @@ export interface SandboxInfo {
   pausedAt?: string;
   /** A paused sandbox's image size on the host, in bytes (its memory, processes and written files). */
   imageBytes?: number;
+  /** The volumes it mounts (absent: none). */
+  volumes?: VolumeMount[];
+}
+
+/** A volume a sandbox mounts: its name, the absolute path inside the sandbox, and whether it is read-only. */
+export interface VolumeMount {
+  name: string;
+  path: string;
+  readOnly?: boolean;
 }
 
 /** One command to run. Set exactly one of `command` and `argv`. */
