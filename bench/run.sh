@@ -14,4 +14,5 @@ export PATH=/usr/local/bin:$PATH
 go run ./bench/suite "$@"
 go run ./bench/metering
 go run ./bench/egress "$@"
+go run ./bench/volume
 go run ./bench/scale

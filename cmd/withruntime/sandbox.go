@@ -39,6 +39,7 @@ type createFlags struct {
 	metadata []string
 	net      networkFlags
 	onEnd    string
+	volumes  []string
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -49,6 +50,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.disk, "disk", 0, "disk in MiB (default 2048)")
 	cmd.Flags().StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&f.metadata, "metadata", nil, "label KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&f.volumes, "volume", nil, "mount the volume NAME at PATH, NAME:PATH or NAME:PATH:ro for read-only (see: withruntime volume; repeatable)")
 	cmd.Flags().StringVar(&f.onEnd, "on-lease-end", "", `what the lease end does: "stop" (default: destroy) or "pause" (keep it paused; any request resumes it)`)
 	f.net.add(cmd)
 }
@@ -68,6 +70,13 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 	}
 	req := api.CreateSandboxRequest{Template: f.template, TimeoutSeconds: secs, CPU: f.cpu,
 		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta, OnLeaseEnd: f.onEnd}
+	for _, v := range f.volumes {
+		m, err := parseVolumeFlag(v)
+		if err != nil {
+			return api.CreateSandboxRequest{}, err
+		}
+		req.Volumes = append(req.Volumes, m)
+	}
 	return req, f.net.apply(&req)
 }
 

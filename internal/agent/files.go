@@ -18,8 +18,8 @@ import (
 // and independent of the target's name, so that names up to NAME_MAX stay
 // usable.
 const (
-	tempUpload = ".upload-*"
-	tempMove   = ".move-*"
+	tempUpload = ".upload-"
+	tempMove   = ".move-"
 )
 
 // handlePutFile streams the body into a temporary file next to the target
@@ -41,6 +41,7 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	mode, uid, gid := fs.FileMode(0o644), acct.Uid, acct.Gid
+	existed := false
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&fs.ModeSymlink != 0 {
 			if target, err := filepath.EvalSymlinks(path); err == nil {
@@ -52,6 +53,7 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("%s is a directory; give a file path such as %s", path, filepath.Join(path, "NAME"))
 		}
 		if st.Mode().IsRegular() {
+			existed = true
 			mode = st.Mode().Perm()
 			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 				uid, gid = int(sys.Uid), int(sys.Gid)
@@ -65,11 +67,12 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A short name of its own (O_EXCL), whatever the target's length: a
 	// 255-byte name stays writable.
-	tmp, err := os.CreateTemp(dir, tempUpload)
+	tmp, err := s.temps.create(dir, tempUpload, path, existed)
 	if err != nil {
 		removeCreated(created)
 		return fsErr(err, path)
 	}
+	defer s.temps.done(tmp.Name())
 	ok := false
 	defer func() {
 		if !ok {
@@ -249,7 +252,7 @@ func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) error {
 		if !st.Mode().IsRegular() {
 			return badRequest("cannot move %s to %s: they are on different filesystems and only regular files can be moved across; use exec with mv", from, to)
 		}
-		if err := copyAcross(from, to, st); err != nil {
+		if err := s.copyAcross(from, to, st); err != nil {
 			return err
 		}
 	}
@@ -263,16 +266,18 @@ func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) error {
 
 // copyAcross moves a regular file between filesystems: copy to a temporary
 // file beside to, rename it into place, then remove from.
-func copyAcross(from, to string, st fs.FileInfo) error {
+func (s *Server) copyAcross(from, to string, st fs.FileInfo) error {
 	src, err := os.Open(from)
 	if err != nil {
 		return fsErr(err, from)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(to), tempMove)
+	_, terr := os.Lstat(to)
+	tmp, err := s.temps.create(filepath.Dir(to), tempMove, to, terr == nil)
 	if err != nil {
 		return fsErr(err, to)
 	}
+	defer s.temps.done(tmp.Name())
 	_, err = io.Copy(tmp, src)
 	if err == nil {
 		err = tmp.Chmod(st.Mode().Perm())

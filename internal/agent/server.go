@@ -66,6 +66,7 @@ type Server struct {
 	ckpt       checkpointer // the listener, and a checkpoint pending (checkpoint.go)
 	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
 	ctxs       *contexts
+	temps      tempFiles // the file API's temporary files, which watches do not report
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -161,6 +162,7 @@ func (s *Server) Handler() http.Handler {
 	route("GET", "/files/stat", s.handleStatFile)
 	route("POST", "/files/mkdir", s.handleMkdir)
 	route("POST", "/files/rename", s.handleRename)
+	route("GET", "/files/watch", s.handleWatch)
 	route("POST", "/contexts", s.handleCreateContext)
 	route("GET", "/contexts", s.handleListContexts)
 	route("GET", "/contexts/{contextId}", s.handleGetContext)
@@ -171,7 +173,7 @@ func (s *Server) Handler() http.Handler {
 	// Method-less patterns catch a known path with a wrong method.
 	for _, p := range []string{"/health", "/usage", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
 		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/processes/{pid}/terminal", "/files", "/files/list",
-		"/files/stat", "/files/mkdir", "/files/rename", "/contexts", "/contexts/{contextId}",
+		"/files/stat", "/files/mkdir", "/files/rename", "/files/watch", "/contexts", "/contexts/{contextId}",
 		"/contexts/{contextId}/restart", "/code", "/ports/{port}/connect"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, &apiError{status: http.StatusMethodNotAllowed, code: agentapi.CodeBadRequest,

@@ -8,6 +8,15 @@ import (
 	"withruntime.dev/runtime/sdk/go/wire"
 )
 
+// WatchEvent is one line of GET /files/watch's stream (sdk/go/wire/watch.go).
+type WatchEvent = wire.WatchEvent
+
+// Limits of a file watch.
+const (
+	WatchQueueEvents = wire.WatchQueueEvents
+	WatchMaxDirs     = wire.WatchMaxDirs
+)
+
 // FileInfo and FileList are the bodies of the file routes (package wire).
 type (
 	FileInfo = wire.FileInfo

@@ -45,6 +45,7 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "files/stat", query: map[string]queryRule{"path": pathParam}},
 	{method: "POST", path: "files/mkdir", body: func() any { return &mkdirRequest{} }},
 	{method: "POST", path: "files/rename", body: func() any { return &renameRequest{} }},
+	{method: "GET", path: "files/watch", query: map[string]queryRule{"path": pathParam, "recursive": boolParam}},
 	{method: "POST", path: "code", body: func() any { return &runCodeRequest{} }, maxBody: maxExecBytes},
 	{method: "POST", path: "contexts", body: func() any { return &createContextRequest{} }},
 	{method: "GET", path: "contexts"},

@@ -46,6 +46,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
 		Network: egressPolicy(req.Network), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
 		MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd, AutoResume: req.AutoResume,
+		Volumes: volumeRequests(req.Volumes),
 	}
 	if req.Exec != nil {
 		return s.createWithExec(w, r, p, req.Exec)
@@ -96,6 +97,9 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.addVolumes(r.Context(), sbs); err != nil {
+		return err
+	}
 	out := SandboxList{Sandboxes: make([]Sandbox, 0, len(sbs))}
 	for _, sb := range sbs {
 		out.Sandboxes = append(out.Sandboxes, toSandbox(sb))
@@ -112,7 +116,11 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []Sandbox{toSandbox(sb)}
+	sbs := []store.Sandbox{sb}
+	if err := s.addVolumes(r.Context(), sbs); err != nil {
+		return err
+	}
+	out := []Sandbox{toSandbox(sbs[0])}
 	if err := s.addCosts(r.Context(), out); err != nil {
 		return err
 	}

@@ -107,6 +107,7 @@ func (s *Server) routes() {
 	s.templateRoutes()
 	s.handle("GET", "/v1/usage", s.usage)
 	s.networkRoutes()
+	s.volumeRoutes()
 	s.portRoutes()
 	s.terminalRoutes()
 	s.extraRoutes()

@@ -59,6 +59,7 @@ func toSandbox(sb store.Sandbox) Sandbox {
 		CreatedAt: sb.CreatedAt, LeaseEndsAt: sb.LeaseEndsAt, EndedAt: sb.EndedAt, EndReason: sb.EndReason,
 		CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB, Metadata: meta,
 		OnLeaseEnd: sb.OnLeaseEnd, AutoResume: sb.AutoResume, PausedAt: sb.PausedAt, ImageBytes: sb.ImageBytes,
+		Volumes: toMounts(sb.Volumes),
 	}
 }
 

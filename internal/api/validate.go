@@ -84,6 +84,17 @@ func (req *createSandboxRequest) check() error {
 			return err
 		}
 	}
+	if len(req.Volumes) > sandbox.MaxVolumesPerSandbox {
+		return badRequest("volumes: a sandbox may mount at most %d volumes; got %d", sandbox.MaxVolumesPerSandbox, len(req.Volumes))
+	}
+	for _, v := range req.Volumes {
+		if err := sandbox.CheckVolumeName(v.Name); err != nil {
+			return err
+		}
+		if err := checkNoNUL("volume path", v.Path); err != nil {
+			return err
+		}
+	}
 	if req.Network != nil {
 		return (*networkPolicy)(req.Network).check()
 	}

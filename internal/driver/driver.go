@@ -6,7 +6,7 @@
 // sandbox (exec, files) goes through the agent, so a driver knows nothing
 // about commands or files. Optional features are separate interfaces found by
 // type assertion (StatsReader, Watcher, CPUSetter, Pauser, DiskReporter, Closer,
-// LeaseBounder).
+// LeaseBounder, Volumes).
 package driver
 
 import (
@@ -14,6 +14,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"os"
 	"time"
 
 	"withruntime.dev/runtime/internal/egress/policy"
@@ -79,6 +80,11 @@ type Spec struct {
 	// sandbox with secrets): added to its system CA bundle at boot. Other
 	// drivers ignore it (Network.CABundle is the whole bundle).
 	TrustPEM []byte
+
+	// Volumes are the volumes the sandbox mounts (a driver that is not a
+	// Volumes refuses a Spec with any). The manager has checked that they
+	// are the owner's and that the paths are clean, absolute and apart.
+	Volumes []VolumeMount
 
 	// Background boots the sandbox at a low host CPU weight (a warm-pool
 	// sandbox booted ahead), so that on a busy host its boot yields the
@@ -335,4 +341,47 @@ type DiskReporter interface {
 	// on the host plus the blocks its writable layer holds on the host's
 	// disk (the image carries both). An error when it cannot be measured.
 	ImageEstimate(ctx context.Context, id string) (int64, error)
+}
+
+// VolumeMount is one volume mounted in a sandbox.
+type VolumeMount struct {
+	// ID is the volume's id (Volumes.CreateVolume).
+	ID string
+	// Path is where the sandbox sees it: absolute and clean.
+	Path string
+	// ReadOnly mounts it read-only: writes inside fail with EROFS.
+	ReadOnly bool
+}
+
+// ErrVolumeCorrupt says a volume's filesystem failed its check: it is not
+// mounted until an administrator repairs it.
+var ErrVolumeCorrupt = errors.New("the volume's filesystem is damaged")
+
+// Volumes is implemented by drivers that keep volumes: storage that
+// outlives sandboxes, of a fixed size enforced on the host, mounted by
+// sandboxes (Spec.Volumes) and read and written from the host without one
+// (OpenVolume). A driver without it (Kubernetes, until volumes are
+// PersistentVolumeClaims there) refuses volumes.
+//
+// What a sandbox mounts stays mounted for it through pauses (a resume
+// mounts it again) and server restarts; a volume is deleted only when no
+// sandbox that is not stopped mounts it (the manager checks).
+type Volumes interface {
+	// CreateVolume makes an empty volume id of sizeBytes (a whole number
+	// of MiB). On error nothing of it is left.
+	CreateVolume(ctx context.Context, id string, sizeBytes int64) error
+	// DeleteVolume removes volume id and its files. A missing one is not
+	// an error.
+	DeleteVolume(ctx context.Context, id string) error
+	// VolumeUsage returns the bytes volume id's files take and the most
+	// they may take (its size less the filesystem's own structures).
+	// ErrVolumeCorrupt (wrapped) for a damaged volume.
+	VolumeUsage(ctx context.Context, id string) (usedBytes, capacityBytes int64, err error)
+	// OpenVolume opens volume id's files as a root that no path leaves
+	// (links included). ErrVolumeCorrupt (wrapped) for a damaged volume.
+	OpenVolume(ctx context.Context, id string) (*os.Root, error)
+	// ListVolumes returns the ids of every volume the driver keeps,
+	// including ones no record knows about (left by a create that a dead
+	// server did not finish).
+	ListVolumes(ctx context.Context) ([]string, error)
 }

@@ -26,6 +26,7 @@ var (
 	SpendingLimit = errors.New("spending_limit")  // 429: the key reached its daily spending limit
 	RateLimited   = errors.New("rate_limited")    // 429: too many requests of one kind from one client; Retry-After says when to try again
 	NoSpace       = errors.New("no_space")        // 507: the host's disk is full
+	Unsupported   = errors.New("not_implemented") // 501: this server (its driver) does not do that yet
 )
 
 // Quota categories: a key at one of its quotas (sandbox/quota.go).

@@ -570,6 +570,29 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/hello.txt", To: "c/x"}, want: 404})
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: agentapi.RenameRequest{From: "c/empty", To: "c/d"}, want: 409})
 	c.do(apiCall{method: "POST", path: sbx + "/files/rename", body: map[string]any{"from": "c/empty"}, invalid: true, want: 400})
+	// A watch streams until its directory goes (removed a moment later).
+	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/w"}, want: 200})
+	go func() {
+		time.Sleep(time.Second)
+		e.do("POST", sbx+"/exec", agentapi.ExecRequest{Command: "touch c/w/x && mv c/w/x c/w/y && rm -r c/w"})
+	}()
+	watched := c.do(apiCall{method: "GET", path: sbx + "/files/watch?path=c/w&recursive=true", accept: agentapi.ContentTypeNDJSON, want: 200})
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(string(watched)), "\n") {
+		var ev agentapi.WatchEvent
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("watch line %q: %v", line, err)
+		}
+		if ev.Type != agentapi.EventHeartbeat {
+			types = append(types, ev.Type)
+		}
+	}
+	if strings.Join(types, " ") != "ready create chmod rename remove error" {
+		t.Errorf("watch events: %v (%s)", types, watched)
+	}
+	c.do(apiCall{method: "GET", path: sbx + "/files/watch?path=c/empty", want: 400})
+	c.do(apiCall{method: "GET", path: sbx + "/files/watch?path=c/missing", want: 404})
+	c.do(apiCall{method: "GET", path: sbx + "/files/watch?recursive=maybe", invalid: true, want: 400})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c/empty", want: 204})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c/empty", want: 404})
 	c.do(apiCall{method: "DELETE", path: sbx + "/files?path=c", want: 409})
@@ -592,6 +615,39 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/resume", body: api.ResumeRequest{TimeoutSeconds: 600}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: api.SetTimeoutRequest{TimeoutSeconds: 900, OnLeaseEnd: "pause"}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/timeout", body: map[string]any{"timeoutSeconds": 900, "onLeaseEnd": "sleep"}, invalid: true, want: 400})
+
+	// Volumes.
+	var vol api.Volume
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/volumes", body: api.CreateVolumeRequest{Name: "contract", SizeMiB: 16}, want: 201}), &vol)
+	c.do(apiCall{method: "POST", path: "/v1/volumes", body: api.CreateVolumeRequest{Name: "contract", SizeMiB: 16}, want: 409})
+	c.do(apiCall{method: "POST", path: "/v1/volumes", body: map[string]any{"name": "x"}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/volumes", body: map[string]any{"name": "no way", "sizeMiB": 16}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/volumes", key: quoted.Secret, body: api.CreateVolumeRequest{Name: "big", SizeMiB: 200}, want: 507})
+	c.do(apiCall{method: "GET", path: "/v1/volumes", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract", key: capped.Secret, want: 404})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/nope", want: 404})
+	c.do(apiCall{method: "PUT", path: "/v1/volumes/contract/files?path=d/f.txt", body: []byte("vol\n"), want: 200})
+	c.do(apiCall{method: "PUT", path: "/v1/volumes/contract/files?path=/", body: []byte("x"), want: 400})
+	if got := c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files?path=/d/f.txt", want: 200}); string(got) != "vol\n" {
+		t.Errorf("volume file: %q", got)
+	}
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files?path=d/f.txt", header: map[string]string{"Range": "bytes=0-1"}, want: 206})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files?path=nope", want: 404})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files", invalid: true, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files/list", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files/list?path=d&limit=1", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/volumes/contract/files/list?limit=0", invalid: true, want: 400})
+	var vsb api.Sandbox
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", want: 201,
+		body: map[string]any{"timeoutSeconds": 600, "volumes": []api.VolumeMount{{Name: "contract", Path: "/data", ReadOnly: true}}}}), &vsb)
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"volumes": []api.VolumeMount{{Name: "nope", Path: "/data"}}}, want: 404})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"volumes": []api.VolumeMount{{Name: "contract", Path: "/proc"}}}, want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes/" + vsb.ID, want: 200}) // with its volumes
+	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 409})
+	c.do(apiCall{method: "DELETE", path: "/v1/sandboxes/" + vsb.ID, want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 404})
 
 	// Routes and methods the API does not have.
 	c.do(apiCall{method: "GET", path: "/v1/nope", want: 404})

@@ -50,6 +50,7 @@ type Limits struct {
 	MaxMemoryMiB     int64         // 16384
 	DefaultDiskMiB   int64         // 2048
 	MaxDiskMiB       int64         // 65536
+	MaxVolumeMiB     int64         // largest volume (0: MaxDiskMiB; volume.go)
 	TmpMiB           int64         // size of /tmp (256), at most half the sandbox's memory (see tmpBytes)
 	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
 	MaxSandboxes     int           // held at once on this host, running, starting and paused together (0 = no limit)
@@ -81,6 +82,17 @@ func DefaultLimits() Limits {
 		PausedRetention:  DefaultPausedRetention,
 		KeyQuotas:        store.KeyQuotas{DiskMiB: DefaultKeyDiskMiB, PausedSandboxes: DefaultKeyPaused, Sandboxes: DefaultKeySandboxes},
 	}
+}
+
+// MaxVolume is the largest volume a create may ask for, in MiB.
+func (l Limits) MaxVolume() int64 {
+	if l.MaxVolumeMiB > 0 {
+		return l.MaxVolumeMiB
+	}
+	if l.MaxDiskMiB > 0 {
+		return l.MaxDiskMiB
+	}
+	return DefaultLimits().MaxDiskMiB
 }
 
 // Manager runs sandboxes. Safe for concurrent use.
@@ -218,6 +230,8 @@ type CreateParams struct {
 	// AutoResume, when set, says whether requests to the sandbox while it is
 	// paused resume it first; unset: true when OnLeaseEnd is pause.
 	AutoResume *bool
+	// Volumes are the creating key's volumes to mount (volume.go).
+	Volumes []VolumeRequest
 
 	// hold is what the create's admission holds on its key's quotas until
 	// its record is inserted (quota.go).
@@ -228,15 +242,20 @@ type CreateParams struct {
 // Errors: errs.Invalid for bad parameters or an unknown template,
 // errs.Capacity when the host is full, errs.Quota and errs.DiskQuota when
 // the key is at a quota, errs.NoSpace when the host's disk cannot take the
-// sandbox's disk (quota.go), otherwise a driver failure.
+// sandbox's disk (quota.go), errs.NotFound and errs.Conflict for a volume
+// that is not the key's or not usable, errs.Unsupported for volumes on a
+// driver without them (volume.go), otherwise a driver failure.
 func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, error) {
 	if err := m.applyDefaults(&p); err != nil {
+		return store.Sandbox{}, err
+	}
+	mounts, volSpec, err := m.resolveVolumes(ctx, p)
+	if err != nil {
 		return store.Sandbox{}, err
 	}
 	if err := m.checkCaps(ctx, p); err != nil {
 		return store.Sandbox{}, err
 	}
-	var err error
 	if p.hold, err = m.admitCreate(ctx, p); err != nil {
 		return store.Sandbox{}, err
 	}
@@ -265,6 +284,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
 		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
 		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
+		Volumes: mounts,
 	}
 	m.mu.Lock()
 	m.creating[sb.ID] = true
@@ -278,7 +298,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		if plan != nil {
 			m.detachLater(sb.ID) // a prepared network it took
 		}
-		return store.Sandbox{}, err
+		return store.Sandbox{}, mountErr(err)
 	}
 	netSpec, netEnv, err := m.attachNetwork(ctx, sb.ID, rootfs, plan)
 	if err != nil {
@@ -300,11 +320,12 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		ShmBytes:  shmBytes(m.limits.TmpMiB, p.MemoryMiB),
 		PidsLimit: pidsLimit(m.limits.PidsLimit, p.MemoryMiB), Env: append(envList(p.Env), netEnv...),
 		Network: netSpec, Policy: plan.driverPolicy(), TrustPEM: trust, LeaseEndsAt: sb.LeaseEndsAt,
+		Volumes: volSpec,
 	})
 	if err != nil {
 		_ = m.store.MarkStopped(context.WithoutCancel(ctx), sb.ID, EndFailed, m.now())
 		m.detachNetwork(context.WithoutCancel(ctx), sb.ID)
-		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+		return store.Sandbox{}, mountErr(fmt.Errorf("create sandbox: %w", err))
 	}
 	if err := m.store.MarkRunning(ctx, sb.ID, h.State); err != nil {
 		_ = m.driver.Destroy(context.WithoutCancel(ctx), sb.ID)

@@ -128,6 +128,7 @@ func (m *Manager) meterLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		m.sampleAll(ctx)
+		m.sampleVolumes(ctx)
 		m.enforceLimits(ctx)
 	}
 }
@@ -458,7 +459,8 @@ type UsageGroup struct {
 	// billed): the host's cost is CPUSeconds + OverheadCPUSeconds.
 	OverheadCPUSeconds float64
 	GiBSeconds         float64
-	// StorageGiBSeconds is paused sandboxes' image size × time paused.
+	// StorageGiBSeconds is paused sandboxes' image size × time paused plus
+	// volumes' size × time (volumemeter.go).
 	StorageGiBSeconds float64
 	Cost              metering.Cost
 }

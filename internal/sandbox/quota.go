@@ -17,7 +17,7 @@ import (
 //   - Per-key quotas (store.KeyQuotas): the key's sandboxes (starting,
 //     running and paused together, a count), its paused sandboxes (a count)
 //     and its disk (MiB: the sum of its running and paused sandboxes'
-//     diskMiB plus its paused images' bytes). A key's own quota wins; a
+//     diskMiB plus its paused images' bytes plus its volumes' sizes). A key's own quota wins; a
 //     field it left at 0 is the server's default (Limits.KeyQuotas) for a
 //     tenant key (one with a daily limit), and no per-key bound for an
 //     administrator's key, which only the server-wide caps bound. A count
@@ -126,6 +126,7 @@ func (h *quotaHold) dropKeyLocked() {
 		p.Sandboxes -= h.use.Sandboxes
 		p.Paused -= h.use.Paused
 		p.DiskMiB -= h.use.DiskMiB
+		p.VolumesMiB -= h.use.VolumesMiB
 		if p == (store.KeyUse{}) {
 			delete(q.pending, h.key)
 		} else {
@@ -188,6 +189,14 @@ func (m *Manager) admitCreate(ctx context.Context, p CreateParams) (*quotaHold, 
 	return h, m.admit(ctx, h, p.DiskMiB<<20, fmt.Sprintf("a sandbox with a diskMiB of %d", p.DiskMiB))
 }
 
+// admitVolume admits a new volume of sizeMiB for key keyID against its disk
+// quota and the host's disk (volume.go). The hold is released once the
+// volume's record is in the store (or the create failed).
+func (m *Manager) admitVolume(ctx context.Context, keyID, name string, sizeMiB int64) (*quotaHold, error) {
+	h := &quotaHold{m: m, key: keyID, use: store.KeyUse{VolumesMiB: sizeMiB}}
+	return h, m.admit(ctx, h, sizeMiB<<20, fmt.Sprintf("volume %q of %d MiB", name, sizeMiB))
+}
+
 // admitPause admits a pause of the running sandbox sb against its key's
 // quotas and the host's disk, with its image's estimate: the driver's
 // (memory in use and the writable layer's blocks) or, when that cannot be
@@ -230,6 +239,7 @@ func (m *Manager) admit(ctx context.Context, h *quotaHold, need int64, what stri
 		use.Sandboxes += pend.Sandboxes
 		use.Paused += pend.Paused
 		use.DiskMiB += pend.DiskMiB
+		use.VolumesMiB += pend.VolumesMiB
 		if err := checkKeyQuotas(h.key, quotas, use, h.use, what); err != nil {
 			return err
 		}
@@ -245,6 +255,7 @@ func (m *Manager) admit(ctx context.Context, h *quotaHold, need int64, what stri
 		pend.Sandboxes += h.use.Sandboxes
 		pend.Paused += h.use.Paused
 		pend.DiskMiB += h.use.DiskMiB
+		pend.VolumesMiB += h.use.VolumesMiB
 		q.pending[h.key] = pend
 	} else {
 		h.keyOnce.Do(func() {}) // nothing held on the key
@@ -270,11 +281,15 @@ func checkKeyQuotas(keyID string, quotas store.KeyQuotas, use, more store.KeyUse
 			"paused sandboxes quota: key %s may keep %s paused and keeps %d; resume or delete one of them, or for a larger quota: %s",
 			keyID, sandboxes(quotas.PausedSandboxes), use.Paused, raiseHint)
 	}
-	held := use.QuotaDiskMiB()
-	if more.DiskMiB > 0 && quotas.DiskMiB > 0 && held+more.DiskMiB > quotas.DiskMiB {
+	held, need := use.QuotaDiskMiB(), more.QuotaDiskMiB()
+	if need > 0 && quotas.DiskMiB > 0 && held+need > quotas.DiskMiB {
+		vols := ""
+		if use.VolumesMiB > 0 {
+			vols = fmt.Sprintf(", %d MiB of volumes", use.VolumesMiB)
+		}
 		return errs.New(errs.DiskQuota,
-			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images); %s needs %d MiB more: delete sandboxes, create with a smaller diskMiB, or for a larger quota: %s",
-			keyID, quotas.DiskMiB, held, use.DiskMiB, held-use.DiskMiB, what, more.DiskMiB, raiseHint)
+			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images plus its volumes) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images%s); %s needs %d MiB more: delete sandboxes or volumes, create with a smaller diskMiB or sizeMiB, or for a larger quota: %s",
+			keyID, quotas.DiskMiB, held, use.DiskMiB, held-use.DiskMiB-use.VolumesMiB, vols, what, need, raiseHint)
 	}
 	return nil
 }

@@ -13,7 +13,8 @@ import (
 // decides: sandbox/quota.go).
 type KeyQuotas struct {
 	// DiskMiB bounds, in MiB, the sum of the key's running and paused
-	// sandboxes' DiskMiB plus its paused images' bytes.
+	// sandboxes' DiskMiB plus its paused images' bytes plus its volumes'
+	// sizes.
 	DiskMiB int64
 	// PausedSandboxes bounds the number of the key's paused sandboxes.
 	PausedSandboxes int64
@@ -130,11 +131,15 @@ type KeyUse struct {
 	DiskMiB int64
 	// ImageBytes is the sum of its paused sandboxes' images, in bytes.
 	ImageBytes int64
+	// VolumesMiB is the sum of its volumes' sizes, in MiB.
+	VolumesMiB int64
 }
 
 // QuotaDiskMiB is the use that the disk quota counts, in MiB: DiskMiB
-// plus the images' bytes rounded up to whole MiB.
-func (u KeyUse) QuotaDiskMiB() int64 { return u.DiskMiB + (u.ImageBytes+(1<<20)-1)>>20 }
+// plus the images' bytes rounded up to whole MiB plus VolumesMiB.
+func (u KeyUse) QuotaDiskMiB() int64 {
+	return u.DiskMiB + (u.ImageBytes+(1<<20)-1)>>20 + u.VolumesMiB
+}
 
 // KeyUse sums what keyID's sandboxes that are not stopped hold.
 func (s *Store) KeyUse(ctx context.Context, keyID string) (KeyUse, error) {
@@ -158,5 +163,12 @@ func (s *Store) KeyUse(ctx context.Context, keyID string) (KeyUse, error) {
 			u.Paused += n
 		}
 	}
-	return u, rows.Err()
+	if err := rows.Err(); err != nil {
+		return KeyUse{}, fmt.Errorf("store: key use: %w", err)
+	}
+	rows.Close()
+	if u.VolumesMiB, err = s.KeyVolumesMiB(ctx, keyID); err != nil {
+		return KeyUse{}, err
+	}
+	return u, nil
 }

@@ -60,6 +60,9 @@ type Sandbox struct {
 	PausedAt *time.Time
 	// ImageBytes is the size of a paused sandbox's image on the host.
 	ImageBytes int64
+	// Volumes are the volumes it mounts: written by InsertSandbox (with
+	// Name for messages), not read back by GetSandbox (SandboxVolumes).
+	Volumes []SandboxVolume
 }
 
 // SandboxFilter selects sandboxes; zero fields match everything.
@@ -73,11 +76,36 @@ const sandboxCols = `id, key_id, template, state, cpu, memory_mib, disk_mib, env
 	created_at, lease_ends_at, ended_at, end_reason, driver, driver_state,
 	on_lease_end, auto_resume, timeout_seconds, paused_at, image_bytes`
 
-// InsertSandbox records a new sandbox.
+// InsertSandbox records a new sandbox, and the volumes it mounts in the
+// same transaction: each must be ready and of the sandbox's key, else
+// nothing is written and the error wraps ErrVolumeGone.
 func (s *Store) InsertSandbox(ctx context.Context, sb Sandbox) error {
+	if len(sb.Volumes) == 0 {
+		return insertSandbox(ctx, s.db, sb)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: insert sandbox %s: %w", sb.ID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	// The volumes first: their rows' locks are what a volume's delete
+	// waits for (StartDeleteVolume).
+	if err := insertSandboxVolumes(ctx, tx, sb); err != nil {
+		return fmt.Errorf("store: insert sandbox %s: %w", sb.ID, err)
+	}
+	if err := insertSandbox(ctx, tx, sb); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+func insertSandbox(ctx context.Context, db execer, sb Sandbox) error {
 	env, _ := json.Marshal(orEmpty(sb.Env))
 	meta, _ := json.Marshal(orEmpty(sb.Metadata))
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
+	_, err := db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.KeyID, sb.Template, sb.State, sb.CPU, sb.MemoryMiB, sb.DiskMiB, string(env), string(meta),
 		millis(sb.CreatedAt), millis(sb.LeaseEndsAt), nullMillis(sb.EndedAt), sb.EndReason, sb.Driver, sb.DriverState,

@@ -55,8 +55,9 @@ var (
 	// ErrNoSpace (507 no_space): the sandbox's disk is full.
 	ErrNoSpace = errors.New("withruntime: no space left in sandbox")
 	// ErrNotImplemented (501 not_implemented): the sandbox's template has
-	// no kernels for RunCode; create it with
-	// Options{Template: CodeInterpreterTemplate}.
+	// no kernels for RunCode (create it with
+	// Options{Template: CodeInterpreterTemplate}), or the server's driver
+	// keeps no volumes (Kubernetes).
 	ErrNotImplemented = errors.New("withruntime: not implemented by this sandbox")
 	// ErrCostCap (400 cost_cap): the sandbox's first lease could cost more
 	// than Options.MaxCostMicros; the message gives the worst case.

@@ -57,6 +57,10 @@ type Options struct {
 	// AutoResume makes any request to the sandbox while it is paused resume
 	// it first (nil: true when OnLeaseEnd is "pause").
 	AutoResume *bool
+	// Volumes are the key's volumes (Client.CreateVolume) to mount, each
+	// at its Path (absolute), read-write unless ReadOnly; at most 8. A
+	// volume of another key fails the create with ErrNotFound.
+	Volumes []VolumeMount
 }
 
 // ListFilter selects sandboxes for List. Zero values match everything.
@@ -128,7 +132,7 @@ func (opts Options) request() CreateSandboxRequest {
 		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
 		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
 		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
-		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume,
+		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume, Volumes: opts.Volumes,
 	}
 }
 

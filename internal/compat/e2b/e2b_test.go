@@ -253,31 +253,6 @@ func TestPaths(t *testing.T) {
 	}
 }
 
-func TestDiff(t *testing.T) {
-	at := time.Unix(1000, 0)
-	old := snapshot{
-		"/d/keep":  {Path: "/d/keep", Type: "file", Size: 1, ModTime: at, Mode: "0644"},
-		"/d/gone":  {Path: "/d/gone", Type: "file", ModTime: at},
-		"/d/grow":  {Path: "/d/grow", Type: "file", Size: 1, ModTime: at},
-		"/d/chmod": {Path: "/d/chmod", Type: "file", ModTime: at, Mode: "0644"},
-	}
-	cur := snapshot{
-		"/d/keep":      old["/d/keep"],
-		"/d/grow":      {Path: "/d/grow", Type: "file", Size: 2, ModTime: at.Add(time.Second)},
-		"/d/chmod":     {Path: "/d/chmod", Type: "file", ModTime: at, Mode: "0755"},
-		"/d/sub/new":   {Path: "/d/sub/new", Type: "file", Size: 3, ModTime: at},
-		"/d/sub/empty": {Path: "/d/sub/empty", Type: "file", ModTime: at},
-	}
-	var got []string
-	for _, e := range diff("/d", old, cur) {
-		got = append(got, e.Name+":"+strings.TrimPrefix(e.Type.String(), "EVENT_TYPE_"))
-	}
-	want := []string{"chmod:CHMOD", "gone:REMOVE", "grow:WRITE", "sub/empty:CREATE", "sub/new:CREATE", "sub/new:WRITE"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("diff: %v, want %v", got, want)
-	}
-}
-
 func TestEndEventAndEntry(t *testing.T) {
 	end := endEvent(agentapi.ExecResult{ExitCode: 137, Signal: "SIGKILL"})
 	if end.ExitCode != -1 || end.Exited || end.Status != "signal: killed" {

@@ -1,12 +1,17 @@
 package e2b
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,135 +21,141 @@ import (
 	"withruntime.dev/runtime/internal/compat/e2b/envd/filesystempb"
 )
 
-// Watching a directory is done from the host by listing it every
-// watchPoll and comparing: a new entry is a create (and a write when it
-// has bytes), a changed size or time a write, a changed mode a chmod, a
-// vanished entry a remove. A rename shows as a remove and a create. A
-// recursive watch lists maxListDepth levels. The agent has no watch of its
-// own yet (an inotify watch in the agent would report every event).
+// Watching a directory is Runtime's own file watch (GET
+// /v1/sandboxes/{id}/files/watch): inotify inside the sandbox, so a file
+// that lived for a millisecond is reported, and a rename is one event.
+// Each of its events becomes envd's: create, write, remove and chmod as
+// they are; a rename as envd reports one (fsnotify's way): RENAME of the
+// old name, then CREATE of the new; an overflow (events lost) has no envd
+// equivalent and is dropped; an error event (the directory removed) ends
+// the watch with that error. With include_entry, every event but a remove
+// carries the entry as a stat right after gives it (absent when the entry
+// is gone by then).
 const (
-	watchPoll = 250 * time.Millisecond
-	// watchIdle ends a polled watcher (CreateWatcher) nobody read for so
-	// long.
+	// watchIdle ends a watcher (CreateWatcher) nobody read for so long.
 	watchIdle = 10 * time.Minute
-	// maxWatchEvents caps the events a polled watcher holds; the oldest
-	// go first.
+	// maxWatchEvents caps the events a watcher holds; the oldest go first.
 	maxWatchEvents = 10000
-	// maxWatchers caps polled watchers per sandbox.
+	// maxWatchers caps watchers per sandbox.
 	maxWatchers = 64
 )
 
-type snapshot map[string]agentapi.FileInfo
+// watchStream is one of Runtime's file watches, as the facade reads it.
+type watchStream struct {
+	f       *filesystemService
+	t       target
+	dir     string
+	entries bool
+	body    io.ReadCloser
+	sc      *bufio.Scanner
+}
 
-func (f *filesystemService) snapshot(ctx context.Context, t target, dir string, recursive bool) (snapshot, error) {
-	depth := 1
-	if recursive {
-		depth = maxListDepth
+// openWatch starts a watch of path (envd's: relative to the user's home)
+// and returns once it is in place.
+func (f *filesystemService) openWatch(ctx context.Context, t target, path string, recursive, includeEntry bool) (*watchStream, error) {
+	dir := t.abs(path)
+	q := t.base() + "/files/watch?path=" + url.QueryEscape(dir) + "&recursive=" + strconv.FormatBool(recursive)
+	resp, err := f.s.api.do(ctx, t.as, "GET", q, nil, http.Header{"Accept": {agentapi.ContentTypeNDJSON}})
+	if err != nil {
+		return nil, rpcError(err)
 	}
-	s := snapshot{}
-	h := &held{key: t.keyID()}
-	defer h.release()
-	if err := f.list(ctx, t, dir, depth, h, func(e agentapi.FileInfo) { s[e.Path] = e }); err != nil {
+	w := &watchStream{f: f, t: t, dir: dir, entries: includeEntry, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
+	w.sc.Buffer(make([]byte, 64<<10), 1<<20)
+	ev, err := w.next()
+	if err == nil && ev.Type != "ready" {
+		err = connect.NewError(connect.CodeInternal, fmt.Errorf("the watch of %s began with %q", dir, ev.Type))
+	}
+	if err != nil {
+		w.close()
 		return nil, err
 	}
-	return s, nil
+	return w, nil
 }
 
-// diff lists the events that turn old into cur, in path order.
-func diff(dir string, old, cur snapshot) []*filesystempb.FilesystemEvent {
-	var out []*filesystempb.FilesystemEvent
-	ev := func(p string, typ filesystempb.EventType) {
-		out = append(out, &filesystempb.FilesystemEvent{Name: relName(dir, p), Type: typ})
-	}
-	paths := make([]string, 0, len(old)+len(cur))
-	for p := range old {
-		paths = append(paths, p)
-	}
-	for p := range cur {
-		if _, ok := old[p]; !ok {
-			paths = append(paths, p)
+func (w *watchStream) close() { w.body.Close() }
+
+// next reads the next line (heartbeats included: a sign of life to the
+// caller). An error event ends the watch with its error.
+func (w *watchStream) next() (agentapi.WatchEvent, error) {
+	if !w.sc.Scan() {
+		err := w.sc.Err()
+		if err == nil {
+			err = errors.New("the sandbox's watch ended (the sandbox was paused or stopped)")
 		}
+		return agentapi.WatchEvent{}, connect.NewError(connect.CodeUnavailable, err)
 	}
-	slices.Sort(paths)
-	for _, p := range paths {
-		o, had := old[p]
-		c, has := cur[p]
-		switch {
-		case had && !has:
-			ev(p, filesystempb.EventType_EVENT_TYPE_REMOVE)
-		case !had && has:
-			ev(p, filesystempb.EventType_EVENT_TYPE_CREATE)
-			if c.Type == "file" && c.Size > 0 {
-				ev(p, filesystempb.EventType_EVENT_TYPE_WRITE)
-			}
-		case o.Type != c.Type:
-			ev(p, filesystempb.EventType_EVENT_TYPE_REMOVE)
-			ev(p, filesystempb.EventType_EVENT_TYPE_CREATE)
-		case o.Size != c.Size || !o.ModTime.Equal(c.ModTime):
-			if c.Type != "dir" {
-				ev(p, filesystempb.EventType_EVENT_TYPE_WRITE)
-			}
-		case o.Mode != c.Mode || o.Uid != c.Uid || o.Gid != c.Gid:
-			ev(p, filesystempb.EventType_EVENT_TYPE_CHMOD)
-		}
+	var ev agentapi.WatchEvent
+	if err := json.Unmarshal(w.sc.Bytes(), &ev); err != nil {
+		return agentapi.WatchEvent{}, connect.NewError(connect.CodeInternal, fmt.Errorf("a watch event that is not Runtime's: %v", err))
 	}
-	return out
+	if ev.Type == "error" {
+		return ev, rpcError(&apiError{Status: statusOfCode(ev.Code), Code: ev.Code, Message: ev.Message})
+	}
+	return ev, nil
 }
 
-// watchStart checks that dir is a directory and takes its first snapshot.
-func (f *filesystemService) watchStart(ctx context.Context, t target, path string, recursive, includeEntry bool) (string, snapshot, error) {
-	if includeEntry {
-		return "", nil, connect.NewError(connect.CodeUnimplemented, errors.New("include_entry is not supported by Runtime"))
+// statusOfCode is the status of an error event's code.
+func statusOfCode(code string) int {
+	if code == agentapi.CodeNotFound {
+		return http.StatusNotFound
 	}
-	dir := t.abs(path)
-	fi, err := f.stat(ctx, t, dir)
-	if err != nil {
-		return "", nil, err
+	return http.StatusInternalServerError
+}
+
+// translate turns one of Runtime's watch events into envd's.
+func (w *watchStream) translate(ctx context.Context, ev agentapi.WatchEvent) []*filesystempb.FilesystemEvent {
+	one := func(p string, typ filesystempb.EventType) *filesystempb.FilesystemEvent {
+		fe := &filesystempb.FilesystemEvent{Name: relName(w.dir, p), Type: typ}
+		if w.entries && typ != filesystempb.EventType_EVENT_TYPE_REMOVE && typ != filesystempb.EventType_EVENT_TYPE_RENAME {
+			if fi, err := w.f.stat(ctx, w.t, p); err == nil {
+				fe.Entry = entryInfo(*fi)
+			}
+		}
+		return fe
 	}
-	if fi.Type != "dir" {
-		return "", nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory; watch a directory", dir))
+	switch ev.Type {
+	case "create":
+		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_CREATE)}
+	case "write":
+		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_WRITE)}
+	case "remove":
+		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_REMOVE)}
+	case "chmod":
+		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_CHMOD)}
+	case "rename":
+		return []*filesystempb.FilesystemEvent{one(ev.OldPath, filesystempb.EventType_EVENT_TYPE_RENAME),
+			one(ev.Path, filesystempb.EventType_EVENT_TYPE_CREATE)}
 	}
-	snap, err := f.snapshot(ctx, t, dir, recursive)
-	if err != nil {
-		return "", nil, rpcError(err)
-	}
-	return dir, snap, nil
+	return nil // ready, heartbeat, overflow, and types to come
 }
 
 func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystempb.WatchDirRequest], stream *connect.ServerStream[filesystempb.WatchDirResponse]) error {
 	t := targetFrom(ctx)
 	in := req.Msg
-	dir, snap, err := f.watchStart(ctx, t, in.GetPath(), in.GetRecursive(), in.GetIncludeEntry())
+	w, err := f.openWatch(ctx, t, in.GetPath(), in.GetRecursive(), in.GetIncludeEntry())
 	if err != nil {
 		return err
 	}
+	defer w.close()
 	if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Start{Start: &filesystempb.WatchDirResponse_StartEvent{}}}); err != nil {
 		return err
 	}
-	poll := time.NewTicker(watchPoll)
-	defer poll.Stop()
 	lastSent := time.Now()
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-poll.C:
-		}
-		cur, err := f.snapshot(ctx, t, dir, in.GetRecursive())
+		ev, err := w.next()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return rpcError(err)
+			return err
 		}
-		for _, ev := range diff(dir, snap, cur) {
-			if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Filesystem{Filesystem: ev}}); err != nil {
+		for _, fe := range w.translate(ctx, ev) {
+			if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Filesystem{Filesystem: fe}}); err != nil {
 				return err
 			}
 			lastSent = time.Now()
 		}
-		snap = cur
-		if time.Since(lastSent) > keepAliveEvery {
+		if time.Since(lastSent) > keepAliveEvery { // heartbeats come every 2 s
 			if err := stream.Send(&filesystempb.WatchDirResponse{Event: &filesystempb.WatchDirResponse_Keepalive{Keepalive: &filesystempb.WatchDirResponse_KeepAlive{}}}); err != nil {
 				return err
 			}
@@ -153,8 +164,8 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	}
 }
 
-// watchers are the polled watchers (CreateWatcher), each with its own
-// polling goroutine and a bounded event buffer.
+// watchers are the watchers of CreateWatcher, each reading one of
+// Runtime's watches into a bounded event buffer.
 type watchers struct {
 	mu sync.Mutex
 	m  map[string]*watcher
@@ -204,14 +215,15 @@ func (ws *watchers) get(sb, id string) (*watcher, error) {
 func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[filesystempb.CreateWatcherRequest]) (*connect.Response[filesystempb.CreateWatcherResponse], error) {
 	t := targetFrom(ctx)
 	in := req.Msg
-	dir, snap, err := f.watchStart(ctx, t, in.GetPath(), in.GetRecursive(), in.GetIncludeEntry())
-	if err != nil {
-		return nil, err
-	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
 	wctx, cancel := context.WithCancel(detach(ctx))
+	stream, err := f.openWatch(wctx, t, in.GetPath(), in.GetRecursive(), in.GetIncludeEntry())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	w := &watcher{sandbox: t.id, cancel: cancel, read: time.Now()}
 	ws := f.s.watches
 	ws.mu.Lock()
@@ -223,53 +235,47 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	}
 	if n >= maxWatchers {
 		ws.mu.Unlock()
+		stream.close()
 		cancel()
 		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("this sandbox has %d watchers; remove one first", maxWatchers))
 	}
 	ws.m[id] = w
 	ws.mu.Unlock()
-	go f.pollWatcher(wctx, t, id, w, dir, in.GetRecursive(), snap)
+	go f.readWatcher(wctx, id, w, stream)
 	return connect.NewResponse(&filesystempb.CreateWatcherResponse{WatcherId: id}), nil
 }
 
-func (f *filesystemService) pollWatcher(ctx context.Context, t target, id string, w *watcher, dir string, recursive bool, snap snapshot) {
+// readWatcher reads stream into w until the watcher is removed, nobody
+// read it for watchIdle (checked at each line: heartbeats come every 2 s),
+// or the watch ends (its error is kept until read once).
+func (f *filesystemService) readWatcher(ctx context.Context, id string, w *watcher, stream *watchStream) {
 	defer f.s.watches.remove(id)
-	tick := time.NewTicker(watchPoll)
-	defer tick.Stop()
+	defer stream.close()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		w.mu.Lock()
-		idle := time.Since(w.read) > watchIdle
-		w.mu.Unlock()
-		if idle {
-			return
-		}
-		cur, err := f.snapshot(ctx, t, dir, recursive)
+		ev, err := stream.next()
 		if err != nil {
 			if ctx.Err() == nil {
 				w.mu.Lock()
-				w.err = rpcError(err)
+				w.err = err
 				w.mu.Unlock()
-				// Kept until read once, so the reader learns why.
-				select {
+				select { // kept until read once, so the reader learns why
 				case <-ctx.Done():
 				case <-time.After(watchIdle):
 				}
 			}
 			return
 		}
-		evs := diff(dir, snap, cur)
-		snap = cur
+		evs := stream.translate(ctx, ev)
 		w.mu.Lock()
+		idle := time.Since(w.read) > watchIdle
 		w.events = append(w.events, evs...)
 		if over := len(w.events) - maxWatchEvents; over > 0 {
 			w.events = w.events[over:]
 		}
 		w.mu.Unlock()
+		if idle {
+			return
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/volume"
 )
 
 var _ driver.Driver = (*Driver)(nil)
@@ -70,6 +71,8 @@ type Driver struct {
 	nextCPU  atomic.Uint64
 	// isoProcs maps a sandbox id to its *isoProcs (stats.go).
 	isoProcs sync.Map
+	// vols are the volumes under StateDir/volumes (volume.go).
+	vols *volume.Host
 }
 
 // state is what the manager persists for Recover.
@@ -80,6 +83,9 @@ type state struct {
 	// its checkpoint must use the same (pause.go). Absent in the state of
 	// sandboxes made before pauses existed: those cannot be paused.
 	Flags []string `json:"flags,omitempty"`
+	// Volumes are the ids of the volumes the sandbox mounts, which a
+	// resume mounts on the host again first.
+	Volumes []string `json:"volumes,omitempty"`
 }
 
 // New checks the configuration and installs the agent where sandboxes mount
@@ -108,6 +114,11 @@ func New(cfg Config) (*Driver, error) {
 	if err := installAgent(cfg.AgentBinary, d.agentDir); err != nil {
 		return nil, fmt.Errorf("gvisor driver: %w", err)
 	}
+	vols, err := volume.New(d.volumesDir(), volumeUID, volumeGID)
+	if err != nil {
+		return nil, fmt.Errorf("gvisor driver: %w", err)
+	}
+	d.vols = vols
 	return d, nil
 }
 
@@ -157,9 +168,14 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := mountHostDir(dir, sockDir); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
+	volDirs, err := d.mountVolumes(ctx, volumeIDs(spec.Volumes))
+	if err != nil {
+		return nil, fmt.Errorf("gvisor create: %w", err)
+	}
 	oci := ociSpec(spec, sockDir)
 	oci.Linux.Resources.CPU.Cpus = d.cpusetFor(spec.CPU)
 	addNetwork(oci, spec.Network)
+	addVolumes(oci, spec.Volumes, volDirs)
 	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
@@ -201,7 +217,8 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := d.widenCPUSet(spec.ID); err != nil {
 		return nil, fmt.Errorf("gvisor create: %w", err)
 	}
-	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName), Flags: flags})
+	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName), Flags: flags,
+		Volumes: volumeIDs(spec.Volumes)})
 	return &driver.Handle{ID: spec.ID, State: st, Dial: agent.dial}, nil
 }
 

@@ -177,6 +177,12 @@ func (d *Driver) Resume(ctx context.Context, id string, raw []byte, n *driver.Ne
 	if err := d.prepareRestore(dir, n); err != nil {
 		return fail(err)
 	}
+	// The bundle's bind mounts are read again from the host: its volumes
+	// must be mounted there (a server restarted meanwhile mounts them at
+	// first use).
+	if _, err := d.mountVolumes(ctx, st.Volumes); err != nil {
+		return fail(err)
+	}
 	rsCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
 	defer cancel()
 	// The pid file names the new sandbox process (Wait reads it).

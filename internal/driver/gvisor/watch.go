@@ -266,11 +266,13 @@ func removeCgroups(id string) error {
 // (for the gofers of --network=none sandboxes) with a bind mount in its root
 // directory, shared by every sandbox and kept after the last one ends.
 // Close unmounts it so the state directory can be removed; running
-// sandboxes keep their namespaces and the next create pins a new one.
+// sandboxes keep their namespaces and the next create pins a new one. It
+// also unmounts the volumes' host mounts (volume.go).
 func (d *Driver) Close() error {
 	path := filepath.Join(d.cfg.StateDir, "runsc", "null-netns")
 	// Concurrent first creates may stack mounts: unmount until none is left.
 	for i := 0; i < 100 && unix.Unmount(path, unix.MNT_DETACH) == nil; i++ {
 	}
-	return nil
+	// Volumes' host mounts go; sandboxes keep their own (volume.Host.Close).
+	return d.vols.Close()
 }

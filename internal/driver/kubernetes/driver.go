@@ -215,6 +215,9 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 	if err := validID(spec.ID); err != nil {
 		return nil, fmt.Errorf("kubernetes create: %w", err)
 	}
+	if len(spec.Volumes) > 0 {
+		return nil, errors.New("kubernetes create: volumes are not supported by this driver yet")
+	}
 	valid := 24 * time.Hour
 	if !spec.LeaseEndsAt.IsZero() {
 		valid = time.Until(spec.LeaseEndsAt) + leaseBackstop + time.Hour

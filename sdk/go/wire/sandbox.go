@@ -49,6 +49,10 @@ type CreateSandboxRequest struct {
 	// the command's answer (SandboxEvent then exec events with Accept:
 	// application/x-ndjson, else SandboxWithResult), in one request.
 	Exec *ExecRequest `json:"exec,omitempty"`
+	// Volumes are the creating key's volumes (POST /v1/volumes) to mount,
+	// each at its path, read-write unless readOnly; at most 8. A sandbox
+	// with volumes starts cold (never from the warm pool).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Sandbox is a sandbox's record as the server returns it.
@@ -93,6 +97,8 @@ type Sandbox struct {
 	// ImageBytes is the size of a paused sandbox's image on the host, in
 	// bytes (its memory, processes and written files; set while paused).
 	ImageBytes int64 `json:"imageBytes,omitempty"`
+	// Volumes are the volumes it mounts (absent: none).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // SandboxList is the body of GET /v1/sandboxes.

@@ -47,8 +47,9 @@ type UsageRow struct {
 	BilledCPUSeconds float64 `json:"billedCpuSeconds"`
 	// GiBSeconds is memory size × time running, in GiB-seconds.
 	GiBSeconds float64 `json:"gibSeconds"`
-	// StorageGiBSeconds is paused sandboxes' image size × time paused, in
-	// GiB-seconds (a paused sandbox is billed no CPU and no memory).
+	// StorageGiBSeconds is paused sandboxes' image size × time paused plus
+	// volumes' size × time they existed, in GiB-seconds (a paused sandbox
+	// is billed no CPU and no memory; a volume's row is under its id).
 	StorageGiBSeconds float64 `json:"storageGibSeconds"`
 	// CostMicros is the cost in micro-dollars (1 USD = 1,000,000): billed
 	// CPU, memory and paused images' storage at UsagePrices, summed

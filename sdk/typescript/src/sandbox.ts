@@ -94,6 +94,12 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
   onLeaseEnd?: CreateSandboxRequest["onLeaseEnd"];
   /** Whether any request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
   autoResume?: boolean;
+  /**
+   * The key's volumes (created with POST /v1/volumes) to mount, each at its
+   * absolute path, read-write unless readOnly; at most 8. Their files
+   * outlive the sandbox.
+   */
+  volumes?: CreateSandboxRequest["volumes"];
 }
 
 /** Selects sandboxes for Sandbox.list. Absent fields match everything. */
@@ -133,6 +139,7 @@ function createRequest(opts: SandboxOptions): CreateSandboxRequest {
   if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
   if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
   if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
+  if (opts.volumes !== undefined && opts.volumes.length > 0) req.volumes = opts.volumes;
   return req;
 }
 

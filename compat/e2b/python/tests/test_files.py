@@ -84,6 +84,32 @@ def test_watch_dir(sandbox):
         handle.stop()
 
 
+def test_watch_dir_sees_a_short_lived_file_and_a_rename(sandbox):
+    # Runtime's watch is inotify in the sandbox: a file that lived for 10 ms
+    # is reported, and a rename is RENAME of the old name then CREATE of the
+    # new, as envd reports it.
+    d = f"/tmp/w-{uuid.uuid4().hex[:8]}"
+    sandbox.files.make_dir(d)
+    handle = sandbox.files.watch_dir(d)
+    try:
+        sandbox.commands.run(
+            f"python3 -c \"import os, time; open('{d}/blink', 'w').close(); time.sleep(0.01); os.unlink('{d}/blink')\""
+            f" && echo x > {d}/a && mv {d}/a {d}/b"
+        )
+        want = [("blink", FilesystemEventType.CREATE), ("blink", FilesystemEventType.REMOVE),
+                ("a", FilesystemEventType.RENAME), ("b", FilesystemEventType.CREATE)]
+        events = []
+        deadline = time.time() + 10
+        while not all(w in [(e.name, e.type) for e in events] for w in want):
+            assert time.time() < deadline, f"want {want} in {events}"
+            time.sleep(0.1)
+            events.extend(handle.get_new_events())
+        got = [(e.name, e.type) for e in events if (e.name, e.type) in want]
+        assert got == want, got
+    finally:
+        handle.stop()
+
+
 def test_file_metadata_is_refused_by_the_sdk(sandbox):
     # Runtime answers envd 0.5.7, so the SDK itself refuses what needs more.
     with pytest.raises(TemplateException):

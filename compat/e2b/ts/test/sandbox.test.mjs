@@ -109,6 +109,26 @@ test('files: watchDir', async () => {
   }
 })
 
+test('files: watchDir sees a file that lived 10 ms, and a rename', async () => {
+  // Runtime's watch is inotify in the sandbox: nothing is missed between
+  // polls, and a rename is RENAME of the old name then CREATE of the new.
+  const d = `/tmp/watch-short-${Date.now()}`
+  await sb.files.makeDir(d)
+  const events = []
+  const w = await sb.files.watchDir(d, (e) => { events.push(e) })
+  try {
+    await sb.commands.run(`python3 -c "import os, time; open('${d}/blink', 'w').close(); time.sleep(0.01); os.unlink('${d}/blink')" && echo x > ${d}/a && mv ${d}/a ${d}/b`)
+    const want = [['blink', FilesystemEventType.CREATE], ['blink', FilesystemEventType.REMOVE],
+      ['a', FilesystemEventType.RENAME], ['b', FilesystemEventType.CREATE]]
+    const has = (n, t) => events.some((e) => e.name === n && e.type === t)
+    await eventually('the events', () => want.every(([n, t]) => has(n, t)))
+    const got = events.filter((e) => want.some(([n, t]) => e.name === n && e.type === t)).map((e) => [e.name, e.type])
+    assert.deepEqual(got, want)
+  } finally {
+    await w.stop()
+  }
+})
+
 test('pause and resume', async () => {
   const s = await Sandbox.create({ timeoutMs: 120_000 })
   try {

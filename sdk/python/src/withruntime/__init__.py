@@ -81,6 +81,7 @@ from .types import (
     UsageReport,
     UsageRow,
     UsageTrial,
+    VolumeMount,
 )
 
 __version__ = "0.1.0"
@@ -97,6 +98,7 @@ __all__ = [
     "FileReader",
     "AsyncFileReader",
     "SandboxInfo",
+    "VolumeMount",
     "ExecResult",
     "Event",
     "ErrorInfo",

@@ -76,6 +76,20 @@ def _exact(text: str, lossy: bool, b64: str) -> bytes:
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """A volume a sandbox mounts: its name, the absolute path inside the
+    sandbox, and whether it is read-only."""
+
+    name: str
+    path: str
+    read_only: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VolumeMount:
+        return cls(name=d.get("name", ""), path=d.get("path", ""), read_only=bool(d.get("readOnly", False)))
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox's record as the server returns it."""
 
@@ -117,6 +131,8 @@ class SandboxInfo:
     #: A paused sandbox's image size on the host, in bytes (its memory,
     #: processes and written files; billed at the storage price).
     image_bytes: int = 0
+    #: The volumes it mounts (empty: none).
+    volumes: list[VolumeMount] = field(default_factory=list)
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -138,6 +154,7 @@ class SandboxInfo:
             auto_resume=bool(d.get("autoResume", False)),
             paused_at=parse_time(d.get("pausedAt")),
             image_bytes=int(d.get("imageBytes", 0) or 0),
+            volumes=[VolumeMount.from_dict(v) for v in d.get("volumes") or []],
             _raw=dict(d),
         )
 

@@ -549,6 +549,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/files/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Watch a directory for changes
+         * @description Streams the changes made to a directory (and with `recursive`, to
+         *     every directory under it) as NDJSON `WatchEvent`s, from inotify
+         *     inside the sandbox: every change its kernel makes is an event,
+         *     however short-lived the file (a file created and removed at once is a
+         *     `create` and a `remove`), and a rename within the watch is one
+         *     `rename` with `oldPath` and `path`. The first line is `ready`, sent
+         *     once the watch is in place: every change after it is reported, in
+         *     order. Consecutive writes of one file not yet sent are one `write`.
+         *
+         *     Events wait in a queue of 4096 for a client that reads slowly; past
+         *     it they are dropped and an `overflow` event says how many
+         *     (`dropped`). A directory created under a recursive watch is watched
+         *     once its `create` is read from the kernel, and what it already holds
+         *     then is reported as created. A recursive watch follows at most 8192
+         *     directories. The stream carries heartbeats like every other and runs
+         *     until the client goes; it ends with an `error` event when the
+         *     watched directory is removed or moved, and (as every request) when
+         *     the sandbox is paused or stopped. Changes another sandbox makes to a
+         *     shared volume are not seen: each sandbox's kernel sees its own.
+         */
+        get: operations["watchFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/files/stat": {
         parameters: {
             query?: never;
@@ -816,6 +857,146 @@ export interface paths {
          *     this route.
          */
         get: operations["relayPort"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List volumes
+         * @description Lists this key's volumes by name, with the bytes their files take and the sandboxes that mount them. Every key, an administrator's too, lists only its own.
+         */
+        get: operations["listVolumes"];
+        put?: never;
+        /**
+         * Create a volume
+         * @description Makes an empty volume of `sizeMiB`: storage that outlives every
+         *     sandbox, owned by this key and named among its volumes. A create
+         *     mounts it with `volumes: [{name, path, readOnly}]`; several
+         *     sandboxes may mount it at once, read-write or read-only. Its
+         *     contents survive sandboxes being deleted, paused and resumed, and
+         *     server restarts.
+         *
+         *     The size is a hard quota enforced on the host: the volume is a
+         *     filesystem of that size, so a write past it fails inside the
+         *     sandbox with ENOSPC (507 `no_space` through the file API); the
+         *     filesystem's own structures (a journal and inode tables) take a
+         *     little of it (`capacityBytes` says what is left for files). The
+         *     size counts in the key's disk quota from the create to the delete
+         *     and is billed at the storage price (as a paused sandbox's image),
+         *     whatever the files take; the volume's storage appears in usage
+         *     reports under its `id`.
+         *
+         *     Sandboxes that mount one volume at once share its files as two
+         *     processes on one machine do: a write is in the volume when the
+         *     system call returns, and another sandbox's next read sees it. File
+         *     locks (`flock`, `fcntl`) and inotify watches are each sandbox's
+         *     own: a lock does not exclude a writer in another sandbox, and a
+         *     watch does not see another sandbox's changes.
+         */
+        post: operations["createVolume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        /** Get a volume */
+        get: operations["getVolume"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a volume
+         * @description Deletes the volume and its files, for good. Refused with 409 while a
+         *     sandbox that is not stopped mounts it (a paused one counts: its
+         *     resume mounts the volume again); the message names those sandboxes.
+         */
+        delete: operations["deleteVolume"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{name}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a file of a volume
+         * @description Streams a regular file of the volume without a sandbox. Paths follow
+         *     the sandbox file API's rules with the volume's root for `/`:
+         *     absolute, or relative to the root; no NUL; names of at most 255
+         *     bytes, paths of at most 4095. No path leaves the volume: a symbolic
+         *     link on the way that leads out of it (which a sandbox may have left)
+         *     is refused with 400. `Range` and `If-Range` are honoured as for a
+         *     sandbox's files.
+         */
+        get: operations["readVolumeFile"];
+        /**
+         * Upload a file to a volume
+         * @description Writes the body to a file of the volume without a sandbox, with the
+         *     same path rules as a download. The file is written beside the
+         *     target and renamed over it, so a failed upload leaves nothing and a
+         *     reader never sees half a file; what is at the path is replaced,
+         *     never written through (a symbolic link there is replaced by the
+         *     file). Missing parent directories are made. New files and
+         *     directories are owned by the sandbox user (uid 1000), files 0644.
+         *     Sandboxes that mount the volume see the file at once. The upload
+         *     cap applies (413); a volume that fills up answers 507 `no_space`.
+         */
+        put: operations["writeVolumeFile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{name}/files/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a directory of a volume
+         * @description Lists a directory of the volume (its direct children, by name)
+         *     without a sandbox, one page at a time as a sandbox's listing of
+         *     depth 1 is: at most `limit` entries, then `next` to pass as `cursor`.
+         *     Symbolic links are listed, not followed. Paths are those of the
+         *     volume (its root is `/`).
+         */
+        get: operations["listVolumeFiles"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1413,6 +1594,8 @@ export interface components {
             /** @description Whether a request to the sandbox while it is paused (exec, processes, files, network, timeout) resumes it first. Default true when onLeaseEnd is `pause`, false otherwise. */
             autoResume?: boolean;
             exec?: components["schemas"]["ExecRequest"];
+            /** @description This key's volumes (POST /v1/volumes) to mount, each at its path, read-write unless `readOnly`; at most 8, each once, at paths apart (neither inside another). A sandbox with volumes starts cold (never from the warm pool). Another key's volume answers 404 as a missing one. */
+            volumes?: components["schemas"]["VolumeMount"][];
         };
         /** @description The first line of the NDJSON answer to a create with `exec`; the command's events follow it. */
         SandboxEvent: {
@@ -1500,6 +1683,68 @@ export interface components {
              * @description The size of its image on the host, in bytes (its memory, processes and written files); set only while paused.
              */
             imageBytes?: number;
+            /** @description The volumes it mounts, by path; absent when none. A pause keeps them (a volume's files are never in the image) and a resume mounts them again. */
+            volumes?: components["schemas"]["VolumeMount"][];
+        };
+        /** @description The volume to make. */
+        CreateVolumeRequest: {
+            /** @description Its name among this key's volumes: 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit. */
+            name: string;
+            /**
+             * Format: int64
+             * @description Its size in MiB, from 16 to the server's maximum (its largest diskMiB, 65536 by default), a hard quota on what its files take.
+             */
+            sizeMiB: number;
+        };
+        /** @description A volume. */
+        Volume: {
+            /** @description Its name among this key's volumes. */
+            name: string;
+            /** @description Its id (`vol_` followed by 16 characters), under which its storage appears in usage reports. */
+            id: string;
+            /**
+             * Format: int64
+             * @description Its size in MiB, counted in the key's disk quota and billed at the storage price.
+             */
+            sizeMiB: number;
+            /**
+             * Format: int64
+             * @description What its files take, in bytes.
+             */
+            usedBytes: number;
+            /**
+             * Format: int64
+             * @description What its files may take in all, in bytes (its size less its filesystem's journal and inode tables).
+             */
+            capacityBytes: number;
+            /**
+             * @description `ready` to mount; `creating` and `deleting` while a create or delete runs; `damaged` when its filesystem failed its check (after a host crash): it is not mounted until an administrator repairs it (`error` says why), and can be deleted.
+             * @enum {string}
+             */
+            state: "creating" | "ready" | "deleting" | "damaged";
+            /**
+             * Format: date-time
+             * @description When it was made (RFC 3339, UTC).
+             */
+            createdAt: string;
+            /** @description The sandboxes that are not stopped (starting, running or paused) and mount it, by id. */
+            mountedBy: string[];
+            /** @description What is wrong with a damaged volume. */
+            error?: string;
+        };
+        /** @description The answer of GET /v1/volumes. */
+        VolumeList: {
+            /** @description This key's volumes, by name. */
+            volumes: components["schemas"]["Volume"][];
+        };
+        /** @description A volume a sandbox mounts. */
+        VolumeMount: {
+            /** @description The volume's name (one of this key's volumes). */
+            name: string;
+            /** @description Where the sandbox sees it, an absolute clean path (no `.`, `..`, `//` or trailing `/`), not `/` and not at or under `/proc`, `/sys`, `/dev`, `/run`, `/tmp` or `/etc`. Its root is owned by the sandbox user (uid 1000). It is mounted nosuid (a setuid file on it runs with its caller's ids) and no device node can be made on it. */
+            path: string;
+            /** @description Mount it read-only (writes inside fail with EROFS). Default false. */
+            readOnly?: boolean;
         };
         /** @description The answer of GET /v1/sandboxes. */
         SandboxList: {
@@ -1754,6 +1999,34 @@ export interface components {
             gid: number;
             /** @description Where a symlink points (as written in the link); set only for symlinks. */
             target?: string;
+        };
+        /** @description One line of a file watch's stream (GET /v1/sandboxes/{id}/files/watch). */
+        WatchEvent: {
+            /**
+             * @description `ready`: the watch is in place (first line; `path` is the directory); `create`, `write` (contents changed), `remove`, `rename` (`oldPath` to `path`), `chmod` (mode, owner or times changed); `overflow`: events were lost (`dropped` of them, 0 when the sandbox's kernel lost an unknown number); `error`: the watch ended (`code`, `message`; last line); `heartbeat`: nothing for 2 seconds (no other field).
+             * @enum {string}
+             */
+            type: "ready" | "create" | "write" | "remove" | "rename" | "chmod" | "overflow" | "error" | "heartbeat";
+            /** @description The absolute path inside the sandbox that changed (for `rename`, its new name). */
+            path?: string;
+            /** @description A renamed path's name before the rename (`rename` only). */
+            oldPath?: string;
+            /** @description The path is a directory. */
+            isDir?: boolean;
+            /**
+             * Format: date-time
+             * @description When the agent read the event from the sandbox's kernel (RFC 3339 with nanoseconds, UTC).
+             */
+            time?: string;
+            /**
+             * Format: int64
+             * @description How many events were lost before an `overflow` (0 when unknown).
+             */
+            dropped?: number;
+            /** @description Why an `error` event ended the watch (an error code, such as `not_found` when the directory was removed). */
+            code?: string;
+            /** @description What happened, for an `error` event. */
+            message?: string;
         };
         /** @description One page of the answer of GET .../files/list. */
         FileList: {
@@ -2171,7 +2444,7 @@ export interface components {
         };
         /** @description Usage and cost of a group of sandboxes. */
         UsageRow: {
-            /** @description The UTC day (YYYY-MM-DD), sandbox id or key id; `total` for the total. */
+            /** @description The UTC day (YYYY-MM-DD), sandbox id (or volume id, `vol_...`, for a volume's storage) or key id; `total` for the total. */
             group: string;
             /** @description CPU-seconds the sandboxes' own processes used, as the host measures it (their host CPU less their isolation layer's), to the millisecond. */
             cpuSeconds: number;
@@ -2181,7 +2454,7 @@ export interface components {
             billedCpuSeconds: number;
             /** @description Memory size in GiB × seconds running. */
             gibSeconds: number;
-            /** @description Paused sandboxes' image size in GiB × seconds paused (a paused sandbox is billed no CPU and no memory). */
+            /** @description Paused sandboxes' image size in GiB × seconds paused (a paused sandbox is billed no CPU and no memory), plus volumes' size in GiB × seconds they existed (a volume's row is under its id, `vol_...`). */
             storageGibSeconds: number;
             /**
              * Format: int64
@@ -2202,6 +2475,24 @@ export interface components {
         };
     };
     responses: {
+        /** @description This key has no volume of that name (`not_found`); another key's volume answers exactly as a missing one. */
+        VolumeNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description This server's driver keeps no volumes (`not_implemented`; Kubernetes, until volumes are PersistentVolumeClaims there). */
+        VolumesNotSupported: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The request is invalid (`bad_request`); the message says what to change. */
         BadRequest: {
             headers: {
@@ -2341,6 +2632,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The volume's name, one of this key's volumes. */
+        VolumeName: string;
         /** @description The id of the key whose secrets to reach. A key without a limit names a tenant key, or gives it empty for the server's own secrets (when absent, a list shows every owner's and a delete reaches the server's own). A tenant key may only name itself; another key answers 404. */
         SecretOwner: string;
         /** @description The sandbox's id (`sbx_...`). */
@@ -2435,8 +2728,17 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description A name in `secrets` is not a secret of this key (`not_found`); another key's secret answers exactly as a missing one. */
+            /** @description A name in `secrets` is not a secret of this key, or a name in `volumes` not a volume of this key (`not_found`); another key's secret or volume answers exactly as a missing one. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A volume in `volumes` is being created or deleted, was deleted while the sandbox was being made, or is damaged (`conflict`). */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2460,6 +2762,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
+            501: components["responses"]["VolumesNotSupported"];
             503: components["responses"]["Unavailable"];
             /**
              * @description The sandbox's `diskMiB` does not fit: in the key's disk quota
@@ -3139,6 +3442,39 @@ export interface operations {
             410: components["responses"]["Gone"];
         };
     };
+    watchFiles: {
+        parameters: {
+            query?: {
+                /** @description The directory, absolute or relative to /workspace (default /workspace). */
+                path?: string;
+                /** @description Watch every directory under it too (default false). */
+                recursive?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream of changes, starting with `ready`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["WatchEvent"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+        };
+    };
     statFile: {
         parameters: {
             query: {
@@ -3522,6 +3858,308 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+        };
+    };
+    listVolumes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volumes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            501: components["responses"]["VolumesNotSupported"];
+        };
+    };
+    createVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateVolumeRequest"];
+            };
+        };
+        responses: {
+            /** @description The volume, ready to mount. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description This key already has a volume of that name (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            501: components["responses"]["VolumesNotSupported"];
+            /**
+             * @description The volume does not fit: in the key's disk quota
+             *     (`disk_quota_exceeded`) or in the host's free disk less the
+             *     reserve the server keeps for its store and templates
+             *     (`no_space`). The message names which, with the figures.
+             */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volume. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["VolumeNotFound"];
+            501: components["responses"]["VolumesNotSupported"];
+        };
+    };
+    deleteVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["VolumeNotFound"];
+            /** @description Sandboxes that are not stopped mount the volume, named in the message, or it is being created or deleted (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            501: components["responses"]["VolumesNotSupported"];
+        };
+    };
+    readVolumeFile: {
+        parameters: {
+            query: {
+                /** @description The file's path in the volume. */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description The range asked for. */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description No such volume of this key, or no such file in it (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The volume is being created or deleted, or is damaged (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The range is outside the file. */
+            416: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            501: components["responses"]["VolumesNotSupported"];
+        };
+    };
+    writeVolumeFile: {
+        parameters: {
+            query: {
+                /** @description The file's path in the volume. */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file as written (its `path` is its path in the volume). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["VolumeNotFound"];
+            /** @description The volume is being created or deleted, or is damaged (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            501: components["responses"]["VolumesNotSupported"];
+            /** @description The volume is full (`no_space`); nothing was written. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listVolumeFiles: {
+        parameters: {
+            query?: {
+                /** @description The directory's path in the volume (default its root). */
+                path?: string;
+                /** @description The most entries this page may hold. */
+                limit?: number;
+                /** @description The `next` of the page before (an opaque string); absent for the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The volume's name, one of this key's volumes. */
+                name: components["parameters"]["VolumeName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description No such volume of this key, or no such directory in it (`not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The volume is being created or deleted, or is damaged (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            501: components["responses"]["VolumesNotSupported"];
         };
     };
     listSecrets: {
