@@ -21,6 +21,11 @@ const CodeQuotaExceeded = "quota_exceeded"
 // CodeDiskQuota is the error code of a 507 for a key at its disk quota.
 const CodeDiskQuota = "disk_quota_exceeded"
 
+// CodeNotImplemented is the error code of a 501: the server's driver
+// cannot do what was asked (snapshots under Kubernetes); the message names
+// the missing capability.
+const CodeNotImplemented = "not_implemented"
+
 // httpError is an answer decided by the API layer itself (a 405), with its
 // status and code.
 type httpError struct {
@@ -70,6 +75,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusInsufficientStorage, agentapi.CodeNoSpace
 	case errors.Is(err, errs.Capacity):
 		return http.StatusServiceUnavailable, agentapi.CodeUnavailable
+	case errors.Is(err, errs.NotImplemented):
+		return http.StatusNotImplemented, CodeNotImplemented
 	}
 	return http.StatusInternalServerError, agentapi.CodeInternal
 }
@@ -79,7 +86,7 @@ func isInternal(err error) bool {
 	// 507 is a disk quota or the host's reserve, the caller's limit and
 	// said to it: logged as errors, one tenant at its quota would fill the
 	// server's error log.
-	return status >= 500 && status != http.StatusInsufficientStorage
+	return status >= 500 && status != http.StatusInsufficientStorage && status != http.StatusNotImplemented
 }
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
