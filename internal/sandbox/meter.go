@@ -128,6 +128,7 @@ func (m *Manager) meterLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		m.sampleAll(ctx)
+		m.sampleSnapshots(ctx)
 		m.enforceLimits(ctx)
 	}
 }

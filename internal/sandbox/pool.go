@@ -394,7 +394,7 @@ func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 	_, canSetCPU := m.driver.(driver.CPUSetter)
 	// The CPU count a sandbox sees is fixed at boot: another count starts cold.
 	sameCPUs := driver.VisibleCPUs(p.CPU) == driver.VisibleCPUs(m.limits.DefaultCPU)
-	if pl == nil || (len(p.Secrets) > 0 && !m.pooledTrust()) || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
+	if pl == nil || p.snapshot != nil || (len(p.Secrets) > 0 && !m.pooledTrust()) || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
 		p.MemoryMiB != m.limits.DefaultMemoryMiB || p.DiskMiB != m.limits.DefaultDiskMiB ||
 		!slices.Contains(pl.cfg.Templates, p.Template) {
 		return nil

@@ -273,7 +273,7 @@ func checkKeyQuotas(keyID string, quotas store.KeyQuotas, use, more store.KeyUse
 	held := use.QuotaDiskMiB()
 	if more.DiskMiB > 0 && quotas.DiskMiB > 0 && held+more.DiskMiB > quotas.DiskMiB {
 		return errs.New(errs.DiskQuota,
-			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images); %s needs %d MiB more: delete sandboxes, create with a smaller diskMiB, or for a larger quota: %s",
+			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images and snapshots) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images and snapshots); %s needs %d MiB more: delete sandboxes or snapshots, create with a smaller diskMiB, or for a larger quota: %s",
 			keyID, quotas.DiskMiB, held, use.DiskMiB, held-use.DiskMiB, what, more.DiskMiB, raiseHint)
 	}
 	return nil

@@ -168,12 +168,15 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec, snap *snapshotMeta)
 	if err := mountSocketDir(sockDir, socketDirMode); err != nil {
 		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
-	agentSrc := filepath.Join(d.agentDir, agentName)
+	agentSrc, hostNet := filepath.Join(d.agentDir, agentName), spec.Network
 	if snap != nil {
 		// The agent that runs in the image, whatever the server has now.
 		agentSrc = filepath.Join(d.snapshotDir(snap.ID), agentName)
+		if hostNet, err = d.restoreNetwork(snap.ID, spec.Network); err != nil {
+			return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+		}
 	}
-	if _, err := d.makeHostDir(dir, agentSrc, spec.Network); err != nil {
+	if _, err := d.makeHostDir(dir, agentSrc, hostNet); err != nil {
 		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
 	if err := mountHostDir(dir, sockDir); err != nil {

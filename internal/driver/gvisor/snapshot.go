@@ -128,6 +128,15 @@ func (d *Driver) Snapshot(ctx context.Context, id string, raw []byte, snapID str
 	if err := linkOrCopy(filepath.Join(dir, hostDirName, agentName), filepath.Join(tmp, agentName)); err != nil {
 		return fail(fmt.Errorf("%w: the sandbox was created by an older version of the server (no host directory): %v", driver.ErrNotSavable, err))
 	}
+	// The CA bundle its /etc links to, if it has one (public certificates:
+	// the template's roots and the Runtime CA), for restores that have none
+	// of their own (restoreNetwork).
+	bundle := filepath.Join(dir, hostDirName, hostEtcDir, caBundleFile)
+	if _, err := os.Lstat(bundle); err == nil {
+		if err := linkOrCopy(bundle, filepath.Join(tmp, caBundleFile)); err != nil {
+			return fail(err)
+		}
+	}
 	if err := checkSpace(tmp, d.imageNeed(ctx, id)); err != nil {
 		return fail(err)
 	}
@@ -196,6 +205,28 @@ func (d *Driver) Restore(ctx context.Context, spec driver.Spec, snapID string) (
 		return nil, fmt.Errorf("gvisor restore %s from %s: %w", spec.ID, snapID, err)
 	}
 	return d.boot(ctx, spec, &meta)
+}
+
+// restoreNetwork is the network of a sandbox restored from snapshot snapID
+// in network n: n, with the source's CA bundle when n brings none and the
+// source had one. The programs in the image may have linked
+// /etc/ssl/certs/ca-certificates.crt to the host directory's bundle (the
+// agent does at boot for a sandbox with secrets); without a file there,
+// every TLS client inside would fail.
+func (d *Driver) restoreNetwork(snapID string, n *driver.Network) (*driver.Network, error) {
+	if n == nil || len(n.CABundle) > 0 {
+		return n, nil
+	}
+	data, err := os.ReadFile(filepath.Join(d.snapshotDir(snapID), caBundleFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return n, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	withCA := *n
+	withCA.CABundle = data
+	return &withCA, nil
 }
 
 // readSnapshot reads snapshot snapID's note; driver.ErrNotFound when it
