@@ -495,3 +495,57 @@ func TestSnapshotSurvivesRestart(t *testing.T) {
 	}
 	e2.must(http.StatusNoContent, "DELETE", "/v1/snapshots/keep", nil, nil)
 }
+
+// TestSnapshotInFlightAndBilling: an exec running when a snapshot is taken
+// ends with 409 conflict saying why (its connection closed at the save),
+// a background process runs on, and the next request works at once. The
+// snapshot is billed at the storage price under its own id from then on,
+// and its billing stops with its deletion.
+func TestSnapshotInFlightAndBilling(t *testing.T) {
+	e := newEnv(t, withMeterInterval(300*time.Millisecond), withStoragePrice(3.6e9)) // 1e6 µ$ per GiB-second
+	sb := e.create(api.CreateSandboxRequest{})
+	e.must(http.StatusCreated, "POST", "/v1/sandboxes/"+sb.ID+"/processes",
+		agentapi.ExecRequest{Command: "while :; do date +%s%N > /tmp/tick; sleep 0.1; done"}, nil)
+	collected := make(chan outcome, 1)
+	go func() {
+		collected <- e.try("POST", "/v1/sandboxes/"+sb.ID+"/exec", agentapi.ExecRequest{Command: "sleep 60"})
+	}()
+	time.Sleep(time.Second)
+	sn := e.snapshot(sb.ID, api.CreateSnapshotRequest{})
+	select {
+	case o := <-collected:
+		if o.status != http.StatusConflict || errorCode(t, o.body) != "conflict" || !strings.Contains(string(o.body), "snapshot") {
+			t.Errorf("the exec running at the snapshot: %s, want 409 conflict naming the snapshot", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec running at the snapshot did not end")
+	}
+	first := e.sh(sb.ID, "cat /tmp/tick").Stdout
+	time.Sleep(500 * time.Millisecond)
+	if e.sh(sb.ID, "cat /tmp/tick").Stdout == first {
+		t.Errorf("the background process stopped at the snapshot")
+	}
+	if res := e.sh(sb.ID, "pgrep -fx 'sleep 60' || echo none"); res.Stdout != "none\n" {
+		t.Errorf("the interrupted exec's command outlived it: %+v", res)
+	}
+
+	time.Sleep(time.Second)
+	before := e.sandboxRow(sn.ID)
+	time.Sleep(2 * time.Second)
+	after := e.sandboxRow(sn.ID)
+	want := float64(sn.Bytes) / (1 << 30) * 2
+	if grown := after.StorageGiBSeconds - before.StorageGiBSeconds; grown < want*0.4 || grown > want*1.8 || after.CPUSeconds != 0 || after.GiBSeconds != 0 {
+		t.Errorf("the snapshot's usage over 2 s: %+v then %+v, want about %.5f GiB-s of storage and nothing else (%d bytes)", before, after, want, sn.Bytes)
+	}
+	var got api.Snapshot
+	e.must(http.StatusOK, "GET", "/v1/snapshots/"+sn.ID, nil, &got)
+	if got.CostMicros <= 0 {
+		t.Errorf("the snapshot's cost: %+v", got)
+	}
+	e.must(http.StatusNoContent, "DELETE", "/v1/snapshots/"+sn.ID, nil, nil)
+	final := e.sandboxRow(sn.ID)
+	time.Sleep(time.Second)
+	if later := e.sandboxRow(sn.ID); later.StorageGiBSeconds != final.StorageGiBSeconds {
+		t.Errorf("billed after its deletion: %+v then %+v", final, later)
+	}
+}
