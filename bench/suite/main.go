@@ -28,6 +28,11 @@
 //	             size, of an idle sandbox and of one holding 200 MiB of
 //	             Python objects (at most 10 samples); baseline: cold
 //	             create→first output measured alongside
+//	snapshot     snapshot time and image size, create from the snapshot→first
+//	             output, of an idle sandbox and of one holding 200 MiB of
+//	             Python objects (at most 5 samples), against cold
+//	             create→first output; a fork of 8 of the 200 MiB sandbox
+//	             against 8 resumes of it, all measured alongside
 //	code         the code interpreter (code-interpreter template, built
 //	             if missing): run_code `x=1` in a warm context against an
 //	             exec of python3 -c 'x=1' in the same sandbox; the first
@@ -61,7 +66,7 @@ import (
 	"withruntime.dev/runtime/bench/internal/benchenv"
 )
 
-var allSections = []string{"startup", "claim", "exec", "concurrency", "burst", "memory", "image", "pause", "code"}
+var allSections = []string{"startup", "claim", "exec", "concurrency", "burst", "memory", "image", "pause", "snapshot", "code"}
 
 type options struct {
 	Runs        int     `json:"runs"`
@@ -223,6 +228,8 @@ func run(ctx context.Context, o options, idleWindow time.Duration) (err error) {
 			runErr = env.imageSection(ctx)
 		case "pause":
 			runErr = env.pause(ctx)
+		case "snapshot":
+			runErr = env.snapshotSection(ctx)
 		case "code":
 			runErr = env.codeSection(ctx)
 		case "claim":

@@ -121,7 +121,7 @@ WITHRUNTIME_TEMPLATES_DIR, default DATA_DIR/templates), which needs root.`,
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("withruntime {{.Version}}\n")
-	root.AddCommand(newVersionCmd(), newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newVolumeCmd(), newLoginCmd(), newLogoutCmd())
+	root.AddCommand(newVersionCmd(), newServeCmd(), newSandboxCmd(), newTemplateCmd(), newKeysCmd(), newUsageCmd(), newMCPCmd(), newSecretsCmd(), newVolumeCmd(), newLoginCmd(), newLogoutCmd(), newSnapshotCmd())
 	explainUsage(root)
 	return root
 }

@@ -24,7 +24,8 @@ import (
 
 func newSandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Short: "Create, use and destroy sandboxes"}
-	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newShellCmd(), newAttachCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd(), newCpCmd())
+	cmd.AddCommand(newRunCmd(), newCreateCmd(), newExecCmd(), newShellCmd(), newAttachCmd(), newLsCmd(), newKillCmd(), newPauseCmd(), newResumeCmd(), newCpCmd(),
+		newSnapshotSandboxCmd(), newForkCmd())
 	return cmd
 }
 
@@ -40,9 +41,13 @@ type createFlags struct {
 	net      networkFlags
 	onEnd    string
 	volumes  []string
+	snapshot string
+	// cmd is the command the flags are on (was --template given?).
+	cmd *cobra.Command
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVar(&f.template, "template", "base", "template to boot")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 300*time.Second, "lease: the sandbox is destroyed after this long")
 	cmd.Flags().Float64Var(&f.cpu, "cpu", 0, "vCPUs (default 1)")
@@ -52,6 +57,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.metadata, "metadata", nil, "label KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&f.volumes, "volume", nil, "mount the volume NAME at PATH, NAME:PATH or NAME:PATH:ro for read-only (see: withruntime volume; repeatable)")
 	cmd.Flags().StringVar(&f.onEnd, "on-lease-end", "", `what the lease end does: "stop" (default: destroy) or "pause" (keep it paused; any request resumes it)`)
+	cmd.Flags().StringVar(&f.snapshot, "snapshot", "", "start from this snapshot (id or name; 'withruntime snapshot ls') instead of booting the template: its processes run on where it was taken")
 	f.net.add(cmd)
 }
 
@@ -69,7 +75,10 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 		return api.CreateSandboxRequest{}, fmt.Errorf("--timeout must be at least 1s; got %s", f.timeout)
 	}
 	req := api.CreateSandboxRequest{Template: f.template, TimeoutSeconds: secs, CPU: f.cpu,
-		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta, OnLeaseEnd: f.onEnd}
+		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta, OnLeaseEnd: f.onEnd, Snapshot: f.snapshot}
+	if f.snapshot != "" && !f.cmd.Flags().Changed("template") {
+		req.Template = "" // the snapshot's
+	}
 	for _, v := range f.volumes {
 		m, err := parseVolumeFlag(v)
 		if err != nil {
@@ -155,7 +164,7 @@ program and its arguments. ` + stdinHelp,
 					return err
 				}
 			}
-			s, err := connect(ctx, f.template)
+			s, err := connect(ctx, req.Template)
 			if err != nil {
 				return err
 			}
@@ -397,7 +406,7 @@ func newCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := connect(cmd.Context(), f.template)
+			s, err := connect(cmd.Context(), req.Template)
 			if err != nil {
 				return err
 			}

@@ -11,7 +11,7 @@ import (
 // with every usage error. A command that sets its own Example keeps it.
 var examples = map[string]string{
 	"withruntime sandbox run":         "  withruntime sandbox run -- python3 -c 'print(6*7)'\n  withruntime sandbox run --allow pypi.org -- 'pip install --user requests'",
-	"withruntime sandbox create":      "  id=$(withruntime sandbox create --timeout 10m)",
+	"withruntime sandbox create":      "  id=$(withruntime sandbox create --timeout 10m)\n  id=$(withruntime sandbox create --snapshot warm-python)",
 	"withruntime sandbox exec":        "  withruntime sandbox exec sbx_0123456789abcdef -- python3 -V\n  withruntime sandbox exec -it sbx_0123456789abcdef -- python3",
 	"withruntime sandbox shell":       "  withruntime sandbox shell sbx_0123456789abcdef\n  withruntime sandbox shell sbx_0123456789abcdef -- htop",
 	"withruntime sandbox attach":      "  withruntime sandbox attach sbx_0123456789abcdef 42",
@@ -19,6 +19,10 @@ var examples = map[string]string{
 	"withruntime sandbox kill":        "  withruntime sandbox kill sbx_0123456789abcdef",
 	"withruntime sandbox pause":       "  withruntime sandbox pause sbx_0123456789abcdef",
 	"withruntime sandbox resume":      "  withruntime sandbox resume sbx_0123456789abcdef",
+	"withruntime sandbox snapshot":    "  withruntime sandbox snapshot sbx_0123456789abcdef --name warm-python",
+	"withruntime sandbox fork":        "  withruntime sandbox fork sbx_0123456789abcdef -n 4",
+	"withruntime snapshot ls":         "  withruntime snapshot ls",
+	"withruntime snapshot rm":         "  withruntime snapshot rm warm-python",
 	"withruntime sandbox cp":          "  withruntime sandbox cp ./data.csv sbx_0123456789abcdef:/workspace/\n  withruntime sandbox cp sbx_0123456789abcdef:/workspace/out ./out",
 	"withruntime template build":      "  withruntime template build base\n  withruntime template build mypy --from-image python:3.12-slim\n  withruntime template build web -f Dockerfile .",
 	"withruntime template ls":         "  withruntime template ls",

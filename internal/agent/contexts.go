@@ -114,7 +114,7 @@ func (s *Server) exitReason(k *kernel) string {
 	r := k.p.result()
 	switch {
 	case r.OOMKilled:
-		return fmt.Sprintf("killed because the sandbox ran out of memory (%d MiB)", s.cfg.MemoryBytes>>20)
+		return fmt.Sprintf("killed because the sandbox ran out of memory (%d MiB)", s.memoryBytes.Load()>>20)
 	case r.Signal != "":
 		return "killed by " + r.Signal
 	default:

@@ -64,7 +64,9 @@ type guard struct {
 	// killed (0: memory is not watched); memEmergency is the memory in use
 	// (memReading.used) at which the guard kills a growing command without
 	// waiting for the last kill's memory to be freed.
-	memLimit, memEmergency int64
+	// Both are written by setMemory (at boot, and when the host resizes a
+	// sandbox restored from a snapshot) and read by several goroutines.
+	memLimit, memEmergency atomic.Int64
 	// pidsTrigger is the process count that, sustained, gets a command
 	// killed (0: not watched).
 	pidsTrigger int
@@ -167,16 +169,26 @@ const rlimitNproc = 6
 // setMemory sets the kill level for a sandbox of size bytes. MemTotal
 // inside is the host limit; the level stays below it.
 func (g *guard) setMemory(size int64) {
-	g.memLimit, g.memEmergency = size, size
+	limit, emergency := size, size
 	m, err := g.readMem()
-	total := m.total
-	if err != nil || total <= 0 {
-		return
+	if total := m.total; err == nil && total > 0 {
+		if hard := total - reservedForKernel; limit > hard {
+			limit = max(hard, total/2)
+		}
+		emergency = limit + (total-limit)/2
 	}
-	if hard := total - reservedForKernel; g.memLimit > hard {
-		g.memLimit = max(hard, total/2)
+	g.memLimit.Store(limit)
+	g.memEmergency.Store(emergency)
+}
+
+// resize sets the kill level of a sandbox whose memory size changed to
+// size bytes (a sandbox restored from a snapshot with more memory than
+// its source had): MemTotal inside already shows the new host limit. A
+// guard that is off stays off.
+func (g *guard) resize(size int64) {
+	if g.on && size > 0 {
+		g.setMemory(size)
 	}
-	g.memEmergency = g.memLimit + (total-g.memLimit)/2
 }
 
 // run watches until ctx is done.
@@ -184,7 +196,7 @@ func (g *guard) run(ctx context.Context) {
 	if !g.on {
 		return
 	}
-	g.log.Info("guard watching", "memoryLimitBytes", g.memLimit, "pidsTrigger", g.pidsTrigger)
+	g.log.Info("guard watching", "memoryLimitBytes", g.memLimit.Load(), "pidsTrigger", g.pidsTrigger)
 	var lastKill, nextPids time.Time
 	var overSince time.Time
 	timer := time.NewTimer(0)
@@ -223,16 +235,16 @@ func (g *guard) checkMemory(now time.Time, lastKill *time.Time) time.Duration {
 	if err != nil {
 		return guardMaxInterval
 	}
-	if m.used >= g.memLimit*memFullPercent/100 {
+	if m.used >= g.memLimit.Load()*memFullPercent/100 {
 		g.fullAt.Store(now.UnixNano())
 	}
-	if m.held < g.memLimit {
+	if m.held < g.memLimit.Load() {
 		g.overSince = time.Time{}
 	} else if g.overSince.IsZero() {
 		g.overSince = now
 	}
 	wait := g.interval(m)
-	if m.held >= g.memLimit || m.used >= g.memEmergency {
+	if m.held >= g.memLimit.Load() || m.used >= g.memEmergency.Load() {
 		wait = g.overLimit(now, m, lastKill)
 	} else {
 		g.warned = false
@@ -245,7 +257,7 @@ func (g *guard) checkMemory(now time.Time, lastKill *time.Time) time.Duration {
 // overLimit kills for memory unless the last victim's memory may still be
 // on its way out, and returns how long until the next sample.
 func (g *guard) overLimit(now time.Time, m memReading, lastKill *time.Time) time.Duration {
-	if now.Sub(*lastKill) < memSettle && m.used < g.memEmergency {
+	if now.Sub(*lastKill) < memSettle && m.used < g.memEmergency.Load() {
 		return guardMinInterval
 	}
 	switch killed, found := g.killForMemory(now, m); {
@@ -262,7 +274,7 @@ func (g *guard) overLimit(now time.Time, m memReading, lastKill *time.Time) time
 // dead one's memory), at most every memNoteEvery, and empties it below.
 func (g *guard) noteGrowth(now time.Time, m memReading) {
 	switch {
-	case max(m.held, m.used) < g.memLimit*memWatchPercent/100:
+	case max(m.held, m.used) < g.memLimit.Load()*memWatchPercent/100:
 		g.growth.reset()
 	case now.Sub(g.lastNoted) >= memNoteEvery:
 		g.lastNoted = now
@@ -278,7 +290,7 @@ func (g *guard) killForMemory(now time.Time, m memReading) (killed, found bool) 
 	ref, haveRef := g.growth.reference()
 	bySize := bySizeNone
 	switch {
-	case m.held < g.memLimit: // size decides nothing: see above
+	case m.held < g.memLimit.Load(): // size decides nothing: see above
 	case !haveRef:
 		bySize = bySizeNoSample
 	case now.Sub(g.overSince) >= memSustain:
@@ -292,7 +304,7 @@ func (g *guard) killForMemory(now time.Time, m memReading) (killed, found bool) 
 		if !ok {
 			return nil, "", false
 		}
-		return c.u, memoryNote(c, g.memLimit), true
+		return c.u, memoryNote(c, g.memLimit.Load()), true
 	}
 	// Look before stopping every process: over the limit with no command
 	// growing, the guard would otherwise stop the sandbox at every sample.
@@ -300,7 +312,7 @@ func (g *guard) killForMemory(now time.Time, m memReading) (killed, found bool) 
 		if !g.warned {
 			g.warned = true
 			g.log.Warn("sandbox over its memory limit, but no command is growing or large enough to kill",
-				"heldBytes", m.held, "usedBytes", m.used, "limitBytes", g.memLimit)
+				"heldBytes", m.held, "usedBytes", m.used, "limitBytes", g.memLimit.Load())
 		}
 		return false, false
 	}
@@ -315,7 +327,7 @@ func (g *guard) memoryFull() bool {
 		return true
 	}
 	m, err := g.readMem()
-	return err == nil && m.used >= g.memLimit*memFullPercent/100
+	return err == nil && m.used >= g.memLimit.Load()*memFullPercent/100
 }
 
 // hostKillNote is the line a command's stderr ends with when one of its
@@ -327,7 +339,7 @@ func (g *guard) hostKillNote() string {
 	}
 	return fmt.Sprintf("withruntime: out of memory: a process of this command was killed (SIGKILL) from outside the agent "+
 		"while the sandbox was at its memory limit of %d MiB: its memory reached the host's limit for the sandbox "+
-		"before the agent could act\n", mib(g.memLimit))
+		"before the agent could act\n", mib(g.memLimit.Load()))
 }
 
 // checkProcs kills the command with the most processes when the sandbox
@@ -351,7 +363,7 @@ func (g *guard) checkProcs(now time.Time, overSince *time.Time) {
 // the fastest growth would take to reach the limit (or, for the memory in
 // use, the emergency level).
 func (g *guard) interval(m memReading) time.Duration {
-	room := min(g.memLimit-m.held, g.memEmergency-m.used)
+	room := min(g.memLimit.Load()-m.held, g.memEmergency.Load()-m.used)
 	d := time.Duration(float64(room) / guardMaxGrowth / 2 * float64(time.Second))
 	return min(max(d, guardMinInterval), guardMaxInterval)
 }

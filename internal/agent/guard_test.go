@@ -372,7 +372,9 @@ func TestUnitsGroupLeftoversBySession(t *testing.T) {
 }
 
 func TestGuardInterval(t *testing.T) {
-	g := &guard{memLimit: 1 << 30, memEmergency: 1<<30 + 256<<20}
+	g := &guard{}
+	g.memLimit.Store(1 << 30)
+	g.memEmergency.Store(1<<30 + 256<<20)
 	at := func(held, used int64) time.Duration { return g.interval(memReading{held: held, used: used}) }
 	if d := at(0, 0); d != guardMaxInterval {
 		t.Errorf("far from the limit: %v", d)

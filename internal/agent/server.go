@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -67,6 +68,9 @@ type Server struct {
 	cgroups    *cgroups     // per-command cgroups; nil outside a sandbox or without the mount
 	ctxs       *contexts
 	temps      tempFiles // the file API's temporary files, which watches do not report
+	// memoryBytes is the sandbox's memory size: cfg.MemoryBytes, or what
+	// the host sent later (ConfigureRequest.MemoryBytes).
+	memoryBytes atomic.Int64
 }
 
 // New returns a Server for cfg. It fails if the workspace is not an absolute
@@ -102,6 +106,7 @@ func New(cfg Config) (*Server, error) {
 		ctxs:       newContexts(),
 	}
 	s.lease.end = s.endSandbox
+	s.memoryBytes.Store(cfg.MemoryBytes)
 	if _, err := nullStdin(); err != nil { // now, before any command runs
 		cfg.Logger.Warn("commands without stdin cannot start", "err", err)
 	}
@@ -286,6 +291,13 @@ func (s *Server) handleConfigure(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.LeaseEndsAt != nil {
 		s.SetLease(*req.LeaseEndsAt)
+	}
+	if req.MemoryBytes < 0 {
+		return badRequest("memoryBytes must be positive; got %d", req.MemoryBytes)
+	}
+	if req.MemoryBytes > 0 {
+		s.memoryBytes.Store(req.MemoryBytes)
+		s.guard.resize(req.MemoryBytes)
 	}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {

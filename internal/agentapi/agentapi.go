@@ -60,7 +60,9 @@
 //
 //	POST   /configure      ConfigureRequest -> 204; a warm-pool sandbox
 //	                                       takes the environment of the create
-//	                                       that claimed it; the lease end moves
+//	                                       that claimed it (a sandbox restored
+//	                                       from a snapshot: of its create, and
+//	                                       its memory size); the lease end moves
 //	POST   /checkpoint                  -> 204 once the agent has closed its
 //	                                       listener for a gVisor checkpoint (a
 //	                                       pause); it listens again after it;
@@ -133,6 +135,12 @@ type ConfigureRequest struct {
 	// answers (the warm pool sends it at boot). Env given later reaches
 	// that kernel too. Ignored where there are no kernels.
 	WarmKernel bool `json:"warmKernel,omitempty"`
+	// MemoryBytes, when positive, is the sandbox's new memory size in
+	// bytes: the agent kills commands at it from now on (its memory guard).
+	// The server sends it to a sandbox restored from a snapshot with more
+	// memory than the snapshot's source had (the source's size is in the
+	// restored agent's memory).
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
 // Health is the agent's readiness answer.

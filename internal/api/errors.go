@@ -21,8 +21,9 @@ const CodeQuotaExceeded = "quota_exceeded"
 // CodeDiskQuota is the error code of a 507 for a key at its disk quota.
 const CodeDiskQuota = "disk_quota_exceeded"
 
-// CodeNotImplemented is the error code of a 501: this server's driver does
-// not do what was asked (volumes on Kubernetes).
+// CodeNotImplemented is the error code of a 501: the server's driver
+// cannot do what was asked (volumes or snapshots under Kubernetes); the
+// message names the missing capability.
 const CodeNotImplemented = "not_implemented"
 
 // httpError is an answer decided by the API layer itself (a 405), with its
@@ -74,7 +75,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusInsufficientStorage, agentapi.CodeNoSpace
 	case errors.Is(err, errs.Capacity):
 		return http.StatusServiceUnavailable, agentapi.CodeUnavailable
-	case errors.Is(err, errs.Unsupported):
+	case errors.Is(err, errs.NotImplemented):
 		return http.StatusNotImplemented, CodeNotImplemented
 	}
 	return http.StatusInternalServerError, agentapi.CodeInternal

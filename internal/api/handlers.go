@@ -46,7 +46,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
 		Network: egressPolicy(req.Network), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
 		MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd, AutoResume: req.AutoResume,
-		Volumes: volumeRequests(req.Volumes),
+		Volumes:  volumeRequests(req.Volumes),
+		Snapshot: req.Snapshot, AnyKeysSnapshot: !tenantOf(r.Context()),
 	}
 	if req.Exec != nil {
 		return s.createWithExec(w, r, p, req.Exec)

@@ -47,6 +47,13 @@ type (
 	DeviceRequest          = wire.DeviceRequest
 	DeviceApproveRequest   = wire.DeviceApproveRequest
 	DeviceDenyRequest      = wire.DeviceDenyRequest
+
+	CreateSnapshotRequest = wire.CreateSnapshotRequest
+	Snapshot              = wire.Snapshot
+	SnapshotList          = wire.SnapshotList
+	ForkRequest           = wire.ForkRequest
+	ForkResult            = wire.ForkResult
+	ForkedSandbox         = wire.ForkedSandbox
 )
 
 func toSandbox(sb store.Sandbox) Sandbox {

@@ -65,6 +65,9 @@ func (req *createSandboxRequest) check() error {
 	if err := checkName("template", req.Template); err != nil {
 		return err
 	}
+	if err := checkName("snapshot", req.Snapshot); err != nil {
+		return err
+	}
 	if err := checkEnv("env", req.Env); err != nil {
 		return err
 	}

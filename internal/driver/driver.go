@@ -5,8 +5,8 @@
 // manager a way to dial that agent; everything that happens inside the
 // sandbox (exec, files) goes through the agent, so a driver knows nothing
 // about commands or files. Optional features are separate interfaces found by
-// type assertion (StatsReader, Watcher, CPUSetter, Pauser, DiskReporter, Closer,
-// LeaseBounder, Volumes).
+// type assertion (StatsReader, Watcher, CPUSetter, Pauser, Snapshotter,
+// DiskReporter, Closer, LeaseBounder, Volumes).
 package driver
 
 import (
@@ -324,6 +324,42 @@ type Pauser interface {
 	// running) and returns its image, or ErrNotFound (wrapped) when it has
 	// none.
 	RecoverPaused(ctx context.Context, id string) (Image, error)
+}
+
+// ErrNotRestorable says a snapshot exists but cannot become a sandbox here:
+// what it was taken on is gone or changed (its template rebuilt or
+// deleted, another version of the isolation layer, another kind of
+// network). Nothing was started; the message says which.
+var ErrNotRestorable = errors.New("the snapshot cannot be restored")
+
+// Snapshotter is implemented by drivers that can save a running sandbox as
+// a snapshot — memory, processes, files, like a pause — while it runs on,
+// and boot any number of new sandboxes from it. A snapshot is an image on
+// the host known by an id the manager chooses ([a-z0-9_-]); the manager's
+// store says which snapshots exist, the driver keeps their images.
+type Snapshotter interface {
+	// Snapshot saves the running sandbox id (state is its Handle.State) as
+	// snapshot snapID after a brief pause; the sandbox runs on (requests
+	// to its agent in flight at the save end: their connections close).
+	// On error no image is kept and the sandbox runs on; ErrNoSpace,
+	// ErrNotSavable and ErrChannel (wrapped) as for Pauser.Pause.
+	Snapshot(ctx context.Context, id string, state []byte, snapID string) (Image, error)
+	// Restore boots a new sandbox spec.ID from snapshot snapID, with
+	// spec's cgroup limits, network and directory of its own; the programs
+	// inside start where the snapshot left them. spec.RootFS must be the
+	// root filesystem the snapshot's source was booted from, and
+	// spec.Network present exactly when the source had a network
+	// (ErrNotRestorable otherwise). It returns once the agent answers; on
+	// error nothing of the new sandbox is left and the snapshot is kept.
+	// ErrNotFound (wrapped) says there is no such snapshot.
+	Restore(ctx context.Context, spec Spec, snapID string) (*Handle, error)
+	// DeleteSnapshot removes snapshot snapID's image; a missing one is not
+	// an error. Sandboxes restored from it run on.
+	DeleteSnapshot(ctx context.Context, snapID string) error
+	// ListSnapshots returns the ids of every snapshot image on the host,
+	// including ones no record knows about (orphans to remove), and
+	// removes what a snapshot interrupted by a server's death left.
+	ListSnapshots(ctx context.Context) ([]string, error)
 }
 
 // DiskReporter is implemented by drivers whose sandboxes keep their

@@ -26,7 +26,9 @@ var (
 	SpendingLimit = errors.New("spending_limit")  // 429: the key reached its daily spending limit
 	RateLimited   = errors.New("rate_limited")    // 429: too many requests of one kind from one client; Retry-After says when to try again
 	NoSpace       = errors.New("no_space")        // 507: the host's disk is full
-	Unsupported   = errors.New("not_implemented") // 501: this server (its driver) does not do that yet
+	// NotImplemented says this server cannot do what was asked at all
+	// (its driver lacks the capability); the message names it.
+	NotImplemented = errors.New("not_implemented") // 501
 )
 
 // Quota categories: a key at one of its quotas (sandbox/quota.go).

@@ -648,6 +648,37 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "DELETE", path: "/v1/sandboxes/" + vsb.ID, want: 204})
 	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 204})
 	c.do(apiCall{method: "DELETE", path: "/v1/volumes/contract", want: 404})
+	// Snapshots and fork.
+	var snap api.Snapshot
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/snapshots", body: api.CreateSnapshotRequest{Name: "contract-snap"}, want: 201}), &snap)
+	if snap.State != "ready" || snap.Bytes <= 0 || snap.SourceSandboxID != sb.ID {
+		t.Errorf("snapshot: %+v", snap)
+	}
+	c.do(apiCall{method: "POST", path: sbx + "/snapshots", body: api.CreateSnapshotRequest{Name: "contract-snap"}, want: 409})
+	c.do(apiCall{method: "POST", path: sbx + "/snapshots", body: api.CreateSnapshotRequest{Mode: "filesystem"}, want: 501})
+	c.do(apiCall{method: "POST", path: sbx + "/snapshots", body: map[string]any{"mode": "warm"}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/snapshots", want: 404})
+	c.do(apiCall{method: "GET", path: "/v1/snapshots", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/snapshots?sourceSandboxId=" + sb.ID, want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/snapshots?source=x", want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/snapshots/contract-snap", want: 200})
+	c.do(apiCall{method: "GET", path: "/v1/snapshots/snap_nosuchsnapshot", want: 404})
+	var restored api.Sandbox
+	mustDecode(t, c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"snapshot": snap.ID, "timeoutSeconds": 60}, want: 201}), &restored)
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"snapshot": snap.ID, "memoryMiB": 64}, want: 400})
+	c.do(apiCall{method: "POST", path: "/v1/sandboxes", body: map[string]any{"snapshot": "snap_nosuchsnapshot"}, want: 404})
+	c.do(apiCall{method: "DELETE", path: "/v1/sandboxes/" + restored.ID, want: 204})
+	var fr api.ForkResult
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/fork", body: api.ForkRequest{Count: 1, TimeoutSeconds: 60}, want: 200}), &fr)
+	if len(fr.Sandboxes) != 1 || fr.Sandboxes[0].Sandbox == nil || fr.SnapshotKept {
+		t.Errorf("fork: %+v", fr)
+	} else {
+		c.do(apiCall{method: "DELETE", path: "/v1/sandboxes/" + fr.Sandboxes[0].Sandbox.ID, want: 204})
+	}
+	c.do(apiCall{method: "POST", path: sbx + "/fork", body: map[string]any{}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: sbx + "/fork", body: api.ForkRequest{Count: 33}, invalid: true, want: 400})
+	c.do(apiCall{method: "DELETE", path: "/v1/snapshots/contract-snap", want: 204})
+	c.do(apiCall{method: "DELETE", path: "/v1/snapshots/contract-snap", want: 404})
 
 	// Routes and methods the API does not have.
 	c.do(apiCall{method: "GET", path: "/v1/nope", want: 404})

@@ -128,7 +128,7 @@ func TestKeyDiskQuota(t *testing.T) {
 	imageMiB := (paused.ImageBytes + 1<<20 - 1) >> 20
 	left := 3500 - 2048 - 512 - imageMiB
 	te.refusal(http.StatusInsufficientStorage, api.CodeDiskQuota, "POST", "/v1/sandboxes", api.CreateSandboxRequest{DiskMiB: left + 1},
-		fmt.Sprintf("holds %d MiB (2560 MiB of sandboxes' diskMiB, %d MiB of pause images)", 2560+imageMiB, imageMiB))
+		fmt.Sprintf("holds %d MiB (2560 MiB of sandboxes' diskMiB, %d MiB of pause images and snapshots)", 2560+imageMiB, imageMiB))
 	// The SDK's sentinel for the quota codes.
 	c, err := withruntime.NewClient(withruntime.WithBaseURL(e.http.URL), withruntime.WithAPIKey(k.Secret))
 	if err != nil {

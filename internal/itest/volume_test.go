@@ -660,3 +660,22 @@ func TestVolumeRecover(t *testing.T) {
 		t.Errorf("kept's image: %v", err)
 	}
 }
+
+// TestVolumeSnapshotRefused: a sandbox that mounts a volume cannot be
+// snapshotted or forked (409 naming volumes): a restore keeps its source's
+// mounts, so a copy would mount the volume where no record says so.
+func TestVolumeSnapshotRefused(t *testing.T) {
+	e := newEnv(t)
+	e.must(http.StatusCreated, "POST", "/v1/volumes", api.CreateVolumeRequest{Name: "snapvol", SizeMiB: 16}, nil)
+	sb := e.create(api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "snapvol", Path: "/data"}}})
+	for _, path := range []string{"/snapshots", "/fork"} {
+		var body any = api.CreateSnapshotRequest{}
+		if path == "/fork" {
+			body = api.ForkRequest{Count: 1}
+		}
+		st, data := e.do("POST", "/v1/sandboxes/"+sb.ID+path, body)
+		if st != http.StatusConflict || !strings.Contains(string(data), "volumes") {
+			t.Errorf("POST %s of a sandbox with a volume: %d %s, want 409 naming volumes", path, st, data)
+		}
+	}
+}

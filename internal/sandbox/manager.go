@@ -152,6 +152,8 @@ type Manager struct {
 	lead leadState
 	// quota holds admissions not yet in the store (quota.go).
 	quota quotaState
+	// snapLocks order creates from a snapshot before its delete (snapshot.go).
+	snapLocks snapLocks
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.
@@ -174,6 +176,9 @@ type liveSandbox struct {
 	reqMu      sync.Mutex
 	reqCtx     context.Context
 	cancelReqs context.CancelCauseFunc
+	// gate, while set, holds new requests until it is closed (a
+	// snapshot's save: snapshot.go, quiesce).
+	gate chan struct{}
 }
 
 func (ls *liveSandbox) markGone() { ls.goneOnce.Do(func() { close(ls.gone) }) }
@@ -232,20 +237,34 @@ type CreateParams struct {
 	AutoResume *bool
 	// Volumes are the creating key's volumes to mount (volume.go).
 	Volumes []VolumeRequest
+	// Snapshot, when set, is the snapshot (its id, or a name among
+	// KeyID's snapshots) the sandbox starts from instead of booting its
+	// template (snapshot.go): Template and DiskMiB must then be the
+	// snapshot's or 0, MemoryMiB at least its memory or 0.
+	Snapshot string
+	// AnyKeysSnapshot lets Snapshot name another key's snapshot by id (an
+	// administrator's create); otherwise only KeyID's own are found.
+	AnyKeysSnapshot bool
 
 	// hold is what the create's admission holds on its key's quotas until
 	// its record is inserted (quota.go).
 	hold *quotaHold
+	// snapshot is Snapshot's record, found by resolveSnapshot.
+	snapshot *store.Snapshot
 }
 
-// Create boots a sandbox and returns its record once its agent answers.
+// Create boots a sandbox (or restores it from p.Snapshot) and returns its
+// record once its agent answers.
 // Errors: errs.Invalid for bad parameters or an unknown template,
 // errs.Capacity when the host is full, errs.Quota and errs.DiskQuota when
 // the key is at a quota, errs.NoSpace when the host's disk cannot take the
 // sandbox's disk (quota.go), errs.NotFound and errs.Conflict for a volume
-// that is not the key's or not usable, errs.Unsupported for volumes on a
+// that is not the key's or not usable, errs.NotImplemented for volumes on a
 // driver without them (volume.go), otherwise a driver failure.
 func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, error) {
+	if err := m.resolveSnapshot(ctx, &p); err != nil {
+		return store.Sandbox{}, err
+	}
 	if err := m.applyDefaults(&p); err != nil {
 		return store.Sandbox{}, err
 	}
@@ -314,7 +333,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		}
 		netEnv = append(netEnv, secretEnv...)
 	}
-	h, err := m.driver.Create(ctx, driver.Spec{
+	h, err := m.boot(ctx, p, driver.Spec{
 		ID: sb.ID, Owner: p.KeyID, RootFS: rootfs, CPU: p.CPU,
 		MemoryBytes: p.MemoryMiB << 20, DiskBytes: p.DiskMiB << 20, TmpBytes: tmpBytes(m.limits.TmpMiB, p.MemoryMiB),
 		ShmBytes:  shmBytes(m.limits.TmpMiB, p.MemoryMiB),

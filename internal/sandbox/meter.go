@@ -129,6 +129,7 @@ func (m *Manager) meterLoop(ctx context.Context) {
 		}
 		m.sampleAll(ctx)
 		m.sampleVolumes(ctx)
+		m.sampleSnapshots(ctx)
 		m.enforceLimits(ctx)
 	}
 }

@@ -76,8 +76,13 @@ func bindRequest(req *http.Request, sandboxCtx context.Context) (*http.Request, 
 	return req.WithContext(ctx), func() { stop(); cancel(nil) }
 }
 
-// pausedError is the error of a request that a pause interrupted, or nil.
+// pausedError is the error of a request that a pause or a snapshot
+// interrupted, or nil.
 func pausedError(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), errSnapshotInFlight) {
+		return errs.New(errs.Conflict, "a snapshot of the sandbox was taken while this request ran: its connection to the sandbox closed "+
+			"and the command it ran was killed, as when a client goes away (background processes run on); send the request again")
+	}
 	if !errors.Is(context.Cause(ctx), errPausedInFlight) {
 		return nil
 	}
@@ -123,7 +128,11 @@ func (b *pausableBody) Read(p []byte) (int, error) {
 	if !b.ndjson {
 		return n, perr
 	}
-	line, _ := json.Marshal(agentapi.Event{Type: "error", Error: &agentapi.Error{Code: "sandbox_paused", Message: perr.Error()}})
+	code := "sandbox_paused"
+	if errors.Is(perr, errs.Conflict) {
+		code = agentapi.CodeConflict
+	}
+	line, _ := json.Marshal(agentapi.Event{Type: "error", Error: &agentapi.Error{Code: code, Message: perr.Error()}})
 	if b.last != '\n' && b.last != 0 {
 		line = append([]byte{'\n'}, line...)
 	}

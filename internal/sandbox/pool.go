@@ -394,8 +394,8 @@ func (m *Manager) takePooled(p CreateParams, rootfs string) *pooled {
 	_, canSetCPU := m.driver.(driver.CPUSetter)
 	// The CPU count a sandbox sees is fixed at boot: another count starts cold.
 	sameCPUs := driver.VisibleCPUs(p.CPU) == driver.VisibleCPUs(m.limits.DefaultCPU)
-	// Volumes are mounted at boot: a create with any starts cold.
-	if pl == nil || len(p.Volumes) > 0 || (len(p.Secrets) > 0 && !m.pooledTrust()) || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
+	// Volumes are mounted at boot, a snapshot is restored: such creates start cold.
+	if pl == nil || len(p.Volumes) > 0 || p.snapshot != nil || (len(p.Secrets) > 0 && !m.pooledTrust()) || !sameCPUs || (p.CPU != m.limits.DefaultCPU && !canSetCPU) ||
 		p.MemoryMiB != m.limits.DefaultMemoryMiB || p.DiskMiB != m.limits.DefaultDiskMiB ||
 		!slices.Contains(pl.cfg.Templates, p.Template) {
 		return nil

@@ -49,6 +49,9 @@ func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	if err := ls.waitGate(ctx); err != nil {
+		return nil, err
+	}
 	conn, err := ls.handle.Dial(ctx)
 	if err != nil {
 		return nil, err

@@ -288,7 +288,7 @@ func checkKeyQuotas(keyID string, quotas store.KeyQuotas, use, more store.KeyUse
 			vols = fmt.Sprintf(", %d MiB of volumes", use.VolumesMiB)
 		}
 		return errs.New(errs.DiskQuota,
-			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images plus its volumes) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images%s); %s needs %d MiB more: delete sandboxes or volumes, create with a smaller diskMiB or sizeMiB, or for a larger quota: %s",
+			"disk quota: key %s may hold %d MiB of host disk (its running and paused sandboxes' diskMiB plus its pause images, snapshots and volumes) and holds %d MiB (%d MiB of sandboxes' diskMiB, %d MiB of pause images and snapshots%s); %s needs %d MiB more: delete sandboxes, snapshots or volumes, create with a smaller diskMiB or sizeMiB, or for a larger quota: %s",
 			keyID, quotas.DiskMiB, held, use.DiskMiB, held-use.DiskMiB-use.VolumesMiB, vols, what, need, raiseHint)
 	}
 	return nil

@@ -66,6 +66,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.log.Error("destroy orphan", "sandbox", id, "err", err)
 		}
 	}
+	m.recoverSnapshots(ctx)
 	m.cleanupNetworks(ctx)
 	m.recoverVolumes(ctx)
 	return nil

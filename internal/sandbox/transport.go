@@ -33,6 +33,9 @@ const settleWait = 2 * time.Second
 type agentTransport struct{ ls *liveSandbox }
 
 func (t agentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.ls.waitGate(req.Context()); err != nil { // a snapshot's save
+		return nil, err
+	}
 	req, done := bindRequest(req, t.ls.requests())
 	resp, err := t.ls.transport.RoundTrip(req)
 	if err != nil {

@@ -27,7 +27,7 @@ import (
 // counts: its resume mounts it again); the refusal names them. Its size is
 // billed at the storage price for as long as it exists (volumeInterval),
 // whether or not anything is written. A driver that keeps no volumes
-// (Kubernetes) answers errs.Unsupported.
+// (Kubernetes) answers errs.NotImplemented.
 
 // VolumeRequest is one volume a create mounts.
 type VolumeRequest struct {
@@ -104,17 +104,17 @@ func checkVolumePath(p string) error {
 	return nil
 }
 
-// volumesDriver is the driver's volumes, or errs.Unsupported.
+// volumesDriver is the driver's volumes, or errs.NotImplemented.
 func (m *Manager) volumesDriver() (driver.Volumes, error) {
 	if v, ok := m.driver.(driver.Volumes); ok {
 		return v, nil
 	}
-	return nil, errs.New(errs.Unsupported, "volumes are not supported by this server's %s driver yet (on Kubernetes they will be PersistentVolumeClaims); use a server with the gvisor driver", m.driver.Name())
+	return nil, errs.New(errs.NotImplemented, "volumes are not supported by this server's %s driver yet (on Kubernetes they will be PersistentVolumeClaims); use a server with the gvisor driver", m.driver.Name())
 }
 
 // CreateVolume makes key keyID's volume name of sizeMiB. Errors:
 // errs.Invalid (name, size), errs.Conflict (the key has one of that name),
-// errs.DiskQuota and errs.NoSpace (quota.go), errs.Unsupported.
+// errs.DiskQuota and errs.NoSpace (quota.go), errs.NotImplemented.
 func (m *Manager) CreateVolume(ctx context.Context, keyID, name string, sizeMiB int64) (VolumeInfo, error) {
 	vd, err := m.volumesDriver()
 	if err != nil {
@@ -288,7 +288,7 @@ func (m *Manager) OpenVolume(ctx context.Context, keyID, name string) (*os.Root,
 // resolveVolumes turns a create's volume requests into the mounts to
 // record and to boot with: each a volume of the creating key, at a path
 // apart from the others'. Errors: errs.Invalid, errs.NotFound,
-// errs.Conflict (a volume not ready), errs.Unsupported.
+// errs.Conflict (a volume not ready), errs.NotImplemented.
 func (m *Manager) resolveVolumes(ctx context.Context, p CreateParams) ([]store.SandboxVolume, []driver.VolumeMount, error) {
 	if len(p.Volumes) == 0 {
 		return nil, nil, nil

@@ -10,7 +10,7 @@ import (
 )
 
 // A driver that keeps no volumes (Kubernetes) refuses every volume route
-// and a create that mounts one with errs.Unsupported (501), before
+// and a create that mounts one with errs.NotImplemented (501), before
 // anything is made.
 func TestVolumesUnsupported(t *testing.T) {
 	d := &diskDriver{avail: 1 << 50, size: 1 << 50}
@@ -22,8 +22,8 @@ func TestVolumesUnsupported(t *testing.T) {
 	derr := m.DeleteVolume(ctx, "key_v", "data")
 	_, cerr := m.Create(ctx, CreateParams{KeyID: "key_v", Volumes: []VolumeRequest{{Name: "data", Path: "/data"}}})
 	for _, e := range []error{err, lerr, derr, cerr} {
-		if !errors.Is(e, errs.Unsupported) {
-			t.Errorf("on a driver without volumes: %v, want errs.Unsupported", e)
+		if !errors.Is(e, errs.NotImplemented) {
+			t.Errorf("on a driver without volumes: %v, want errs.NotImplemented", e)
 		}
 	}
 	d.mu.Lock()

@@ -133,23 +133,31 @@ type KeyUse struct {
 	ImageBytes int64
 	// VolumesMiB is the sum of its volumes' sizes, in MiB.
 	VolumesMiB int64
+	// SnapshotBytes is the sum of its snapshots' images, in bytes.
+	SnapshotBytes int64
 }
 
 // QuotaDiskMiB is the use that the disk quota counts, in MiB: DiskMiB
-// plus the images' bytes rounded up to whole MiB plus VolumesMiB.
+// plus the pause images' and snapshots' bytes rounded up to whole MiB plus
+// VolumesMiB.
 func (u KeyUse) QuotaDiskMiB() int64 {
-	return u.DiskMiB + (u.ImageBytes+(1<<20)-1)>>20 + u.VolumesMiB
+	return u.DiskMiB + (u.ImageBytes+u.SnapshotBytes+(1<<20)-1)>>20 + u.VolumesMiB
 }
 
-// KeyUse sums what keyID's sandboxes that are not stopped hold.
+// KeyUse sums what keyID's sandboxes that are not stopped, and its
+// snapshots, hold.
 func (s *Store) KeyUse(ctx context.Context, keyID string) (KeyUse, error) {
+	snap, err := s.snapshotBytes(ctx, keyID)
+	if err != nil {
+		return KeyUse{}, err
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*), CAST(COALESCE(SUM(disk_mib), 0) AS BIGINT), CAST(COALESCE(SUM(image_bytes), 0) AS BIGINT)
 		FROM sandboxes WHERE key_id = ? AND state IN (?, ?, ?) GROUP BY state`, keyID, StateStarting, StateRunning, StatePaused)
 	if err != nil {
 		return KeyUse{}, fmt.Errorf("store: key use: %w", err)
 	}
 	defer rows.Close()
-	var u KeyUse
+	u := KeyUse{SnapshotBytes: snap}
 	for rows.Next() {
 		var state string
 		var n, disk, image int64

@@ -61,6 +61,12 @@ type Options struct {
 	// at its Path (absolute), read-write unless ReadOnly; at most 8. A
 	// volume of another key fails the create with ErrNotFound.
 	Volumes []VolumeMount
+	// Snapshot, when set, starts the sandbox from that snapshot (its id,
+	// or its name among the key's snapshots: Sandbox.Snapshot) instead of
+	// booting the template: its processes run on where the snapshot was
+	// taken. Template and DiskMiB are then the snapshot's (0 or the same),
+	// MemoryMiB at least its memory (0: the same), CPU by default its.
+	Snapshot string
 }
 
 // ListFilter selects sandboxes for List. Zero values match everything.
@@ -132,7 +138,7 @@ func (opts Options) request() CreateSandboxRequest {
 		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
 		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
 		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
-		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume, Volumes: opts.Volumes,
+		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume, Volumes: opts.Volumes, Snapshot: opts.Snapshot,
 	}
 }
 

@@ -1,5 +1,11 @@
 // Pins the gVisor build of runsc that Runtime runs sandboxes with. It is a
 // module of its own so that gVisor's dependency graph never enters the server's.
+// Pause and snapshots rely on this version's `runsc checkpoint --leave-running`
+// and `runsc restore --detach --background` (checked: `runsc checkpoint --help`).
+// A snapshot records the runsc version that wrote it, and a server running
+// another refuses to restore it (409, snapshot.go in internal/driver/gvisor):
+// changing this pin makes the snapshots taken before unusable; paused
+// sandboxes should be resumed before the upgrade.
 module withruntime.dev/third_party/runsc
 
 go 1.26.3

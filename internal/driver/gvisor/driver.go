@@ -73,6 +73,12 @@ type Driver struct {
 	isoProcs sync.Map
 	// vols are the volumes under StateDir/volumes (volume.go).
 	vols *volume.Host
+	// snapshotting holds the ids of the snapshots being written
+	// (snapshot.go: ListSnapshots leaves their directories alone).
+	snapshotting sync.Map
+	// version is runsc's version, asked once (runscVersion).
+	versionOnce sync.Once
+	version     string
 }
 
 // state is what the manager persists for Recover.
@@ -144,12 +150,23 @@ func (d *Driver) runsc(ctx context.Context, extra []string, args ...string) ([]b
 }
 
 // Create implements driver.Driver.
-func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle, err error) {
+func (d *Driver) Create(ctx context.Context, spec driver.Spec) (*driver.Handle, error) {
+	return d.boot(ctx, spec, nil)
+}
+
+// boot makes sandbox spec.ID's directory, bundle and socket directory and
+// starts it: with `runsc run`, or from snapshot snap with `runsc restore`
+// (snapshot.go). On error nothing of the sandbox is left.
+func (d *Driver) boot(ctx context.Context, spec driver.Spec, snap *snapshotMeta) (h *driver.Handle, err error) {
+	verb := "create"
+	if snap != nil {
+		verb = "restore"
+	}
 	dir := d.sandboxDir(spec.ID)
 	bundle := filepath.Join(dir, "bundle")
 	sockDir := filepath.Join(dir, "sock")
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
 	defer func() {
 		if err != nil {
@@ -157,70 +174,109 @@ func (d *Driver) Create(ctx context.Context, spec driver.Spec) (h *driver.Handle
 		}
 	}()
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
 	if err := mountSocketDir(sockDir, socketDirMode); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
-	if _, err := d.makeHostDir(dir, spec.Network); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+	agentSrc, hostNet := filepath.Join(d.agentDir, agentName), spec.Network
+	if snap != nil {
+		// The agent that runs in the image, whatever the server has now.
+		agentSrc = filepath.Join(d.snapshotDir(snap.ID), agentName)
+		if hostNet, err = d.restoreNetwork(snap.ID, spec.Network); err != nil {
+			return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+		}
+	}
+	if _, err := d.makeHostDir(dir, agentSrc, hostNet); err != nil {
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
 	if err := mountHostDir(dir, sockDir); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+	}
+	if snap != nil && len(spec.Volumes) > 0 {
+		// A restore keeps the snapshot's mounts (runsc checks them).
+		return nil, fmt.Errorf("gvisor %s: a sandbox from a snapshot cannot mount volumes", verb)
 	}
 	volDirs, err := d.mountVolumes(ctx, volumeIDs(spec.Volumes))
 	if err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
 	oci := ociSpec(spec, sockDir)
 	oci.Linux.Resources.CPU.Cpus = d.cpusetFor(spec.CPU)
 	addNetwork(oci, spec.Network)
 	addVolumes(oci, spec.Volumes, volDirs)
+	if snap != nil {
+		if err := restoreSpec(oci, snap, sockDir); err != nil {
+			return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+		}
+	}
 	cfg, err := json.Marshal(oci)
 	if err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 	}
+	var flags, args []string
+	pidFile := filepath.Join(dir, pidFileName)
+	if snap == nil {
+		flags = append([]string{
+			networkFlag(spec.Network),
+			"--host-uds=create",
+			"--cpu-num-from-quota", // the CPU count inside follows the grant: cpu.go
+			// sudo (and other setuid programs) work inside: root inside the
+			// sandbox is already allowed, and is gVisor's root, not the host's.
+			"--allow-suid",
+			d.overlayFlag(dir, spec.DiskBytes),
+		}, d.cfg.ExtraFlags...)
+		args = []string{"run", "--detach", "--pid-file", pidFile, "--bundle", bundle, spec.ID}
+	} else {
+		if flags, err = restoreFlags(snap, dir); err != nil {
+			return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+		}
+		args = []string{"restore", "--detach", "--background", "--pid-file", pidFile,
+			"--bundle", bundle, "--image-path", d.snapshotDir(snap.ID), spec.ID}
+	}
+	// runsc run is never killed half-way: a runsc killed between creating
+	// the sandbox and recording it leaves a sandbox process that no runsc
+	// command knows, which Destroy cannot find (seen when a server shut
+	// down during a warm-pool boot). A cancelled ctx ends the create right
+	// after, through the readiness wait and the deferred Destroy.
+	timeout := runTimeout
+	if snap != nil {
+		timeout = checkpointTimeout
+	}
+	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := d.start(startCtx, dir, flags, args...); err != nil {
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+	}
+	agent := newAgentDialer(spec.ID, sockDir)
+	if err := waitReady(ctx, agent, d.cfg.ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("gvisor %s: agent did not start: %w", verb, err)
+	}
+	if err := d.widenCPUSet(spec.ID); err != nil {
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+	}
+	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName), Flags: flags,
+		Volumes: volumeIDs(spec.Volumes)})
+	return &driver.Handle{ID: spec.ID, State: st, Dial: agent.dial}, nil
+}
+
+// overlayFlag is the --overlay2 flag of the sandbox in dir with a disk of
+// size bytes.
+func (d *Driver) overlayFlag(dir string, size int64) string {
 	medium := "memory"
 	if d.cfg.DiskMedium == DiskFile {
 		// The filestore is created (and unlinked at once) in the sandbox
 		// directory, so Destroy's RemoveAll catches anything left.
 		medium = "dir=" + dir
 	}
-	flags := []string{
-		networkFlag(spec.Network),
-		"--host-uds=create",
-		"--cpu-num-from-quota", // the CPU count inside follows the grant: cpu.go
-		// sudo (and other setuid programs) work inside: root inside the
-		// sandbox is already allowed, and is gVisor's root, not the host's.
-		"--allow-suid",
-		"--overlay2=root:" + medium + ",size=" + itoa(spec.DiskBytes),
-	}
-	flags = append(flags, d.cfg.ExtraFlags...)
-	// runsc run is never killed half-way: a runsc killed between creating
-	// the sandbox and recording it leaves a sandbox process that no runsc
-	// command knows, which Destroy cannot find (seen when a server shut
-	// down during a warm-pool boot). A cancelled ctx ends the create right
-	// after, through the readiness wait and the deferred Destroy.
-	startCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runTimeout)
-	defer cancel()
-	if err := d.start(startCtx, dir, flags, "run", "--detach", "--pid-file", filepath.Join(dir, pidFileName),
-		"--bundle", bundle, spec.ID); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
-	}
-	agent := newAgentDialer(spec.ID, sockDir)
-	if err := waitReady(ctx, agent, d.cfg.ReadyTimeout); err != nil {
-		return nil, fmt.Errorf("gvisor create: agent did not start: %w", err)
-	}
-	if err := d.widenCPUSet(spec.ID); err != nil {
-		return nil, fmt.Errorf("gvisor create: %w", err)
-	}
-	st, _ := json.Marshal(state{Dir: dir, Socket: filepath.Join(sockDir, socketName), Flags: flags,
-		Volumes: volumeIDs(spec.Volumes)})
-	return &driver.Handle{ID: spec.ID, State: st, Dial: agent.dial}, nil
+	return overlayPrefix + medium + ",size=" + itoa(size)
 }
+
+// overlayPrefix starts the flag that gives a sandbox its writable root.
+const overlayPrefix = "--overlay2=root:"
 
 // runTimeout bounds `runsc run --detach`, which takes well under a second.
 const runTimeout = 2 * time.Minute

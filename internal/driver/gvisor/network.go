@@ -33,15 +33,16 @@ const (
 // and many tools look it up), as in a container.
 const hostsFile = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
 
-// makeHostDir fills the host directory of the sandbox in dir (network n,
-// nil for none) and returns its path.
-func (d *Driver) makeHostDir(dir string, n *driver.Network) (string, error) {
+// makeHostDir fills the host directory of the sandbox in dir (the agent
+// binary linked from agentSrc; network n, nil for none) and returns its
+// path.
+func (d *Driver) makeHostDir(dir, agentSrc string, n *driver.Network) (string, error) {
 	host := filepath.Join(dir, hostDirName)
 	etc := filepath.Join(host, hostEtcDir)
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return "", err
 	}
-	if err := linkOrCopy(filepath.Join(d.agentDir, agentName), filepath.Join(host, agentName)); err != nil {
+	if err := linkOrCopy(agentSrc, filepath.Join(host, agentName)); err != nil {
 		return "", fmt.Errorf("agent binary: %w", err)
 	}
 	files := map[string][]byte{hostsName: []byte(hostsFile)}

@@ -33,7 +33,7 @@ func TestMakeHostDir(t *testing.T) {
 		{"secrets", &driver.Network{ResolvConf: "nameserver 100.64.0.1\n", CABundle: []byte("PEM")}, []string{"ca-certificates.crt", "hosts", "resolv.conf"}},
 	} {
 		dir := filepath.Join(state, "sandboxes", tc.name)
-		host, err := d.makeHostDir(dir, tc.n)
+		host, err := d.makeHostDir(dir, filepath.Join(d.agentDir, agentName), tc.n)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -87,7 +87,7 @@ func TestMountHostDir(t *testing.T) {
 	dir := filepath.Join(state, "sandboxes", "sbx")
 	sock := filepath.Join(dir, "sock")
 	_ = os.MkdirAll(sock, 0o700)
-	if _, err := d.makeHostDir(dir, &driver.Network{ResolvConf: "nameserver 100.64.0.1\n"}); err != nil {
+	if _, err := d.makeHostDir(dir, filepath.Join(d.agentDir, agentName), &driver.Network{ResolvConf: "nameserver 100.64.0.1\n"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := mountSocketDir(sock, socketDirMode); err != nil {

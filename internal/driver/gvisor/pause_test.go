@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -90,5 +91,34 @@ func TestRemoveEntry(t *testing.T) {
 	}
 	if err := removeEntry(dir, socketName); err != nil {
 		t.Fatalf("a missing entry: %v", err)
+	}
+}
+
+// restoreFlags keeps the source's flags and disk size, and moves the
+// writable layer's file into the new sandbox's directory.
+func TestRestoreFlags(t *testing.T) {
+	meta := &snapshotMeta{ID: "snap_a", Flags: []string{"--network=none", "--host-uds=create",
+		"--overlay2=root:dir=/data/gvisor/sandboxes/sbx_src,size=1073741824", "--platform=systrap"}}
+	got, err := restoreFlags(meta, "/data/gvisor/sandboxes/sbx_new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--network=none", "--host-uds=create",
+		"--overlay2=root:dir=/data/gvisor/sandboxes/sbx_new,size=1073741824", "--platform=systrap"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("restoreFlags = %q, want %q", got, want)
+	}
+	meta.Flags[2] = "--overlay2=root:memory,size=5"
+	if got, _ := restoreFlags(meta, "/x"); got[2] != "--overlay2=root:memory,size=5" {
+		t.Fatalf("a memory-backed disk: %q", got[2])
+	}
+	meta.Flags = meta.Flags[:2]
+	if _, err := restoreFlags(meta, "/x"); err == nil {
+		t.Fatal("flags without --overlay2 were taken")
+	}
+	for id, ok := range map[string]bool{"snap_abc-1": true, "": false, "../x": false, "a/b": false, ".new-x": false, "A": false} {
+		if validSnapshotID(id) != ok {
+			t.Errorf("validSnapshotID(%q) = %v", id, !ok)
+		}
 	}
 }

@@ -43,6 +43,13 @@ type CreateSandboxRequest struct {
 	// processes, files, network, timeout) resume it first (default: true
 	// when OnLeaseEnd is "pause", else false).
 	AutoResume *bool `json:"autoResume,omitempty"`
+	// Snapshot, when set, starts the sandbox from that snapshot (its id,
+	// or its name among the key's snapshots) instead of booting the
+	// template: its processes run on where the snapshot was taken, with
+	// their memory and files. Template and DiskMiB are then the
+	// snapshot's (if given, they must be the same), MemoryMiB at least
+	// its memory (default: the same) and CPU by default its source's.
+	Snapshot string `json:"snapshot,omitempty"`
 	// Exec, when set, is a first command to run in the new sandbox: the
 	// body of POST /v1/sandboxes/{id}/exec, checked as that is (bad input
 	// is a 400 before anything boots). The answer is then the sandbox and

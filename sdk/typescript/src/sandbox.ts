@@ -100,6 +100,12 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
    * outlive the sandbox.
    */
   volumes?: CreateSandboxRequest["volumes"];
+  /**
+   * Start from this snapshot (its id, or its name among the key's
+   * snapshots) instead of booting the template: its processes run on where
+   * the snapshot was taken. template and diskMiB are then the snapshot's.
+   */
+  snapshot?: string;
 }
 
 /** Selects sandboxes for Sandbox.list. Absent fields match everything. */
@@ -140,6 +146,7 @@ function createRequest(opts: SandboxOptions): CreateSandboxRequest {
   if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
   if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
   if (opts.volumes !== undefined && opts.volumes.length > 0) req.volumes = opts.volumes;
+  if (opts.snapshot !== undefined && opts.snapshot !== "") req.snapshot = opts.snapshot;
   return req;
 }
 

@@ -137,6 +137,12 @@ const NOT_USED: Record<string, string> = {
   Process: "background processes (.../processes): not offered by the TypeScript SDK yet",
   ProcessList: "background processes, as Process",
   KillRequest: "background processes, as Process",
+  CreateSnapshotRequest: "snapshots' and fork's own routes: not offered by the TypeScript SDK yet (Go SDK and CLI have them); a create from one goes through SandboxOptions.snapshot",
+  Snapshot: "snapshots' own routes, as CreateSnapshotRequest",
+  SnapshotList: "snapshots' own routes, as CreateSnapshotRequest",
+  ForkRequest: "fork, as CreateSnapshotRequest",
+  ForkResult: "fork, as CreateSnapshotRequest",
+  ForkedSandbox: "fork, as CreateSnapshotRequest",
   CreateVolumeRequest: "volumes' own routes (POST/GET/DELETE /v1/volumes): not offered by the TypeScript SDK yet; a create's mounts go through SandboxOptions.volumes",
   Volume: "volumes' own routes, as CreateVolumeRequest",
   VolumeList: "volumes' own routes, as CreateVolumeRequest",
@@ -315,8 +321,8 @@ test("every schema of api/openapi.yaml is used by the SDK or listed with why not
 
 test("must-show: a schema the SDK neither uses nor lists is reported", () => {
   const names = schemaNames(readFileSync(GENERATED, "utf8"));
-  const problems = coverage([...names, "Snapshot"], usedSchemas(), NOT_USED);
+  const problems = coverage([...names, "Hologram"], usedSchemas(), NOT_USED);
   assert.deepEqual(problems, [
-    "schema Snapshot of api/openapi.yaml is used nowhere in the SDK: name it in a type or a call, or add it to NOT_USED with why",
+    "schema Hologram of api/openapi.yaml is used nowhere in the SDK: name it in a type or a call, or add it to NOT_USED with why",
   ]);
 });

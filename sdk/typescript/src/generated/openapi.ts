@@ -181,6 +181,122 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Snapshot a running sandbox
+         * @description Saves the running sandbox whole — every process with its memory,
+         *     its files in /workspace, /tmp and elsewhere — as a snapshot, and the
+         *     sandbox runs on after a brief pause (a few hundred milliseconds; its
+         *     id, lease and state are unchanged). New sandboxes start from the
+         *     snapshot (POST /v1/sandboxes with `snapshot`), any number of times.
+         *     Requests to the sandbox in flight at the save end with 409
+         *     `conflict` (their connections close; the commands they ran are
+         *     killed, as when a client goes away; streams end with an `error`
+         *     event); requests that arrive during the save wait for it.
+         *     Background processes run on. Open TCP connections into the
+         *     sandbox through the port relay are closed.
+         *
+         *     The snapshot belongs to the caller's key: another tenant key gets
+         *     404 for it on every route. Its image (`bytes`) counts in the key's
+         *     disk quota and is billed at the storage price until it is deleted.
+         *     Only the `gvisor` driver takes snapshots (501 otherwise).
+         */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fork a running sandbox
+         * @description Takes one snapshot of the running sandbox (as POST
+         *     .../snapshots: a brief pause, then it runs on untouched) and starts
+         *     `count` new sandboxes from it, each with its own id, lease, network,
+         *     secrets and metering, each made or failed on its own (the answer
+         *     says which). The snapshot is deleted afterwards unless
+         *     `keepSnapshot`. A fork of a fork works. Refusals of the snapshot
+         *     itself (the sandbox's state, the key's disk quota, the driver) are
+         *     the answer's status as for POST .../snapshots; a create that fails
+         *     is an entry with its error.
+         */
+        post: operations["forkSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List snapshots
+         * @description The key's snapshots (an administrator's key, one without a daily limit, sees every key's), newest first. Any query parameter but `sourceSandboxId` is refused with 400.
+         */
+        get: operations["listSnapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The snapshot's id (`snap_...`), or its name among the caller's key's snapshots. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a snapshot
+         * @description One snapshot. Another tenant key's answers 404, as a missing one.
+         */
+        get: operations["getSnapshot"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a snapshot
+         * @description Deletes the snapshot and its image (its billing ends); sandboxes made from it run on. A create from it under way finishes first. Another tenant key's answers 404, as a missing one.
+         */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/exec": {
         parameters: {
             query?: never;
@@ -1593,9 +1709,145 @@ export interface components {
             onLeaseEnd?: "stop" | "pause";
             /** @description Whether a request to the sandbox while it is paused (exec, processes, files, network, timeout) resumes it first. Default true when onLeaseEnd is `pause`, false otherwise. */
             autoResume?: boolean;
+            /**
+             * @description Start the sandbox from this snapshot (its id, or its name among
+             *     the key's snapshots; another tenant key's answers 404) instead of
+             *     booting the template: its processes run on where the snapshot was
+             *     taken, with their memory and files, in a sandbox of its own (new
+             *     id, lease, network policy, secrets; its own metering from now).
+             *     `template` and `diskMiB`, if given, must be the snapshot's (its
+             *     files are in it); `memoryMiB` must be at least the snapshot's
+             *     (400 saying why otherwise; default the same), `cpu` defaults to
+             *     the snapshot's. Programs already running keep the environment
+             *     they had; commands started after the create get it with `env`
+             *     (and `secrets`' placeholders) on top. 409 when the snapshot
+             *     cannot be restored on this server (its template was rebuilt or
+             *     deleted, runsc changed); 501 when the driver has no snapshots.
+             */
+            snapshot?: string;
             exec?: components["schemas"]["ExecRequest"];
             /** @description This key's volumes (POST /v1/volumes) to mount, each at its path, read-write unless `readOnly`; at most 8, each once, at paths apart (neither inside another). A sandbox with volumes starts cold (never from the warm pool). Another key's volume answers 404 as a missing one. */
             volumes?: components["schemas"]["VolumeMount"][];
+        };
+        /** @description How to take a snapshot. Every field is optional. */
+        CreateSnapshotRequest: {
+            /** @description A name for the snapshot among the key's own (1 to 63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, not `snap_...`; unique per key, 409 otherwise), which creates may give instead of its id. */
+            name?: string;
+            /**
+             * @description What the snapshot holds. `full` (default) saves memory, processes and files; `filesystem` (files only) is not built yet and answers 501.
+             * @enum {string}
+             */
+            mode?: "full" | "filesystem";
+        };
+        /** @description A snapshot of a sandbox, from which new sandboxes start. */
+        Snapshot: {
+            /** @description The snapshot's id (`snap_` followed by 16 characters). */
+            id: string;
+            /** @description Its name among its key's snapshots, if it was given one. */
+            name?: string;
+            /** @description The sandbox it was taken of. */
+            sourceSandboxId: string;
+            /** @description The source's template, and so every sandbox's made from it. */
+            template: string;
+            /**
+             * @description What it holds; `full` is memory, processes and files.
+             * @enum {string}
+             */
+            mode: "full";
+            /**
+             * @description `creating` while its image is written, then `ready` (only a ready snapshot is answered by POST .../snapshots).
+             * @enum {string}
+             */
+            state: "creating" | "ready";
+            /**
+             * Format: int64
+             * @description The size of its image on the host, in bytes; counted in the key's disk quota and billed at the storage price.
+             */
+            bytes: number;
+            /** @description The source's number of vCPUs, which a create from it gets by default. */
+            cpu: number;
+            /**
+             * Format: int64
+             * @description The source's memory, in MiB; a sandbox made from it has at least this much.
+             */
+            memoryMiB: number;
+            /**
+             * Format: int64
+             * @description The source's disk cap, in MiB; a sandbox made from it has exactly this.
+             */
+            diskMiB: number;
+            /**
+             * Format: date-time
+             * @description When it was taken (RFC 3339, UTC).
+             */
+            createdAt: string;
+            /**
+             * Format: int64
+             * @description What keeping it has cost so far, in micro-dollars (its bytes × time at the storage price), as of the last metering sample.
+             */
+            costMicros: number;
+        };
+        /** @description The answer of GET /v1/snapshots. */
+        SnapshotList: {
+            /** @description The snapshots, newest first. */
+            snapshots: components["schemas"]["Snapshot"][];
+        };
+        /** @description How many sandboxes to fork and what each gets; the fields besides `count`, `keepSnapshot` and `name` are a create's. */
+        ForkRequest: {
+            /** @description How many sandboxes to make, 1 to 32. */
+            count: number;
+            /**
+             * Format: int64
+             * @description Each new sandbox's lease, in seconds (0 or absent - the server's default, 300).
+             */
+            timeoutSeconds?: number;
+            /** @description Each new sandbox's number of vCPUs (0 or absent - the source's). */
+            cpu?: number;
+            /**
+             * Format: int64
+             * @description Each new sandbox's memory in MiB, at least the source's (0 or absent - the source's).
+             */
+            memoryMiB?: number;
+            /** @description Variables added to the environment of commands started in each new sandbox (processes already running keep theirs). */
+            env?: {
+                [key: string]: string;
+            };
+            /** @description Each new sandbox's labels, as in a create. */
+            metadata?: {
+                [key: string]: string;
+            };
+            network?: components["schemas"]["NetworkPolicy"];
+            /** @description Stored secrets each new sandbox may use, as in a create (the source's are not inherited). */
+            secrets?: string[];
+            /**
+             * Format: int64
+             * @description Refuse each new sandbox whose first lease could cost more, in micro-dollars, as in a create (0 or absent - no cap).
+             */
+            maxCostMicros?: number;
+            /**
+             * @description What each new sandbox's lease end does (default `stop`).
+             * @enum {string}
+             */
+            onLeaseEnd?: "stop" | "pause";
+            /** @description As in a create. */
+            autoResume?: boolean;
+            /** @description Keep the fork's snapshot afterwards (it is then the key's, billed and counted as any); by default it is deleted. */
+            keepSnapshot?: boolean;
+            /** @description A name for the kept snapshot (only with keepSnapshot). */
+            name?: string;
+        };
+        /** @description The answer of POST /v1/sandboxes/{id}/fork. */
+        ForkResult: {
+            snapshot: components["schemas"]["Snapshot"];
+            /** @description Whether the snapshot is kept (keepSnapshot); otherwise it was deleted after the creates. */
+            snapshotKept: boolean;
+            /** @description The `count` new sandboxes in order, each made or failed on its own. */
+            sandboxes: components["schemas"]["ForkedSandbox"][];
+        };
+        /** @description One of a fork's new sandboxes; exactly one of `sandbox` and `error` is set. */
+        ForkedSandbox: {
+            sandbox?: components["schemas"]["Sandbox"];
+            error?: components["schemas"]["ErrorDetail"];
         };
         /** @description The first line of the NDJSON answer to a create with `exec`; the command's events follow it. */
         SandboxEvent: {
@@ -2728,7 +2980,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description A name in `secrets` is not a secret of this key, or a name in `volumes` not a volume of this key (`not_found`); another key's secret or volume answers exactly as a missing one. */
+            /** @description A name in `secrets` is not a secret of this key, a name in `volumes` not a volume of this key, or `snapshot` not a snapshot of this key (`not_found`); another key's secret, volume or snapshot answers exactly as a missing one. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2737,7 +2989,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A volume in `volumes` is being created or deleted, was deleted while the sandbox was being made, or is damaged (`conflict`). */
+            /** @description A volume in `volumes` is being created or deleted, was deleted while the sandbox was being made, or is damaged; or the `snapshot` cannot be restored on this server (its template was rebuilt or deleted, runsc changed, or its image is gone), or it is still being taken (`conflict`). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2762,12 +3014,20 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            501: components["responses"]["VolumesNotSupported"];
+            /** @description A create with `volumes` or `snapshot` on a server whose driver keeps no volumes or snapshots (`not_implemented`; Kubernetes). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             503: components["responses"]["Unavailable"];
             /**
              * @description The sandbox's `diskMiB` does not fit: in the key's disk quota
              *     (`disk_quota_exceeded`: its running and paused sandboxes' diskMiB
-             *     plus its pause images, in MiB) or in the host's free disk less
+             *     plus its pause images and snapshots, in MiB) or in the host's free disk less
              *     the reserve the server keeps for its store and templates
              *     (`no_space`). The message names which, with the figures.
              */
@@ -2975,6 +3235,214 @@ export interface operations {
             };
             410: components["responses"]["Gone"];
             429: components["responses"]["SpendingLimit"];
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateSnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The snapshot, ready. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The key already has a snapshot of that name, or the sandbox is not running (`conflict`; starting) or paused (`sandbox_paused`; resume it first), or it holds what cannot be saved (a socket a process inside bound in /run/withruntime); it runs on. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            410: components["responses"]["Gone"];
+            /** @description The server's driver cannot take snapshots (Kubernetes), or mode `filesystem`, which is not built yet (`not_implemented`; the message names the missing capability). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The sandbox's agent channel was tampered with from inside (`agent_channel_refused`); it runs on. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description The image would not fit (the sandbox runs on, untouched, and
+             *     nothing was written): in the key's disk quota
+             *     (`disk_quota_exceeded`; its sandboxes' diskMiB, pause images and
+             *     snapshots), or in the host's free disk less the server's reserve,
+             *     or at all (`no_space`). The image is estimated before anything is
+             *     written as the sandbox's memory in use plus the blocks its files
+             *     take on the host.
+             */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    forkSandbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForkRequest"];
+            };
+        };
+        responses: {
+            /** @description The snapshot and each new sandbox or its error. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            /** @description The server's driver cannot take snapshots (`not_implemented`). */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The snapshot's image would not fit in the key's disk quota (`disk_quota_exceeded`) or on the host (`no_space`); the sandbox runs on, untouched. */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: {
+                /** @description Only the snapshots taken of this sandbox. */
+                sourceSandboxId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshots. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    getSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The snapshot's id (`snap_...`), or its name among the caller's key's snapshots. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The snapshot's id (`snap_...`), or its name among the caller's key's snapshots. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot is deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            /** @description The snapshot is still being taken (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
         };
     };
     exec: {
