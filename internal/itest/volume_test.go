@@ -56,22 +56,22 @@ func TestVolumeOutlivesSandboxes(t *testing.T) {
 	sum := lines[3]
 	e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+a.ID, nil, nil)
 
-	b := e.create(withVolumes(api.VolumeMount{Name: "work", Path: "/workspace/w"}))
-	if got := e.sh(b.ID, "cat /workspace/w/note; sha256sum /workspace/w/sub/blob | cut -c1-64"); got.Stdout != "hello\n"+sum+"\n" {
+	b := e.create(withVolumes(api.VolumeMount{Name: "work", Path: "/mnt"}))
+	if got := e.sh(b.ID, "cat /mnt/note; sha256sum /mnt/sub/blob | cut -c1-64"); got.Stdout != "hello\n"+sum+"\n" {
 		t.Fatalf("a later sandbox reads %+v, want hello and %s", got, sum)
 	}
 	// Two live sandboxes share: each sees the other's writes at once.
 	c := e.create(withVolumes(api.VolumeMount{Name: "work", Path: "/data"}))
-	e.sh(b.ID, "echo from-b > /workspace/w/shared")
+	e.sh(b.ID, "echo from-b > /mnt/shared")
 	if got := e.sh(c.ID, "cat /data/shared; echo from-c >> /data/shared"); got.Stdout != "from-b\n" {
 		t.Fatalf("sandbox c reads %+v", got)
 	}
-	if got := e.sh(b.ID, "cat /workspace/w/shared"); got.Stdout != "from-b\nfrom-c\n" {
+	if got := e.sh(b.ID, "cat /mnt/shared"); got.Stdout != "from-b\nfrom-c\n" {
 		t.Fatalf("sandbox b reads back %+v", got)
 	}
 	// Read-only.
-	ro := e.create(withVolumes(api.VolumeMount{Name: "work", Path: "/ro", ReadOnly: true}))
-	got := e.exec(ro.ID, agentapi.ExecRequest{Command: "cat /ro/note && touch /ro/x", User: "root"})
+	ro := e.create(withVolumes(api.VolumeMount{Name: "work", Path: "/srv", ReadOnly: true}))
+	got := e.exec(ro.ID, agentapi.ExecRequest{Command: "cat /srv/note && touch /srv/x", User: "root"})
 	if got.ExitCode == 0 || !strings.Contains(got.Stderr, "Read-only file system") || got.Stdout != "hello\n" {
 		t.Fatalf("read-only mount: %+v, want the read and EROFS", got)
 	}
@@ -318,8 +318,8 @@ func TestVolumeSurvivesPauseAndRestart(t *testing.T) {
 	if got := s2.sh(a.ID, "echo after-crash >> /data/a; cat /data/b"); got.Stdout != "from-b-while-a-paused\n" {
 		t.Fatalf("an adopted sandbox reads %+v", got)
 	}
-	c := s2.create(withVolumes(api.VolumeMount{Name: "keep", Path: "/v"}))
-	if got := s2.sh(c.ID, "cat /v/a; echo from-c > /v/c"); got.Stdout != "from-a\nafter-crash\n" {
+	c := s2.create(withVolumes(api.VolumeMount{Name: "keep", Path: "/data"}))
+	if got := s2.sh(c.ID, "cat /data/a; echo from-c > /data/c"); got.Stdout != "from-a\nafter-crash\n" {
 		t.Fatalf("a sandbox made after the crash reads %+v", got)
 	}
 	if got := s2.sh(a.ID, "cat /data/c"); got.Stdout != "from-c\n" {
@@ -678,4 +678,26 @@ func TestVolumeSnapshotRefused(t *testing.T) {
 			t.Errorf("POST %s of a sandbox with a volume: %d %s, want 409 naming volumes", path, st, data)
 		}
 	}
+}
+
+// TestVolumePathNotInTemplate: a volume mounts only on a directory its
+// template has. runsc's file proxy would make a missing mount point in the
+// template every sandbox shares (a create at /workspace/w once left that
+// directory in the base template for every sandbox after it; one at
+// /usr/local/bin/python3 would break python3 for every tenant): such a
+// create is a 400 and the template is untouched.
+func TestVolumePathNotInTemplate(t *testing.T) {
+	e := newEnv(t)
+	e.must(http.StatusCreated, "POST", "/v1/volumes", api.CreateVolumeRequest{Name: "tpl", SizeMiB: 16}, nil)
+	rootfs := filepath.Join(templatesDir, "base", "rootfs")
+	for _, p := range []string{"/usr/local/bin/python3", "/workspace/w", "/home/user/newdir"} {
+		st, body := e.do("POST", "/v1/sandboxes", api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "tpl", Path: p}}})
+		if st != http.StatusBadRequest || !strings.Contains(string(body), "not a directory of the sandbox's template") {
+			t.Errorf("a volume at %s: %d %s, want 400", p, st, body)
+		}
+		if _, err := os.Lstat(filepath.Join(rootfs, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists in the base template after the create: %v", p, err)
+		}
+	}
+	e.assertNoLeaks()
 }

@@ -221,9 +221,11 @@ func runMmdebstrap(ctx context.Context, env *buildEnv) error {
 	return nil
 }
 
-// mountPoints are empty root-owned directories the sandbox runtime mounts
-// over.
-var mountPoints = []string{"run/withruntime", "opt/withruntime"}
+// mountPoints are empty root-owned directories every built-in template has for the
+// sandbox's mounts: the agent's socket directory, its host files, and data,
+// where a volume mounts by default (a volume mounts only on a directory the
+// template has: gvisor.checkVolumePaths).
+var mountPoints = []string{"run/withruntime", "opt/withruntime", "data"}
 
 func mkdirRoot(path string) error {
 	if err := os.MkdirAll(path, 0o755); err != nil {

@@ -197,6 +197,9 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec, snap *snapshotMeta)
 		// A restore keeps the snapshot's mounts (runsc checks them).
 		return nil, fmt.Errorf("gvisor %s: a sandbox from a snapshot cannot mount volumes", verb)
 	}
+	if err := checkVolumePaths(spec.RootFS, spec.Volumes); err != nil {
+		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+	}
 	volDirs, err := d.mountVolumes(ctx, volumeIDs(spec.Volumes))
 	if err != nil {
 		return nil, fmt.Errorf("gvisor %s: %w", verb, err)

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"withruntime.dev/runtime/internal/driver"
+	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/volume"
 )
 
@@ -87,6 +90,33 @@ func (d *Driver) mountVolumes(ctx context.Context, ids []string) ([]string, erro
 
 // addVolumes adds to oci a bind mount of each volume of vols, whose data
 // directories on the host are dirs.
+// checkVolumePaths refuses a volume whose path is not a directory of the
+// template's root filesystem rootfs. runsc's file proxy makes a missing
+// mount point in the root it serves, and that root is the template every
+// sandbox shares: a create that mounted at /data or /workspace/w left those
+// directories in the base template, seen by every sandbox after it (and a
+// directory named like a program early in PATH would break that program
+// for every tenant). So a volume mounts only on a directory the template
+// has (the base template makes /data for this: template.mountPoints).
+func checkVolumePaths(rootfs string, vols []driver.VolumeMount) error {
+	if len(vols) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return fmt.Errorf("template root: %w", err)
+	}
+	defer root.Close()
+	for _, v := range vols {
+		rel := strings.TrimPrefix(path.Clean(v.Path), "/")
+		if fi, err := root.Lstat(rel); err != nil || !fi.IsDir() {
+			return errs.New(errs.Invalid,
+				"volume path %s is not a directory of the sandbox's template: a volume mounts on a directory the template already has, such as /data, /mnt or /srv (a sandbox never adds one to a template, which every sandbox shares); choose one of those, or build a template that has the directory (withruntime template build with a Dockerfile that makes it)", v.Path)
+		}
+	}
+	return nil
+}
+
 func addVolumes(oci *specs.Spec, vols []driver.VolumeMount, dirs []string) {
 	for i, v := range vols {
 		mode := "rw"
