@@ -699,5 +699,13 @@ func TestVolumePathNotInTemplate(t *testing.T) {
 			t.Errorf("%s exists in the base template after the create: %v", p, err)
 		}
 	}
-	e.assertNoLeaks()
+	// Nothing holds the volume: no sandbox was left mounting it.
+	e.must(http.StatusNoContent, "DELETE", "/v1/volumes/tpl", nil, nil)
+	var list api.SandboxList
+	e.must(http.StatusOK, "GET", "/v1/sandboxes", nil, &list)
+	for _, sb := range list.Sandboxes {
+		if sb.State != "stopped" {
+			t.Errorf("a refused create left sandbox %s %s", sb.ID, sb.State)
+		}
+	}
 }
