@@ -47,6 +47,15 @@ const Prefix = "/ui/"
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
+// cspWithStyleNonce is CSP that also lets <style> elements carrying nonce
+// apply: the sandbox page's terminal (xterm.js) writes its stylesheets as
+// <style> elements, which static/terminal.js stamps with the page's nonce.
+// The nonce is random per answer, so no <style> that reached the page any
+// other way applies.
+func cspWithStyleNonce(nonce string) string {
+	return strings.Replace(CSP, "style-src 'self';", "style-src 'self' 'nonce-"+nonce+"';", 1)
+}
+
 // Config configures the dashboard.
 type Config struct {
 	// API is the API handler the pages call in process (api.New).
@@ -138,6 +147,8 @@ func (d *Dashboard) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"sandboxes/rows", d.signedIn(d.sandboxRows))
 	mux.HandleFunc("GET "+Prefix+"sandboxes/{id}", d.signedIn(d.sandbox))
 	mux.HandleFunc("POST "+Prefix+"sandboxes/{id}/kill", d.signedIn(d.kill))
+	mux.HandleFunc("POST "+Prefix+"sandboxes/{id}/terminal", d.signedIn(d.terminalStart))
+	mux.HandleFunc("GET "+Prefix+"sandboxes/{id}/processes/{pid}/terminal", d.terminalSocket)
 	mux.HandleFunc("GET "+Prefix+"usage", d.signedIn(d.usage))
 	mux.HandleFunc("GET "+Prefix+"keys", d.signedIn(d.keys))
 	mux.HandleFunc("POST "+Prefix+"keys", d.signedIn(d.createKey))

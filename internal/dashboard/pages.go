@@ -166,6 +166,9 @@ type sandboxDetail struct {
 	NetworkError string
 	Processes    []agentapi.Process
 	ProcError    string
+	// StyleNonce is this answer's CSP nonce for the terminal's <style>
+	// elements (cspWithStyleNonce).
+	StyleNonce string
 }
 
 func (d *Dashboard) sandbox(w http.ResponseWriter, r *http.Request, s *signed) {
@@ -192,6 +195,8 @@ func (d *Dashboard) sandbox(w http.ResponseWriter, r *http.Request, s *signed) {
 		}
 	}
 	v.Flash = r.FormValue("msg")
+	det.StyleNonce = newToken()
+	w.Header().Set("Content-Security-Policy", cspWithStyleNonce(det.StyleNonce))
 	v.Data = det
 	d.render(w, http.StatusOK, "sandbox", v)
 }
