@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -26,8 +27,9 @@ import (
 //     path with a ticket (ticket.go) for that session, sandbox and process.
 //  2. GET /ui/sandboxes/{id}/processes/{pid}/terminal?ticket=T, the
 //     WebSocket: refused (403) when it comes from another origin, (403)
-//     without a live session, (the API's answer, 404) when the sandbox is
-//     not the session key's, (403) when the ticket is missing, used,
+//     without a live session, (404 for a tenant key, as the API answers;
+//     403 for an administrator) when the sandbox is not the session key's
+//     own (ownSandbox), (403) when the ticket is missing, used,
 //     expired, or made for another session, sandbox or process; then handed
 //     to the API's terminal WebSocket (internal/api/terminal.go) in process
 //     as the session's key, which relays it to the sandbox. What travels on
@@ -61,11 +63,38 @@ func formInt(r *http.Request, field string, lo, hi int) (int, bool) {
 	return n, err == nil && n >= lo && n <= hi
 }
 
+// ownSandbox checks that sandbox id is the session key's own: first as the
+// API answers the key (a tenant key gets 404 for another key's sandbox),
+// then by its owner, since a key without a limit sees every sandbox through
+// the API: the dashboard opens terminals only in the signed-in key's own
+// sandboxes (403 for another's that an administrator can see), so that a
+// dashboard session, a cookie in a browser, never types into a tenant's
+// sandbox. An administrator who must can still run `withruntime sandbox
+// shell` with its key.
+func (d *Dashboard) ownSandbox(ctx context.Context, s *signed, id string) error {
+	if err := d.call(ctx, s.key, "GET", "/v1/sandboxes/"+url.PathEscape(id), nil, nil); err != nil {
+		return err
+	}
+	sb, err := d.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sb.KeyID != s.key.ID {
+		return &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: "sandbox " + id + " belongs to another key (" + sb.KeyID +
+			"); the dashboard opens terminals only in the signed-in key's own sandboxes. Use `withruntime sandbox shell " + id + "` with your key instead."}
+	}
+	return nil
+}
+
 // terminalStart starts a shell on a terminal in the sandbox (or finds the
 // process to connect to) and answers with a ticket for its WebSocket.
 func (d *Dashboard) terminalStart(w http.ResponseWriter, r *http.Request, s *signed) {
 	id := r.PathValue("id")
 	procs := "/v1/sandboxes/" + url.PathEscape(id) + "/processes"
+	if err := d.ownSandbox(r.Context(), s, id); err != nil {
+		writeTerminalAnswer(w, statusOf(err), terminalAnswer{Error: err.Error()})
+		return
+	}
 	var p agentapi.Process
 	started := false
 	if r.PostFormValue("pid") != "" {
@@ -164,9 +193,9 @@ func (d *Dashboard) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "The process id "+strconv.Quote(r.PathValue("pid"))+" is not a number.", http.StatusBadRequest)
 		return
 	}
-	// Another key's sandbox is answered as the API answers (404), before
-	// the ticket is looked at.
-	if err := d.call(r.Context(), s.key, "GET", "/v1/sandboxes/"+url.PathEscape(id), nil, nil); err != nil {
+	// Another key's sandbox is refused (404 for a tenant, as the API
+	// answers it) before the ticket is looked at.
+	if err := d.ownSandbox(r.Context(), s, id); err != nil {
 		http.Error(w, err.Error(), statusOf(err))
 		return
 	}

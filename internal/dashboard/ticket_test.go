@@ -172,7 +172,9 @@ func TestCSPWithStyleNonce(t *testing.T) {
 
 // The terminal WebSocket's checks, in order, before anything reaches the
 // API: a WebSocket, from this origin, with a session, for a sandbox the
-// session's key has (else the API's own answer), with its ticket; what
+// API shows the session's key (else the API's own answer) and that is the
+// key's own (else 403: an administrator's key sees every sandbox), with its
+// ticket; what
 // reaches the API is its terminal path, without the ticket and without the
 // cookie.
 func TestTerminalSocketChecks(t *testing.T) {
@@ -180,9 +182,9 @@ func TestTerminalSocketChecks(t *testing.T) {
 	var forwarded []*http.Request
 	fakeAPI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
-		case r.URL.Path == "/v1/sandboxes/sbx_mine":
+		case r.URL.Path == "/v1/sandboxes/sbx_mine", r.URL.Path == "/v1/sandboxes/sbx_tenants": // as an administrator's key sees them
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"id":"sbx_mine"}`)
+			_, _ = io.WriteString(w, `{}`)
 		case strings.HasSuffix(r.URL.Path, "/terminal"):
 			mu.Lock()
 			forwarded = append(forwarded, r)
@@ -196,6 +198,12 @@ func TestTerminalSocketChecks(t *testing.T) {
 	})
 	td := newTestDashboard(t, fakeAPI)
 	ctx := context.Background()
+	for id, key := range map[string]string{"sbx_mine": "key_1", "sbx_tenants": "key_2"} {
+		if err := td.st.InsertSandbox(ctx, store.Sandbox{ID: id, KeyID: key, Template: "base", State: store.StateRunning,
+			CreatedAt: td.now, LeaseEndsAt: td.now.Add(time.Hour), Driver: "gvisor"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ws := func(path string, hdr ...string) (int, string) {
 		r := httptest.NewRequest("GET", "http://dash.example"+path, nil)
 		r.Header.Set("Connection", "Upgrade")
@@ -229,7 +237,8 @@ func TestTerminalSocketChecks(t *testing.T) {
 		{"another origin", path, []string{"Origin", "http://evil.example"}, http.StatusForbidden, "another site"},
 		{"no session", path, []string{"Cookie", ""}, http.StatusForbidden, "not signed in"},
 		{"a forged session", path, []string{"Cookie", sessionCookie + "=forged"}, http.StatusForbidden, "not signed in"},
-		{"another key's sandbox", "/ui/sandboxes/sbx_theirs/processes/5/terminal?ticket=" + tok, nil, http.StatusNotFound, "no sandbox here"},
+		{"another key's sandbox (the API's 404)", "/ui/sandboxes/sbx_theirs/processes/5/terminal?ticket=" + tok, nil, http.StatusNotFound, "no sandbox here"},
+		{"another key's sandbox that this key sees", "/ui/sandboxes/sbx_tenants/processes/5/terminal?ticket=" + tok, nil, http.StatusForbidden, "belongs to another key (key_2)"},
 		{"no ticket", "/ui/sandboxes/sbx_mine/processes/5/terminal", nil, http.StatusForbidden, "no terminal ticket"},
 	} {
 		if st, body := ws(c.path, c.hdr...); st != c.status || !strings.Contains(body, c.want) {

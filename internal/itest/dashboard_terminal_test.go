@@ -109,7 +109,8 @@ func readUntil(t *testing.T, ws *websocket.Conn, want string) string {
 // the session's CSRF token and a same-origin post; a WebSocket from another
 // origin is refused (403); a ticket opens one connection, for its own
 // session, sandbox and process only (403 otherwise); another key's session
-// gets 404 for the sandbox, whatever ticket it holds.
+// gets 404 for the sandbox, whatever ticket it holds; an administrator's
+// session, which sees every sandbox, gets 403 for a tenant's.
 func TestDashboardTerminal(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(api.CreateSandboxRequest{Metadata: map[string]string{"project": "terminal"}})
@@ -366,5 +367,26 @@ func testDashboardTerminalGuards(t *testing.T, e *env, id string) {
 	}
 	if ws, st := admin.dialTerminal(t6.URL); ws == nil { // the owner's ticket was not spent by the tenant's try
 		t.Errorf("the owner's ticket after another key's try: %d", st)
+	}
+
+	// An administrator's key sees the tenant's sandbox, but the dashboard
+	// opens terminals only in the key's own: no terminal on the page, 403
+	// to start one, to connect to one, and on the WebSocket.
+	if _, page := admin.req("GET", "/ui/sandboxes/"+own.ID, nil); !strings.Contains(page, `id="term-not-own"`) || strings.Contains(page, `id="term-open"`) {
+		t.Errorf("the administrator's page of a tenant's sandbox offers a terminal")
+	}
+	if st, ans := admin.openTerminal(own.ID, url.Values{"cols": {"80"}, "rows": {"24"}}); st != http.StatusForbidden || !strings.Contains(ans.Error, "another key") {
+		t.Errorf("an administrator starting a terminal in a tenant's sandbox: %d %+v, want 403", st, ans)
+	}
+	if st, ans := admin.openTerminal(own.ID, url.Values{"pid": {strconv.Itoa(mine.Pid)}}); st != http.StatusForbidden {
+		t.Errorf("an administrator connecting to a tenant's terminal: %d %+v, want 403", st, ans)
+	}
+	_, t7 := admin.openTerminal(id, url.Values{"pid": {strconv.Itoa(term.Pid)}})
+	intoTenant := strings.Replace(t7.URL, "/sandboxes/"+id+"/processes/"+strconv.Itoa(term.Pid)+"/", "/sandboxes/"+own.ID+"/processes/"+strconv.Itoa(mine.Pid)+"/", 1)
+	if _, st := admin.dialTerminal(intoTenant); st != http.StatusForbidden {
+		t.Errorf("an administrator's WebSocket into a tenant's terminal: %d, want 403", st)
+	}
+	if ws, st := tenant.dialTerminal(mine.URL); ws == nil { // the tenant's own terminal works
+		t.Errorf("the tenant's own terminal: %d", st)
 	}
 }

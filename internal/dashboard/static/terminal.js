@@ -18,8 +18,10 @@
 // lists it; it comes from this script's own nonce attribute, which the
 // browser hides from CSS and from getAttribute), and (2) applies
 // setAttribute("style", v) through the CSSOM (el.style.cssText = v), which
-// CSP does not restrict and which sets the same attribute. No other script
-// runs on the page (script-src 'self').
+// CSP does not restrict and which sets the same attribute, for xterm.js's
+// elements only (those inside the terminal, or not yet in the page, as its
+// rows are when it colours them); any other style attribute stays under the
+// CSP. No other script runs on the page (script-src 'self').
 "use strict";
 (function () {
   var me = document.currentScript;
@@ -34,7 +36,7 @@
   }
   var setAttribute = Element.prototype.setAttribute;
   Element.prototype.setAttribute = function (name, value) {
-    if (String(name).toLowerCase() === "style" && this.style) {
+    if (String(name).toLowerCase() === "style" && this.style && (!this.isConnected || this.closest(".xterm"))) {
       this.style.cssText = String(value);
       return;
     }
