@@ -1,6 +1,8 @@
 // Package dashboard is the web dashboard that `withruntime serve` serves
 // under /ui/: server-rendered html/template pages with htmx for the live
-// parts and uPlot for the usage charts, all embedded in the binary (no CDN).
+// parts, uPlot for the usage charts and xterm.js for the sandbox page's
+// terminal, all embedded in the binary (no CDN; static/vendor/SOURCES.md
+// names each file's npm package, version and licence).
 //
 // A browser signs in with an API key and gets a session (session.go). Every
 // figure the pages show comes from the API itself, called in process as
@@ -17,7 +19,10 @@
 // html/template's contextual escaping, never as HTML; the session cookie is
 // HttpOnly, SameSite=Strict, Secure under TLS and scoped to /ui/; and every
 // state-changing form carries a CSRF token bound to the session, on top of
-// Go's cross-origin protection (Sec-Fetch-Site / Origin).
+// Go's cross-origin protection (Sec-Fetch-Site / Origin). A terminal's
+// WebSocket, which can carry no form, is opened with a single-use ticket
+// that a CSRF-checked form returns, from the same origin only, in the
+// session key's own sandboxes only (terminal.go, ticket.go).
 package dashboard
 
 import (

@@ -161,7 +161,6 @@ func testDashboardTerminalBrowser(t *testing.T, e *env, id string) {
 	}
 	typeLine("type echo hi", "echo hi")
 	screenHas("echo hi", `^hi$`)
-	b.shot("terminal")
 
 	// The page's size reaches the terminal: stty size, then a narrower
 	// window and stty size again.
@@ -182,6 +181,8 @@ func testDashboardTerminalBrowser(t *testing.T, e *env, id string) {
 		t.Logf("stty size: %d x %d, then %s x %s after the resize", rows, cols, m[1], m[2])
 	}
 
+	b.do("the window as it was", 10*time.Second, chromedp.EmulateViewport(1280, 860))
+
 	// 24-bit colour: xterm.js sets it as a style attribute, which
 	// terminal.js applies through the CSSOM (no CSP violation below).
 	typeLine("a red word", `printf '\033[38;2;255;0;0mRED\033[0m\n'`)
@@ -197,7 +198,7 @@ func testDashboardTerminalBrowser(t *testing.T, e *env, id string) {
 	b.do("the exit", 15*time.Second, chromedp.Poll[chromedp.Void](
 		`document.getElementById("term-status").textContent.includes("exited with code 3")`, chromedp.WithPollingTimeout(15*time.Second)))
 	screenHas("the exit on the screen", `exited with code 3\]$`)
-	b.shot("terminal-exit")
+	b.shot("terminal")
 
 	// A process that the API started on a terminal is opened from the
 	// process list: its recent output is replayed.
