@@ -32,8 +32,9 @@ trap summary EXIT
 # (scripts/pristine-test.sh says what it removes and what stays cached).
 suite "pristine host: README's first command" scripts/pristine-test.sh
 
-# The dashboard's browser test (internal/itest TestDashboardBrowser) drives
-# Debian's Chromium headless; Runtime itself does not need it.
+# The dashboard's browser tests (internal/itest TestDashboardBrowser and
+# TestDashboardTerminal) drive Debian's Chromium headless; Runtime itself
+# does not need it.
 if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' chromium 2>/dev/null || true) != ii* ]]; then
 	echo "test: installing chromium (the dashboard's browser test)" >&2
 	apt-get update -qq >&2

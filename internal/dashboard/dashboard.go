@@ -1,6 +1,8 @@
 // Package dashboard is the web dashboard that `withruntime serve` serves
 // under /ui/: server-rendered html/template pages with htmx for the live
-// parts and uPlot for the usage charts, all embedded in the binary (no CDN).
+// parts, uPlot for the usage charts and xterm.js for the sandbox page's
+// terminal, all embedded in the binary (no CDN; static/vendor/SOURCES.md
+// names each file's npm package, version and licence).
 //
 // A browser signs in with an API key and gets a session (session.go). Every
 // figure the pages show comes from the API itself, called in process as
@@ -17,7 +19,10 @@
 // html/template's contextual escaping, never as HTML; the session cookie is
 // HttpOnly, SameSite=Strict, Secure under TLS and scoped to /ui/; and every
 // state-changing form carries a CSRF token bound to the session, on top of
-// Go's cross-origin protection (Sec-Fetch-Site / Origin).
+// Go's cross-origin protection (Sec-Fetch-Site / Origin). A terminal's
+// WebSocket, which can carry no form, is opened with a single-use ticket
+// that a CSRF-checked form returns, from the same origin only, in the
+// session key's own sandboxes only (terminal.go, ticket.go).
 package dashboard
 
 import (
@@ -46,6 +51,15 @@ const Prefix = "/ui/"
 // CSP is the Content-Security-Policy of every dashboard answer.
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// cspWithStyleNonce is CSP that also lets <style> elements carrying nonce
+// apply: the sandbox page's terminal (xterm.js) writes its stylesheets as
+// <style> elements, which static/terminal.js stamps with the page's nonce.
+// The nonce is random per answer, so no <style> that reached the page any
+// other way applies.
+func cspWithStyleNonce(nonce string) string {
+	return strings.Replace(CSP, "style-src 'self';", "style-src 'self' 'nonce-"+nonce+"';", 1)
+}
 
 // Config configures the dashboard.
 type Config struct {
@@ -138,6 +152,8 @@ func (d *Dashboard) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"sandboxes/rows", d.signedIn(d.sandboxRows))
 	mux.HandleFunc("GET "+Prefix+"sandboxes/{id}", d.signedIn(d.sandbox))
 	mux.HandleFunc("POST "+Prefix+"sandboxes/{id}/kill", d.signedIn(d.kill))
+	mux.HandleFunc("POST "+Prefix+"sandboxes/{id}/terminal", d.signedIn(d.terminalStart))
+	mux.HandleFunc("GET "+Prefix+"sandboxes/{id}/processes/{pid}/terminal", d.terminalSocket)
 	mux.HandleFunc("GET "+Prefix+"usage", d.signedIn(d.usage))
 	mux.HandleFunc("GET "+Prefix+"keys", d.signedIn(d.keys))
 	mux.HandleFunc("POST "+Prefix+"keys", d.signedIn(d.createKey))

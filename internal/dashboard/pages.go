@@ -166,6 +166,13 @@ type sandboxDetail struct {
 	NetworkError string
 	Processes    []agentapi.Process
 	ProcError    string
+	// StyleNonce is this answer's CSP nonce for the terminal's <style>
+	// elements (cspWithStyleNonce).
+	StyleNonce string
+	// Own says the sandbox is the signed-in key's, so the page offers a
+	// terminal (ownSandbox); Owner is its key's id otherwise.
+	Own   bool
+	Owner string
 }
 
 func (d *Dashboard) sandbox(w http.ResponseWriter, r *http.Request, s *signed) {
@@ -192,6 +199,11 @@ func (d *Dashboard) sandbox(w http.ResponseWriter, r *http.Request, s *signed) {
 		}
 	}
 	v.Flash = r.FormValue("msg")
+	if rec, err := d.cfg.Store.GetSandbox(r.Context(), id); err == nil {
+		det.Own, det.Owner = rec.KeyID == s.key.ID, rec.KeyID
+	}
+	det.StyleNonce = newToken()
+	w.Header().Set("Content-Security-Policy", cspWithStyleNonce(det.StyleNonce))
 	v.Data = det
 	d.render(w, http.StatusOK, "sandbox", v)
 }
