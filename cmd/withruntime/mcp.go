@@ -47,7 +47,12 @@ Over HTTP every request needs ` + "`Authorization: Bearer TOKEN`" + `: the MCP t
 (` + envMCPToken + `, else one generated at start and printed on stderr) or a
 Runtime API key, whose sessions then run their sandboxes under that key. A
 non-loopback ADDR needs ` + envMCPToken + ` set. Requests from a web page of
-another origin are refused (403) unless allowed with --allow-origin.`,
+another origin are refused (403) unless allowed with --allow-origin.
+
+runtime_exec runs a command on pipes, not on a terminal: a model reads its
+output as text, once, with the exit code. A program that must be driven on a
+terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
+(sbx.pty.create, CreateTerminal) or for a person (withruntime sandbox shell).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lease < time.Second {

@@ -160,6 +160,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/processes/{pid}/stdin", s.handleWriteStdin)
 	route("POST", "/processes/{pid}/stdin/close", s.handleCloseStdin)
 	route("GET", "/processes/{pid}/terminal", s.handleTerminal)
+	route("POST", "/processes/{pid}/resize", s.handleResize)
 	route("GET", "/files", s.handleGetFile)
 	route("PUT", "/files", s.handlePutFile)
 	route("DELETE", "/files", s.handleDeleteFile)
@@ -177,7 +178,7 @@ func (s *Server) Handler() http.Handler {
 	route("POST", "/ports/{port}/connect", s.handlePortConnect)
 	// Method-less patterns catch a known path with a wrong method.
 	for _, p := range []string{"/health", "/usage", "/configure", "/checkpoint", "/exec", "/processes", "/processes/{pid}",
-		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/processes/{pid}/terminal", "/files", "/files/list",
+		"/processes/{pid}/wait", "/processes/{pid}/kill", "/processes/{pid}/stdin", "/processes/{pid}/stdin/close", "/processes/{pid}/terminal", "/processes/{pid}/resize", "/files", "/files/list",
 		"/files/stat", "/files/mkdir", "/files/rename", "/files/watch", "/contexts", "/contexts/{contextId}",
 		"/contexts/{contextId}/restart", "/code", "/ports/{port}/connect"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {

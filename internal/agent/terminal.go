@@ -168,6 +168,45 @@ func (b *bgProc) serveTerminal(conn net.Conn, r io.Reader) {
 	}
 }
 
+// resize sets the terminal's size; the kernel sends SIGWINCH to its
+// foreground process group. A size out of range is a bad request; a
+// terminal already closed (its program ended) is a conflict.
+func (b *bgProc) resize(size wire.PtySize) error {
+	if err := checkPtySize("resize", size); err != nil {
+		return err
+	}
+	if err := setPtySize(b.p.pty, size); err != nil {
+		return conflict("the terminal of process %d is closed (its program ended); its size cannot change", b.info.Pid)
+	}
+	b.term.mu.Lock()
+	b.term.size = size
+	b.term.mu.Unlock()
+	return nil
+}
+
+// handleResize is POST /processes/{pid}/resize {"cols": C, "rows": R}: the
+// resize a terminal viewer sends as a control message, for a client
+// without a terminal channel open (the E2B facade's Update). It answers
+// the process with its new size.
+func (s *Server) handleResize(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.lookupProc(r)
+	if err != nil {
+		return err
+	}
+	if b.term == nil {
+		return conflict(`process %d was started without a terminal, which has no size; start a process with "pty": {"cols": 80, "rows": 24} to have one`, b.info.Pid)
+	}
+	var size wire.PtySize
+	if err := decodeJSON(r, &size, false); err != nil {
+		return err
+	}
+	if err := b.resize(size); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, b.snapshot())
+	return nil
+}
+
 // exitEvent is the exit event for res.
 func exitEvent(res agentapi.ExecResult) wire.TerminalEvent {
 	code := res.ExitCode
@@ -211,17 +250,7 @@ func (b *bgProc) control(data []byte) error {
 	}
 	switch c.Type {
 	case wire.ControlResize:
-		size := wire.PtySize{Cols: c.Cols, Rows: c.Rows}
-		if err := checkPtySize("resize", size); err != nil {
-			return err
-		}
-		if err := setPtySize(b.p.pty, size); err != nil {
-			return fmt.Errorf("the terminal of process %d is closed; its size cannot change", b.info.Pid)
-		}
-		b.term.mu.Lock()
-		b.term.size = size
-		b.term.mu.Unlock()
-		return nil
+		return b.resize(wire.PtySize{Cols: c.Cols, Rows: c.Rows})
 	case wire.ControlSignal:
 		if c.Signal == "" {
 			return badRequest(`a signal message names its signal, e.g. {"type": "signal", "signal": "SIGTERM"}`)

@@ -151,6 +151,34 @@ func TestTerminalRefusals(t *testing.T) {
 	a.call("POST", fmt.Sprintf("/processes/%d/kill", p.Pid), nil, 200, nil)
 }
 
+// POST /processes/{pid}/resize sets the size without a viewer; the program
+// sees it (and gets SIGWINCH).
+func TestTerminalResizeRoute(t *testing.T) {
+	t.Parallel()
+	a := newTestAgent(t, Config{})
+	p := startBackground(t, a, agentapi.ExecRequest{
+		Command: `trap 'stty size' WINCH; echo ready; while :; do sleep 0.05; done`,
+		Pty:     &wire.PtySize{Cols: 80, Rows: 24},
+	})
+	c := attachTerminal(t, a, p.Pid)
+	c.until("ready", 10*time.Second)
+	var got agentapi.Process
+	a.call("POST", fmt.Sprintf("/processes/%d/resize", p.Pid), wire.PtySize{Cols: 120, Rows: 40}, 200, &got)
+	if got.Pty == nil || *got.Pty != (wire.PtySize{Cols: 120, Rows: 40}) {
+		t.Fatalf("resize answered %+v", got)
+	}
+	c.until("40 120", 10*time.Second)
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/resize", p.Pid), wire.PtySize{Cols: 0, Rows: 40}, 400, agentapi.CodeBadRequest)
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/resize", p.Pid), map[string]any{"cols": 10, "rows": 10, "x": 1}, 400, agentapi.CodeBadRequest)
+	a.call("POST", fmt.Sprintf("/processes/%d/kill", p.Pid), nil, 200, nil)
+	c.until("", 10*time.Second)
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/resize", p.Pid), wire.PtySize{Cols: 90, Rows: 30}, 409, agentapi.CodeConflict)
+	plain := startBackground(t, a, agentapi.ExecRequest{Command: "sleep 1200"})
+	a.apiErr("POST", fmt.Sprintf("/processes/%d/resize", plain.Pid), wire.PtySize{Cols: 90, Rows: 30}, 409, agentapi.CodeConflict)
+	a.apiErr("POST", "/processes/99999/resize", wire.PtySize{Cols: 90, Rows: 30}, 404, agentapi.CodeNotFound)
+	a.call("POST", fmt.Sprintf("/processes/%d/kill", plain.Pid), nil, 200, nil)
+}
+
 // A viewer that never reads costs the program nothing: it writes far more
 // than the buffers hold and ends; a later viewer is told what it missed.
 func TestTerminalSlowViewer(t *testing.T) {

@@ -34,6 +34,9 @@
 //	GET    /processes/{pid}/terminal    -> 101, then the terminal channel of a
 //	                                       process started with a pty
 //	                                       (TerminalUpgrade; terminal.go)
+//	POST   /processes/{pid}/resize PtySize -> 200 Process; the terminal's new
+//	                                       size (409 without a terminal or after
+//	                                       its program ended)
 //	GET    /files?path=P                -> 200 raw bytes (application/octet-stream),
 //	                                       with Accept-Ranges, ETag, Last-Modified;
 //	                                       a Range of one byte range: 206 and those

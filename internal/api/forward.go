@@ -37,6 +37,7 @@ var agentRoutes = []agentRoute{
 	{method: "POST", path: "processes/{pid}/kill", body: func() any { return &killRequest{} }},
 	{method: "POST", path: "processes/{pid}/stdin", maxRaw: agentapi.MaxStdinWriteBytes},
 	{method: "POST", path: "processes/{pid}/stdin/close"},
+	{method: "POST", path: "processes/{pid}/resize", body: func() any { return &resizeRequest{} }},
 	{method: "GET", path: "files", query: map[string]queryRule{"path": pathParam}},
 	{method: "PUT", path: "files", query: map[string]queryRule{"path": pathParam}},
 	{method: "DELETE", path: "files", query: map[string]queryRule{"path": pathParam, "recursive": boolParam}},

@@ -198,6 +198,16 @@ func (req *execRequest) checkCommand() error {
 	return checkEnv("env", req.Env)
 }
 
+// resizeRequest is a terminal's new size (POST .../processes/{pid}/resize).
+type resizeRequest wire.PtySize
+
+func (req *resizeRequest) bounds() []bound {
+	return []bound{
+		intsBound("cols", &req.Cols, 1, wire.MaxPtyCols, "", "columns"),
+		intsBound("rows", &req.Rows, 1, wire.MaxPtyRows, "", "rows"),
+	}
+}
+
 type killRequest agentapi.KillRequest
 
 func (req *killRequest) check() error { return checkName("signal", req.Signal) }

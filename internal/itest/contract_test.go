@@ -520,6 +520,17 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: sbx + "/processes", body: map[string]any{"command": "true", "stdinOpen": true, "pty": map[string]any{"cols": 80, "rows": 24}}, want: 400})
 	c.do(apiCall{method: "POST", path: sbx + "/exec", body: map[string]any{"command": "true", "pty": map[string]any{"cols": 80, "rows": 24}}, want: 400})
 	c.do(apiCall{method: "GET", path: pp(tty) + "/terminal", want: 400}) // not a WebSocket
+	var sized agentapi.Process
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/processes", want: 201,
+		body: agentapi.ExecRequest{Command: "sleep 600", Pty: &wire.PtySize{Cols: 80, Rows: 24}}}), &sized)
+	var resized agentapi.Process
+	mustDecode(t, c.do(apiCall{method: "POST", path: pp(sized) + "/resize", body: wire.PtySize{Cols: 100, Rows: 30}, want: 200}), &resized)
+	if resized.Pty == nil || *resized.Pty != (wire.PtySize{Cols: 100, Rows: 30}) {
+		t.Errorf("resize: %+v", resized)
+	}
+	c.do(apiCall{method: "POST", path: pp(sized) + "/resize", body: map[string]any{"cols": 0, "rows": 30}, invalid: true, want: 400})
+	c.do(apiCall{method: "POST", path: pp(sleeper) + "/resize", body: wire.PtySize{Cols: 80, Rows: 24}, want: 409})
+	c.do(apiCall{method: "POST", path: pp(sized) + "/kill", want: 200})
 	c.do(apiCall{method: "GET", path: pp(sleeper) + "/terminal", want: 400})
 
 	// Files.

@@ -18,6 +18,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/compat/e2b/envd/processpb"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // processService is envd's process.Process over Runtime's background
@@ -27,6 +28,14 @@ import (
 // the Connect-Timeout-Ms of Start, as in envd) ends it. A Connect replays
 // the bounded buffer of output the process wrote before it (envd sends only
 // what comes after).
+//
+// Pseudo-terminals (the SDKs' sandbox.pty): a Start with a pty is a
+// background process started with "pty" (Runtime's terminals); its output
+// is the same wait stream, sent as envd's pty data events, byte for byte.
+// Input (SendInput, StreamInput: pty or stdin alike) is POST .../stdin,
+// which writes to the terminal; Update is POST .../resize; the kill is the
+// kill of any process. The terminal WebSocket is not used here: every step
+// is one request to the API, as the rest of the facade.
 type processService struct{ s *Server }
 
 var _ interface {
@@ -43,15 +52,20 @@ const keepAliveEvery = 30 * time.Second
 func (p *processService) Start(ctx context.Context, req *connect.Request[processpb.StartRequest], stream *connect.ServerStream[processpb.StartResponse]) error {
 	t := targetFrom(ctx)
 	in := req.Msg
-	if in.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pseudo-terminals (pty) are not supported by Runtime yet; run the command without one"))
-	}
 	cfg := in.GetProcess()
 	if cfg.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty; name the program to run"))
 	}
 	ex := agentapi.ExecRequest{Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(),
 		Cwd: t.home(), User: t.user, StdinOpen: in.GetStdin()}
+	if in.Pty != nil {
+		size, err := ptySize(in.GetPty())
+		if err != nil {
+			return err
+		}
+		// The terminal is its input: "stdin" has nothing to add.
+		ex.Pty, ex.StdinOpen = &size, false
+	}
 	if cfg.Cwd != nil {
 		ex.Cwd = t.abs(cfg.GetCwd())
 	}
@@ -64,7 +78,19 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	}
 	p.s.procs.add(t.id, proc.Pid, in.Tag, cfg)
 	send := func(ev *processpb.ProcessEvent) error { return stream.Send(&processpb.StartResponse{Event: ev}) }
-	return p.s.follow(ctx, t, proc.Pid, send)
+	return p.s.follow(ctx, t, proc.Pid, ex.Pty != nil, send)
+}
+
+// ptySize is the size a Start or Update asks for, checked as the API
+// would (so that the error names envd's fields).
+func ptySize(pty *processpb.PTY) (wire.PtySize, error) {
+	sz := pty.GetSize()
+	size := wire.PtySize{Cols: int(sz.GetCols()), Rows: int(sz.GetRows())}
+	if sz == nil || size.Cols < 1 || size.Cols > wire.MaxPtyCols || size.Rows < 1 || size.Rows > wire.MaxPtyRows {
+		return size, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty.size must have cols from 1 to %d and rows from 1 to %d, got cols %d, rows %d",
+			wire.MaxPtyCols, wire.MaxPtyRows, sz.GetCols(), sz.GetRows()))
+	}
+	return size, nil
 }
 
 func (p *processService) Connect(ctx context.Context, req *connect.Request[processpb.ConnectRequest], stream *connect.ServerStream[processpb.ConnectResponse]) error {
@@ -73,13 +99,19 @@ func (p *processService) Connect(ctx context.Context, req *connect.Request[proce
 	if err != nil {
 		return err
 	}
+	// Whether it runs on a terminal decides how its output is sent.
+	var pr agentapi.Process
+	if err := p.s.api.json(ctx, t.as, "GET", fmt.Sprintf("%s/processes/%d", t.base(), pid), nil, &pr); err != nil {
+		return rpcError(err)
+	}
 	send := func(ev *processpb.ProcessEvent) error { return stream.Send(&processpb.ConnectResponse{Event: ev}) }
-	return p.s.follow(ctx, t, pid, send)
+	return p.s.follow(ctx, t, pid, pr.Pty != nil, send)
 }
 
 // follow streams process pid's NDJSON wait stream as envd's events: start
-// with its pid, data (raw bytes), keepalives while quiet, and end.
-func (s *Server) follow(ctx context.Context, t target, pid int, send func(*processpb.ProcessEvent) error) error {
+// with its pid, data (raw bytes: pty data for a process on a terminal,
+// whose output is all on stdout), keepalives while quiet, and end.
+func (s *Server) follow(ctx context.Context, t target, pid int, pty bool, send func(*processpb.ProcessEvent) error) error {
 	resp, err := s.api.do(ctx, t.as, "POST", fmt.Sprintf("%s/processes/%d/wait", t.base(), pid), nil,
 		http.Header{"Accept": {agentapi.ContentTypeNDJSON}})
 	if err != nil {
@@ -123,6 +155,9 @@ func (s *Server) follow(ctx context.Context, t target, pid int, send func(*proce
 			out, done, err := toProcessEvent(ev)
 			if err != nil {
 				return err
+			}
+			if d := out.GetData(); pty && d != nil {
+				d.Output = &processpb.ProcessEvent_DataEvent_Pty{Pty: append(d.GetStdout(), d.GetStderr()...)}
 			}
 			if out != nil {
 				if err := send(out); err != nil {
@@ -223,8 +258,27 @@ func (p *processService) List(ctx context.Context, _ *connect.Request[processpb.
 	return connect.NewResponse(out), nil
 }
 
-func (p *processService) Update(context.Context, *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pseudo-terminals (pty) are not supported by Runtime yet"))
+// Update resizes a process's terminal (the SDKs' pty.resize): POST
+// .../resize. A process without a terminal is FailedPrecondition, as the
+// API's 409.
+func (p *processService) Update(ctx context.Context, req *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error) {
+	t := targetFrom(ctx)
+	pid, err := p.s.procs.pid(t.id, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.Pty == nil {
+		// Nothing else of a process can be updated.
+		return connect.NewResponse(&processpb.UpdateResponse{}), nil
+	}
+	size, err := ptySize(req.Msg.GetPty())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.s.api.json(ctx, t.as, "POST", fmt.Sprintf("%s/processes/%d/resize", t.base(), pid), size, nil); err != nil {
+		return nil, rpcError(err)
+	}
+	return connect.NewResponse(&processpb.UpdateResponse{}), nil
 }
 
 func (p *processService) SendInput(ctx context.Context, req *connect.Request[processpb.SendInputRequest]) (*connect.Response[processpb.SendInputResponse], error) {
@@ -239,11 +293,14 @@ func (p *processService) SendInput(ctx context.Context, req *connect.Request[pro
 	return connect.NewResponse(&processpb.SendInputResponse{}), nil
 }
 
+// writeStdin writes input to process pid: to its standard input, or to its
+// terminal (the agent writes to whichever the process has, so pty and
+// stdin input go the same way).
 func (s *Server) writeStdin(ctx context.Context, t target, pid int, in *processpb.ProcessInput) error {
-	if _, ok := in.GetInput().(*processpb.ProcessInput_Pty); ok {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pseudo-terminals (pty) are not supported by Runtime yet"))
-	}
 	data := in.GetStdin()
+	if _, ok := in.GetInput().(*processpb.ProcessInput_Pty); ok {
+		data = in.GetPty()
+	}
 	for len(data) > 0 {
 		n := min(len(data), agentapi.MaxStdinWriteBytes)
 		resp, err := s.api.do(ctx, t.as, "POST", fmt.Sprintf("%s/processes/%d/stdin", t.base(), pid), bytes.NewReader(data[:n]),

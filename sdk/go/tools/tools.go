@@ -27,6 +27,14 @@
 // cut from the middle. A command's exit code is always in the result, and a
 // command that fails is a result the model sees, never a Go error.
 //
+// runtime_exec runs a command on pipes, never on a terminal: a model reads
+// text, and a terminal's output is a screen being drawn (escape sequences,
+// redrawn lines, echoed input) with no end but the program's, which one
+// tool result cannot hold. An agent that must drive an interactive program
+// opens a terminal with Sandbox.CreateTerminal and decides what of the
+// screen its model sees; a command that only needs isatty runs under
+// `script -qec CMD /dev/null` inside runtime_exec.
+//
 // Arguments are untrusted: invalid JSON, a missing essential field, a
 // mistyped or unknown field come back as a Result with IsError set and a
 // message that says what to fix, and nothing reaches the sandbox

@@ -53,6 +53,8 @@ REPLACEMENTS = {
     "AsyncTemplatesMixin": "TemplatesMixin",
     "AsyncOnTemplateEvent": "OnTemplateEvent",
     "AsyncUploadSource": "UploadSource",
+    "AsyncPty": "Pty",
+    "AsyncTerminal": "Terminal",
     "_io_async": "_io_sync",
     "_async": "_sync",  # from .._async import AsyncSandbox -> from .._sync import Sandbox
     "aclose": "close",

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
-from withruntime import code, templates, types
+from withruntime import code, templates, terminal, types
 
 SPEC = Path(__file__).resolve().parents[3] / "api" / "openapi.yaml"
 
@@ -60,6 +60,8 @@ TYPES: dict[str, type] = {
     "Template": templates.Template,
     "TemplateOrigin": templates.TemplateOrigin,
     "TemplateEvent": templates.TemplateEvent,
+    "PtySize": terminal.PtySize,
+    "TerminalEvent": terminal.TerminalEvent,
 }
 
 #: Where a field's name is not the property's snake_case.

@@ -54,6 +54,15 @@ export class ServerTimeoutError extends WithRuntimeError {
   }
 }
 
+/**
+ * A terminal's connection ended before its program did (disconnect, a
+ * network failure, the sandbox paused or stopped). The program may still
+ * run: `sbx.pty.connect(pid)` connects again.
+ */
+export class TerminalDisconnectedError extends WithRuntimeError {
+  override name = "TerminalDisconnectedError";
+}
+
 /** An error answer from the server, or an error event that ended an exec stream. */
 export class APIError extends WithRuntimeError {
   override name = "APIError";

@@ -239,6 +239,19 @@ export class HttpClient {
   }
 
   /**
+   * Where a WebSocket to a path of the API goes: its URL (ws:// or wss://
+   * for the server's http:// or https://), the headers of its handshake
+   * (the API key as a bearer token) and the bound on the handshake in
+   * seconds (the response timeout; 0: none). Terminals open theirs with it.
+   */
+  webSocketTarget(path: string): { url: string; headers: Record<string, string>; handshakeTimeoutSeconds: number } {
+    const headers: Record<string, string> = { "User-Agent": "withruntime-typescript" };
+    if (this.#apiKey) headers["Authorization"] = `Bearer ${this.#apiKey}`;
+    const url = this.baseURL.replace(/^http/, "ws") + path;
+    return { url, headers, handshakeTimeoutSeconds: this.#responseTimeout };
+  }
+
+  /**
    * Sends body (if not undefined) as JSON to a path of the API and returns
    * the decoded answer (undefined for an empty one). waitSeconds is what
    * the call runs on the server before it answers (RequestOptions).
@@ -275,15 +288,20 @@ async function decodeError(resp: Response): Promise<APIError> {
   } catch {
     // the body broke off: the status still says what happened
   }
+  return errorOfBody(resp.status, resp.statusText, text);
+}
+
+/** The APIError of an error answer's status and body (a WebSocket handshake's refusal too). */
+export function errorOfBody(status: number, statusText: string, text: string): APIError {
   try {
     // The schemas' field names, each value unknown until checked: the body may be anything.
     const eb = JSON.parse(text) as { [K in keyof Schemas["Error"]]?: { [F in keyof Schemas["ErrorDetail"]]?: unknown } };
     if (eb && typeof eb.error?.code === "string" && eb.error.code !== "") {
-      return apiError(resp.status, eb.error.code, typeof eb.error.message === "string" ? eb.error.message : "");
+      return apiError(status, eb.error.code, typeof eb.error.message === "string" ? eb.error.message : "");
     }
   } catch {
     // not JSON: below
   }
-  const msg = text.trim().slice(0, 1 << 20) || resp.statusText || `HTTP ${resp.status}`;
-  return apiError(resp.status, `http_${resp.status}`, msg);
+  const msg = text.trim().slice(0, 1 << 20) || statusText || `HTTP ${status}`;
+  return apiError(status, `http_${status}`, msg);
 }

@@ -43,4 +43,18 @@ export { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS } from "
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type FileData, type ListOptions, type ListPageOptions, type ReadOptions } from "./files.js";
 export { Client, Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
+export {
+  Pty,
+  Terminal,
+  DEFAULT_TERM,
+  MAX_PTY_COLS,
+  MAX_PTY_ROWS,
+  MAX_TERMINAL_MESSAGE_BYTES,
+  MAX_TERMINAL_VIEWERS,
+  TERMINAL_REPLAY_BYTES,
+  type ConnectTerminalOptions,
+  type OnData,
+  type TerminalExit,
+  type TerminalOptions,
+} from "./terminal.js";
 export * from "./types.js";

@@ -20,6 +20,7 @@ import { EXEC_DEFAULT, stoppedError, toRequest, type Command, type ExecToOptions
 import { Files } from "./files.js";
 import { HttpClient, type CallOptions, type ClientOptions } from "./http.js";
 import * as templates from "./templates.js";
+import { Pty } from "./terminal.js";
 import type {
   BuildTemplateOptions,
   CreateSandboxRequest,
@@ -167,6 +168,18 @@ export class Sandbox implements AsyncDisposable {
   readonly client: Client;
   /** The sandbox's files. */
   readonly files: Files;
+  /**
+   * The sandbox's terminals, shaped after E2B's `sbx.pty`:
+   *
+   * ```ts
+   * const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => process.stdout.write(d) });
+   * await term.sendInput("stty size\n"); // prints "24 80"
+   * await term.resize({ cols: 120, rows: 40 });
+   * await term.sendInput("exit 3\n");
+   * (await term.wait()).exitCode; // 3
+   * ```
+   */
+  readonly pty: Pty;
   #info: SandboxInfo;
   #killed = false;
   #killing: Promise<void> | undefined;
@@ -177,6 +190,7 @@ export class Sandbox implements AsyncDisposable {
     this.id = info.id;
     this.#info = info;
     this.files = new Files(client, this.path(""));
+    this.pty = new Pty(client, this.path(""));
   }
 
   /**

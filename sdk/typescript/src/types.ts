@@ -128,6 +128,24 @@ export interface TemplateEvent extends Omit<Schema<"TemplateEvent">, "type"> {
   type: Exclude<Schemas["TemplateEvent"]["type"], "heartbeat">;
 }
 
+/** A background process as the server describes it: its pid, what it runs, whether it still runs, its terminal's size (`pty`) and how it ended. (Schema `Process`.) */
+export interface ProcessInfo extends Schema<"Process"> {}
+
+/** A terminal's size in character cells: `cols` and `rows`, each 1 to 1000. (Schema `PtySize`.) */
+export interface PtySize extends Schema<"PtySize"> {}
+
+/** A JSON message a client sends on a terminal's WebSocket: `{type: "resize", cols, rows}` or `{type: "signal", signal}`. (Schema `TerminalControl`.) */
+export interface TerminalControl extends Schema<"TerminalControl"> {}
+
+/**
+ * A JSON message the server sends on a terminal's WebSocket: "exit" (the
+ * program ended: exitCode, signal and the flags; the last message),
+ * "dropped" (this connection fell more than 1 MiB behind; `dropped` is the
+ * bytes it missed in all) or "error" (a control message it could not
+ * accept, or the sandbox stopped or paused). (Schema `TerminalEvent`.)
+ */
+export interface TerminalEvent extends Schema<"TerminalEvent"> {}
+
 // The options of the template calls: what the SDK takes, not what travels.
 
 /** Options of Client.createTemplate and Client.uploadTemplate. */

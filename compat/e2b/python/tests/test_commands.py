@@ -91,14 +91,6 @@ def test_command_timeout(sandbox):
         sandbox.commands.run("sleep 30", timeout=1)
 
 
-def test_pty_is_a_clear_error(sandbox):
-    from e2b.sandbox.commands.command_handle import PtySize
-
-    with pytest.raises(SandboxException) as e:
-        sandbox.pty.create(PtySize(rows=24, cols=80))
-    assert "not supported" in str(e.value)
-
-
 def test_stream_input(sandbox):
     h = sandbox.commands.run("cat", background=True, stdin=True)
     sandbox.commands.stream_input(h.pid, iter([b"a", "b", b"c\n"]))

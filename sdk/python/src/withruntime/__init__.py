@@ -14,12 +14,13 @@ The server is found in ``WITHRUNTIME_URL`` / ``WITHRUNTIME_API_KEY``, else
 ``~/.config/withruntime/config.json`` (``{"url", "apiKey"}``); see
 :class:`Client`. ``withruntime.tools`` gives a model the four Runtime tools;
 ``withruntime.templates`` says how to make templates from images and
-Dockerfiles.
+Dockerfiles; ``withruntime.terminal`` how to drive a program on a terminal
+(``sbx.pty``).
 """
 
-from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncSandbox
+from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncPty, AsyncSandbox, AsyncTerminal
 from ._config import ENV_API_KEY, ENV_URL, config_path
-from ._sync import Client, ExecStream, FileReader, Files, Sandbox
+from ._sync import Client, ExecStream, FileReader, Files, Pty, Sandbox, Terminal
 from .code import (
     CODE_INTERPRETER_TEMPLATE,
     DEFAULT_CODE_TIMEOUT_SECONDS,
@@ -51,6 +52,7 @@ from .errors import (
     SandboxStoppedError,
     ServerTimeoutError,
     SpendingLimitError,
+    TerminalDisconnectedError,
     TooLargeError,
     TransportError,
     UnauthorizedError,
@@ -59,6 +61,17 @@ from .errors import (
     WithRuntimeError,
 )
 from .templates import Template, TemplateEvent, TemplateOrigin
+from .terminal import (
+    DEFAULT_TERM,
+    MAX_PTY_COLS,
+    MAX_PTY_ROWS,
+    MAX_TERMINAL_MESSAGE_BYTES,
+    MAX_TERMINAL_VIEWERS,
+    TERMINAL_REPLAY_BYTES,
+    PtySize,
+    TerminalEvent,
+    TerminalExit,
+)
 from .types import (
     DEFAULT_EXEC_TIMEOUT_SECONDS,
     DEFAULT_LIST_LIMIT,
@@ -97,6 +110,19 @@ __all__ = [
     "AsyncExecStream",
     "FileReader",
     "AsyncFileReader",
+    "Pty",
+    "AsyncPty",
+    "Terminal",
+    "AsyncTerminal",
+    "PtySize",
+    "TerminalEvent",
+    "TerminalExit",
+    "MAX_PTY_COLS",
+    "MAX_PTY_ROWS",
+    "MAX_TERMINAL_MESSAGE_BYTES",
+    "TERMINAL_REPLAY_BYTES",
+    "MAX_TERMINAL_VIEWERS",
+    "DEFAULT_TERM",
     "SandboxInfo",
     "VolumeMount",
     "ExecResult",
@@ -119,6 +145,7 @@ __all__ = [
     "NotConfiguredError",
     "TransportError",
     "ServerTimeoutError",
+    "TerminalDisconnectedError",
     "APIError",
     "BadRequestError",
     "UnauthorizedError",

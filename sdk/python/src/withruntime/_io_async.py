@@ -10,11 +10,13 @@ import asyncio
 import functools
 import inspect
 import io
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator
 from types import TracebackType
 from typing import Any, BinaryIO, Generic, ParamSpec, TypeVar
 
 import httpx
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as _ws_connect
 
 from . import _files, _http, _wait
 
@@ -23,6 +25,44 @@ P = ParamSpec("P")
 
 #: The lock of a sandbox handle's kill.
 Lock = asyncio.Lock
+
+#: A terminal's finished-reading flag.
+Event = asyncio.Event
+
+#: A terminal's WebSocket (the websockets package's asyncio client).
+WebSocket = ClientConnection
+
+
+async def ws_connect(url: str, headers: dict[str, str], *, max_size: int, open_timeout: float | None) -> WebSocket:
+    """Opens a WebSocket (a terminal's): no compression, as the server
+    offers none; ``open_timeout`` bounds the handshake (None: no bound)."""
+    return await _ws_connect(
+        url,
+        additional_headers=headers,
+        compression=None,
+        max_size=max_size,
+        open_timeout=open_timeout,
+        user_agent_header=headers.get("User-Agent"),
+    )
+
+
+def spawn(fn: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+    """Runs ``fn()`` beside the caller (a terminal's reader): a task of the
+    running loop; the sync twin, a daemon thread."""
+    return asyncio.get_running_loop().create_task(fn())
+
+
+async def wait_event(ev: asyncio.Event, timeout: float | None) -> bool:
+    """Waits for ``ev`` at most ``timeout`` seconds (None: no bound);
+    whether it is set."""
+    if timeout is None:
+        await ev.wait()
+        return True
+    try:
+        await asyncio.wait_for(ev.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
 
 
 class AwaitableContext(Generic[T]):

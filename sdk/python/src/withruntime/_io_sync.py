@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, ParamSpec, TypeVar
 
 import httpx
+from websockets.sync.client import ClientConnection
+from websockets.sync.client import connect as _ws_connect
 
 from . import _files, _http, _wait
 
@@ -19,6 +21,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: The lock of a sandbox handle's kill.
 Lock = threading.Lock
+
+#: A terminal's finished-reading flag.
+Event = threading.Event
+
+#: A terminal's WebSocket (the websockets package's threaded client).
+WebSocket = ClientConnection
+
+
+def ws_connect(url: str, headers: dict[str, str], *, max_size: int, open_timeout: float | None) -> WebSocket:
+    """Opens a WebSocket (a terminal's): no compression, as the server
+    offers none; ``open_timeout`` bounds the handshake (None: no bound)."""
+    ws = _ws_connect(
+        url,
+        additional_headers=headers,
+        compression=None,
+        max_size=max_size,
+        open_timeout=open_timeout,
+        user_agent_header=headers.get("User-Agent"),
+    )
+    # Entered as a context manager (it returns itself): websockets 17 warns
+    # about a connection used without one; the terminal closes it itself.
+    return ws.__enter__()
+
+
+def spawn(fn: Callable[[], None]) -> threading.Thread:
+    """Runs ``fn()`` beside the caller (a terminal's reader) in a daemon
+    thread; the async twin, a task of the running loop."""
+    t = threading.Thread(target=fn, daemon=True, name="withruntime-terminal")
+    t.start()
+    return t
+
+
+def wait_event(ev: threading.Event, timeout: float | None) -> bool:
+    """Waits for ``ev`` at most ``timeout`` seconds (None: no bound);
+    whether it is set."""
+    return ev.wait(timeout)
 
 
 def context_factory(f: F) -> F:

@@ -26,6 +26,7 @@ __all__ = [
     "NotConfiguredError",
     "TransportError",
     "ServerTimeoutError",
+    "TerminalDisconnectedError",
     "APIError",
     "BadRequestError",
     "UnauthorizedError",
@@ -88,6 +89,12 @@ class ServerTimeoutError(TransportError, TimeoutError):
                 f"(it accepted the connection: it may be stopped or overloaded); Client(response_timeout=...) waits longer"
             )
         super().__init__(msg)
+
+
+class TerminalDisconnectedError(WithRuntimeError):
+    """A terminal's connection ended before its program did (``disconnect``,
+    a network failure, the sandbox paused or stopped). The program may still
+    run: ``sbx.pty.connect(pid)`` connects again."""
 
 
 class APIError(WithRuntimeError):

@@ -507,6 +507,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/processes/{pid}/resize": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+                /** @description A background process's id, as returned when it was started. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resize a background process's terminal
+         * @description Sets the size of the terminal of a background process started with
+         *     `pty`; the kernel sends SIGWINCH to its foreground program. The same
+         *     as a `resize` message on its terminal WebSocket, for a client that
+         *     has none open (the E2B facade's `pty.resize` is this). A process
+         *     without a terminal, or one whose program has ended, answers 409.
+         */
+        post: operations["resizeTerminal"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/processes/{pid}/terminal": {
         parameters: {
             query?: never;
@@ -3694,6 +3723,40 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+        };
+    };
+    resizeTerminal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+                /** @description A background process's id, as returned when it was started. */
+                pid: components["parameters"]["Pid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PtySize"];
+            };
+        };
+        responses: {
+            /** @description The process, with its terminal's new size in `pty`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Process"];
+                };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];

@@ -5,13 +5,14 @@ Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
 Modules, bottom to top: ``_base`` (what the features need of the
 client, as protocols), ``_files`` (the file API), ``_code`` (the code
 interpreter's methods), ``_templates`` (the template methods), then
-``_client`` (the client, the sandbox handle and the exec stream), which
-uses them."""
+``_pty`` (terminals), then ``_client`` (the client, the sandbox handle and
+the exec stream), which uses them."""
 
 from .._io_async import AsyncFileReader
 from ._client import AsyncClient, AsyncExecStream, AsyncSandbox
 from ._code import AsyncCodeInterpreterMixin
 from ._files import AsyncFiles
+from ._pty import AsyncPty, AsyncTerminal
 from ._templates import AsyncTemplatesMixin
 
 __all__ = [
@@ -22,4 +23,6 @@ __all__ = [
     "AsyncFileReader",
     "AsyncCodeInterpreterMixin",
     "AsyncTemplatesMixin",
+    "AsyncPty",
+    "AsyncTerminal",
 ]

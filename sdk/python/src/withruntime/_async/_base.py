@@ -19,6 +19,10 @@ class AsyncTransport(Protocol):
     """The client's requests (see the client's ``_send`` and ``_json``)."""
 
     base_url: str
+    #: The API key (sent on a terminal's WebSocket handshake) and the bound
+    #: on waiting for an answer's headers, in seconds (None: no bound).
+    _api_key: str
+    _response: float | None
 
     async def _send(
         self,

@@ -40,6 +40,7 @@ from ..types import (
 )
 from ._code import AsyncCodeInterpreterMixin
 from ._files import AsyncFiles
+from ._pty import AsyncPty
 from ._templates import AsyncTemplatesMixin
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
@@ -804,6 +805,19 @@ class AsyncSandbox(AsyncCodeInterpreterMixin):
     def files(self) -> AsyncFiles:
         """The sandbox's file API."""
         return AsyncFiles(self)
+
+    # -- terminals ---------------------------------------------------------
+
+    @property
+    def pty(self) -> AsyncPty:
+        """The sandbox's terminals (see :mod:`withruntime.terminal`)::
+
+            term = sbx.pty.create(PtySize(cols=80, rows=24), on_data=sys.stdout.buffer.write)
+            term.send_input(b"stty size\n")
+            term.send_input(b"exit 3\n")
+            term.wait().exit_code  # 3
+        """
+        return AsyncPty(self)
 
     def _path(self, suffix: str = "") -> str:
         return _http.sandbox_path(self._id, suffix)

@@ -7,13 +7,14 @@ Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
 Modules, bottom to top: ``_base`` (what the features need of the
 client, as protocols), ``_files`` (the file API), ``_code`` (the code
 interpreter's methods), ``_templates`` (the template methods), then
-``_client`` (the client, the sandbox handle and the exec stream), which
-uses them."""
+``_pty`` (terminals), then ``_client`` (the client, the sandbox handle and
+the exec stream), which uses them."""
 
 from .._io_sync import FileReader
 from ._client import Client, ExecStream, Sandbox
 from ._code import CodeInterpreterMixin
 from ._files import Files
+from ._pty import Pty, Terminal
 from ._templates import TemplatesMixin
 
 __all__ = [
@@ -24,4 +25,6 @@ __all__ = [
     "FileReader",
     "CodeInterpreterMixin",
     "TemplatesMixin",
+    "Pty",
+    "Terminal",
 ]

@@ -42,6 +42,7 @@ from ..types import (
 )
 from ._code import CodeInterpreterMixin
 from ._files import Files
+from ._pty import Pty
 from ._templates import TemplatesMixin
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
@@ -806,6 +807,19 @@ class Sandbox(CodeInterpreterMixin):
     def files(self) -> Files:
         """The sandbox's file API."""
         return Files(self)
+
+    # -- terminals ---------------------------------------------------------
+
+    @property
+    def pty(self) -> Pty:
+        """The sandbox's terminals (see :mod:`withruntime.terminal`)::
+
+            term = sbx.pty.create(PtySize(cols=80, rows=24), on_data=sys.stdout.buffer.write)
+            term.send_input(b"stty size\n")
+            term.send_input(b"exit 3\n")
+            term.wait().exit_code  # 3
+        """
+        return Pty(self)
 
     def _path(self, suffix: str = "") -> str:
         return _http.sandbox_path(self._id, suffix)

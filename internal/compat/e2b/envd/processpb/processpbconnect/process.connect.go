@@ -66,7 +66,7 @@ type ProcessClient interface {
 	Connect(context.Context, *connect.Request[processpb.ConnectRequest]) (*connect.ServerStreamForClient[processpb.ConnectResponse], error)
 	// Start runs a command and streams start, data and end events.
 	Start(context.Context, *connect.Request[processpb.StartRequest]) (*connect.ServerStreamForClient[processpb.StartResponse], error)
-	// Update resizes a pseudo-terminal (not served by Runtime: unimplemented).
+	// Update resizes a pseudo-terminal.
 	Update(context.Context, *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error)
 	// StreamInput sends standard input as a client stream.
 	StreamInput(context.Context) *connect.ClientStreamForClient[processpb.StreamInputRequest, processpb.StreamInputResponse]
@@ -201,7 +201,7 @@ type ProcessHandler interface {
 	Connect(context.Context, *connect.Request[processpb.ConnectRequest], *connect.ServerStream[processpb.ConnectResponse]) error
 	// Start runs a command and streams start, data and end events.
 	Start(context.Context, *connect.Request[processpb.StartRequest], *connect.ServerStream[processpb.StartResponse]) error
-	// Update resizes a pseudo-terminal (not served by Runtime: unimplemented).
+	// Update resizes a pseudo-terminal.
 	Update(context.Context, *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error)
 	// StreamInput sends standard input as a client stream.
 	StreamInput(context.Context, *connect.ClientStream[processpb.StreamInputRequest]) (*connect.Response[processpb.StreamInputResponse], error)
