@@ -135,9 +135,9 @@ func streamOutput(stream string, data []byte) {
 
 func newRunCmd() *cobra.Command {
 	var f createFlags
-	var noStdin, trial bool
+	var noStdin, trial, interactive, tty bool
 	cmd := &cobra.Command{
-		Use:   "run [flags] -- CMD [ARGS...]",
+		Use:   "run [-it] [flags] -- CMD [ARGS...]",
 		Short: "Run one command in a fresh sandbox, stream its output, exit with its code",
 		Long: `Creates a sandbox, runs CMD in it streaming stdout and stderr, destroys the
 sandbox (also on Ctrl-C, SIGTERM, SIGHUP, or when stdout is a closed pipe)
@@ -155,6 +155,9 @@ program and its arguments. ` + stdinHelp,
 				return err
 			}
 			ctx := cmd.Context()
+			if tty {
+				return runOnTerminal(ctx, req, ereq, interactive && !noStdin)
+			}
 			if ereq.Stdin, err = commandStdin(ctx, os.Stdin, noStdin); err != nil {
 				return err
 			}
@@ -186,8 +189,27 @@ program and its arguments. ` + stdinHelp,
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVarP(&noStdin, "no-stdin", "n", false, "do not read stdin (the command reads end-of-file), as ssh -n")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "with -t: send this terminal's keys to CMD")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run CMD on a terminal in the sandbox, as docker run -it (see sandbox exec -it); the sandbox is destroyed when CMD ends or the CLI detaches")
 	cmd.Flags().BoolVar(&trial, "trial", false, "with no server and key configured, first log in (withruntime login --trial) to WITHRUNTIME_URL or this host's server and ask for a trial key")
 	return cmd
+}
+
+// runOnTerminal is `sandbox run -it`: a sandbox, CMD on a terminal in it
+// joined to this one (startOnTerminal), and the sandbox destroyed however
+// that ends (CMD's exit, a signal, the detach keys).
+func runOnTerminal(ctx context.Context, req api.CreateSandboxRequest, ereq agentapi.ExecRequest, input bool) error {
+	s, err := connect(ctx, req.Template)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	sb, err := createForRun(ctx, s, req)
+	if err != nil {
+		return err
+	}
+	defer destroy(ctx, s, sb.ID)
+	return startOnTerminal(ctx, s, sb.ID, ereq, input)
 }
 
 // createAndRun creates run's sandbox with its command as the first

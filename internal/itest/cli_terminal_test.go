@@ -214,3 +214,30 @@ func TestCLITerminal(t *testing.T) {
 		t.Errorf("attach: exit %d, want 4; terminal %q", code, tail(h.output(), 300))
 	}
 }
+
+// TestCLIRunTerminal: `withruntime sandbox run -it` under a real terminal,
+// as docker run -it: a fresh sandbox, the program on a terminal of the
+// window's size, its exit code the CLI's, the host terminal restored, and
+// the sandbox destroyed at the end.
+func TestCLIRunTerminal(t *testing.T) {
+	e := newEnv(t)
+	h := e.onHostTerm(33, 111, "sandbox", "run", "-it", "--", "bash", "--norc", "--noprofile", "-c", "stty size; tty; read -r line; echo got=$line; exit 5")
+	before := h.initial
+	m := h.waitOutput(0, "33 111", 60*time.Second)
+	m = h.waitOutput(m, "/dev/pts/", 10*time.Second)
+	h.send("hello\r")
+	h.waitOutput(m, "got=hello", 10*time.Second)
+	if code := h.wait(30 * time.Second); code != 5 {
+		t.Errorf("run -it exit code %d, want 5; terminal %q", code, tail(h.output(), 300))
+	}
+	if after := h.lflag(); after != before {
+		t.Errorf("the host terminal's lflag is %#x after run -it, was %#x", after, before)
+	}
+	var list api.SandboxList
+	e.must(http.StatusOK, "GET", "/v1/sandboxes", nil, &list)
+	for _, sb := range list.Sandboxes {
+		if sb.State != "stopped" {
+			t.Errorf("run -it left sandbox %s %s", sb.ID, sb.State)
+		}
+	}
+}
