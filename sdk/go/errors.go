@@ -3,6 +3,8 @@ package withruntime
 import (
 	"errors"
 	"fmt"
+
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // Sentinel errors, one per error code of the API. Test for them with
@@ -77,32 +79,30 @@ var (
 	ErrNotConfigured = errors.New("withruntime: no Runtime server configured")
 )
 
-// codes maps each API error code to its sentinel and HTTP status.
-var codes = map[string]struct {
-	err    error
-	status int
-}{
-	"bad_request":           {ErrBadRequest, 400},
-	"unauthorized":          {ErrUnauthorized, 401},
-	"forbidden":             {ErrForbidden, 403},
-	"not_found":             {ErrNotFound, 404},
-	"timeout":               {ErrTimeout, 408},
-	"agent_timeout":         {ErrTimeout, 504},
-	"conflict":              {ErrConflict, 409},
-	"sandbox_paused":        {ErrPaused, 409},
-	"lease_ended":           {ErrLeaseEnded, 410},
-	"sandbox_stopped":       {ErrSandboxStopped, 410},
-	"too_large":             {ErrTooLarge, 413},
-	"range_not_satisfiable": {ErrRangeNotSatisfiable, 416},
-	"rate_limited":          {ErrRateLimited, 429},
-	"internal":              {ErrInternal, 500},
-	"not_implemented":       {ErrNotImplemented, 501},
-	"unavailable":           {ErrUnavailable, 503},
-	"no_space":              {ErrNoSpace, 507},
-	"cost_cap":              {ErrCostCap, 400},
-	"spending_limit":        {ErrSpendingLimit, 429},
-	"quota_exceeded":        {ErrQuota, 429},
-	"disk_quota_exceeded":   {ErrQuota, 507},
+// codes maps each API error code to its sentinel (its HTTP status is
+// wire.CodeStatus's).
+var codes = map[string]error{
+	"bad_request":           ErrBadRequest,
+	"unauthorized":          ErrUnauthorized,
+	"forbidden":             ErrForbidden,
+	"not_found":             ErrNotFound,
+	"timeout":               ErrTimeout,
+	"agent_timeout":         ErrTimeout,
+	"conflict":              ErrConflict,
+	"sandbox_paused":        ErrPaused,
+	"lease_ended":           ErrLeaseEnded,
+	"sandbox_stopped":       ErrSandboxStopped,
+	"too_large":             ErrTooLarge,
+	"range_not_satisfiable": ErrRangeNotSatisfiable,
+	"rate_limited":          ErrRateLimited,
+	"internal":              ErrInternal,
+	"not_implemented":       ErrNotImplemented,
+	"unavailable":           ErrUnavailable,
+	"no_space":              ErrNoSpace,
+	"cost_cap":              ErrCostCap,
+	"spending_limit":        ErrSpendingLimit,
+	"quota_exceeded":        ErrQuota,
+	"disk_quota_exceeded":   ErrQuota,
 }
 
 // byStatus is the sentinel for an answer whose code is unknown to this
@@ -133,16 +133,11 @@ func (e *APIError) Error() string {
 // Is makes errors.Is(err, ErrNotFound) and the like true for an APIError
 // of that code (or, for a code this SDK does not know, of that status).
 func (e *APIError) Is(target error) bool {
-	if c, ok := codes[e.Code]; ok {
-		return c.err == target
+	if err, ok := codes[e.Code]; ok {
+		return err == target
 	}
 	return byStatus[e.Status] == target
 }
 
 // statusOfCode is the HTTP status an error code maps to (500 if unknown).
-func statusOfCode(code string) int {
-	if c, ok := codes[code]; ok {
-		return c.status
-	}
-	return 500
-}
+func statusOfCode(code string) int { return wire.CodeStatus(code) }

@@ -67,8 +67,10 @@ func (s *Server) controlRoutes() {
 	h("POST /v2/sandboxes/{id}/connect", s.connect)
 	h("PUT /sandboxes/{id}/network", s.setNetwork)
 	h("GET /sandboxes/{id}/metrics", s.unsupported("sandbox metrics (use Runtime's GET /v1/usage for what a sandbox used)"))
-	h("POST /sandboxes/{id}/snapshots", s.unsupported("snapshots (pause the sandbox instead: it is kept whole until resumed)"))
-	h("POST /sandboxes/{id}/fork", s.unsupported("forking a sandbox"))
+	h("POST /sandboxes/{id}/snapshots", s.createSnapshot)
+	h("POST /sandboxes/{id}/fork", s.fork)
+	h("GET /snapshots", s.listSnapshots)
+	h("DELETE /templates/{templateID}", s.deleteTemplate)
 	s.control.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"message": "Health check successful"})
 	})
@@ -120,8 +122,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
+	snap, err := s.snapshotOf(r.Context(), as, req.TemplateID)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
 	in := api.CreateSandboxRequest{Template: cmp.Or(s.cfg.Templates[req.TemplateID], req.TemplateID),
 		TimeoutSeconds: timeout, Env: req.EnvVars, Metadata: req.Metadata, Network: net}
+	if snap != "" {
+		in.Template, in.Snapshot = "", snap
+	}
 	if req.AutoPause {
 		in.OnLeaseEnd = "pause"
 	}
@@ -138,18 +148,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	if req.Network != nil && req.Network.AllowPublicTraffic != nil {
 		public = *req.Network.AllowPublicTraffic
 	}
-	token, err := s.mintToken(detach(r.Context()), sb.ID, req.TemplateID)
-	if err == nil {
-		err = s.cfg.Store.SetE2BTraffic(detach(r.Context()), sb.ID, public)
-	}
+	created, err := s.handOut(r.Context(), as, sb.ID, req.TemplateID, public)
 	if err != nil {
-		// Nobody could reach the sandbox: destroy it rather than bill it.
-		_ = s.api.json(detach(r.Context()), as, "DELETE", "/v1/sandboxes/"+sb.ID, nil, nil)
 		s.writeAPIError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, createdSandbox{TemplateID: req.TemplateID, SandboxID: e2bID(sb.ID), ClientID: ClientID,
-		EnvdVersion: EnvdVersion, EnvdAccessToken: token, TrafficAccessToken: &token, Domain: s.domain()})
+	writeJSON(w, http.StatusCreated, created)
 }
 
 // mintToken makes a new access token for sandbox id and records its hash.

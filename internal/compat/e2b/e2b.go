@@ -9,8 +9,10 @@
 //     GET /sandboxes and /v2/sandboxes (X-Next-Token pages), GET and DELETE
 //     /sandboxes/{id}, POST /sandboxes/{id}/timeout, /pause, /resume,
 //     /refreshes, POST /v2/sandboxes/{id}/connect and /sandboxes/{id}/connect,
-//     GET /sandboxes/{id}/metrics, PUT /sandboxes/{id}/network. Authenticated
-//     by X-API-KEY; errors are {"code": HTTP status, "message"}.
+//     GET /sandboxes/{id}/metrics, PUT /sandboxes/{id}/network, and
+//     snapshots and fork (snapshot.go): POST /sandboxes/{id}/snapshots and
+//     /fork, GET /snapshots, DELETE /templates/{id} (a snapshot's).
+//     Authenticated by X-API-KEY; errors are {"code": HTTP status, "message"}.
 //   - the data plane ("envd", E2B_SANDBOX_URL): requests that carry the
 //     sandbox's access token (X-Access-Token, handed out at create and
 //     connect) and usually E2b-Sandbox-Id and E2b-Sandbox-Port. Port 49983:
