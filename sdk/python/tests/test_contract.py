@@ -48,6 +48,7 @@ TYPES: dict[str, type] = {
     "FileList": types.FileListPage,
     "NetworkPolicy": types.NetworkPolicy,
     "Secret": types.SecretInfo,
+    "Snapshot": types.SnapshotInfo,
     "Key": types.KeyInfo,
     "UsageReport": types.UsageReport,
     "UsageRow": types.UsageRow,

@@ -18,9 +18,18 @@ Dockerfiles; ``withruntime.terminal`` how to drive a program on a terminal
 (``sbx.pty``).
 """
 
-from ._async import AsyncClient, AsyncExecStream, AsyncFileReader, AsyncFiles, AsyncPty, AsyncSandbox, AsyncTerminal
+from ._async import (
+    AsyncClient,
+    AsyncExecStream,
+    AsyncFileReader,
+    AsyncFiles,
+    AsyncForkResult,
+    AsyncPty,
+    AsyncSandbox,
+    AsyncTerminal,
+)
 from ._config import ENV_API_KEY, ENV_URL, config_path
-from ._sync import Client, ExecStream, FileReader, Files, Pty, Sandbox, Terminal
+from ._sync import Client, ExecStream, FileReader, Files, ForkResult, Pty, Sandbox, Terminal
 from .code import (
     CODE_INTERPRETER_TEMPLATE,
     DEFAULT_CODE_TIMEOUT_SECONDS,
@@ -76,6 +85,7 @@ from .types import (
     DEFAULT_EXEC_TIMEOUT_SECONDS,
     DEFAULT_LIST_LIMIT,
     DEFAULT_MAX_OUTPUT_BYTES,
+    MAX_FORK_COUNT,
     MAX_LIST_LIMIT,
     MAX_MAX_OUTPUT_BYTES,
     TIMEOUT_EXIT_CODE,
@@ -90,6 +100,7 @@ from .types import (
     NetworkPolicy,
     SandboxInfo,
     SecretInfo,
+    SnapshotInfo,
     UsagePrices,
     UsageReport,
     UsageRow,
@@ -132,6 +143,10 @@ __all__ = [
     "FileListPage",
     "NetworkPolicy",
     "SecretInfo",
+    "SnapshotInfo",
+    "ForkResult",
+    "AsyncForkResult",
+    "MAX_FORK_COUNT",
     "KeyInfo",
     "UsageRow",
     "UsagePrices",

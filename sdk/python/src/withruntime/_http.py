@@ -108,6 +108,7 @@ def create_body(
     max_cost_micros: int | None = None,
     on_lease_end: str | None = None,
     auto_resume: bool | None = None,
+    snapshot: str | None = None,
 ) -> dict[str, Any]:
     """The body of POST /v1/sandboxes. Unset (None) fields are left out and
     take the server's defaults. ``network`` is sent only when it differs
@@ -127,6 +128,7 @@ def create_body(
             "maxCostMicros": int(max_cost_micros) if max_cost_micros else None,
             "onLeaseEnd": on_lease_end or None,
             "autoResume": bool(auto_resume) if auto_resume is not None else None,
+            "snapshot": snapshot or None,
         }
     )
     if network is not None:
@@ -134,6 +136,45 @@ def create_body(
         if net != DEFAULT_NETWORK:
             body["network"] = net
     return body
+
+
+def fork_body(
+    count: int,
+    *,
+    keep_snapshot: bool,
+    name: str | None,
+    sandbox_options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The body of POST /v1/sandboxes/{id}/fork: ``count``, and each new
+    sandbox's options as :func:`create_body` takes them (its template and
+    disk are the source's)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count: give the number of sandboxes to make, an int; got {count!r}")
+    body = create_body(
+        template=None,
+        disk_mib=None,
+        timeout_seconds=sandbox_options.get("timeout_seconds"),
+        cpu=sandbox_options.get("cpu"),
+        memory_mib=sandbox_options.get("memory_mib"),
+        env=sandbox_options.get("env"),
+        metadata=sandbox_options.get("metadata"),
+        network=sandbox_options.get("network"),
+        secrets=sandbox_options.get("secrets"),
+        max_cost_micros=sandbox_options.get("max_cost_micros"),
+        on_lease_end=sandbox_options.get("on_lease_end"),
+        auto_resume=sandbox_options.get("auto_resume"),
+    )
+    body["count"] = count
+    if keep_snapshot:
+        body["keepSnapshot"] = True
+    if name:
+        body["name"] = name
+    return body
+
+
+def snapshot_path(ref: str) -> str:
+    """The path of the snapshot ``ref`` (its id or name)."""
+    return "/v1/snapshots/" + quote(ref, safe="")
 
 
 def secret_body(name: str, value: str, hosts: Sequence[str]) -> dict[str, Any]:

@@ -28,6 +28,8 @@ __all__ = [
     "MAX_LIST_LIMIT",
     "NetworkPolicy",
     "SecretInfo",
+    "SnapshotInfo",
+    "MAX_FORK_COUNT",
     "KeyInfo",
     "UsageRow",
     "UsagePrices",
@@ -445,6 +447,69 @@ class SecretInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """The secret as the server sent it (camelCase keys)."""
+        return dict(self._raw)
+
+
+#: The most sandboxes one ``fork`` makes.
+MAX_FORK_COUNT = 32
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot's record as the server returns it: a running sandbox saved
+    whole (memory, processes, files), from which new sandboxes start
+    (``Sandbox.create(snapshot=...)``). It belongs to the key that took it
+    (another tenant key's is not found), counts in that key's disk quota and
+    is billed at the storage price until it is deleted."""
+
+    #: The snapshot's id (``"snap_"`` and 16 characters).
+    id: str
+    #: The sandbox it was taken of.
+    source_sandbox_id: str
+    #: The source's template, and so every sandbox's made from it.
+    template: str
+    #: What it holds: ``"full"`` (memory, processes and files).
+    mode: Literal["full"] | str
+    #: ``"creating"`` while its image is written, then ``"ready"``.
+    state: Literal["creating", "ready"] | str
+    #: The size of its image on the host, in bytes.
+    bytes: int
+    #: The source's vCPUs, which a create from it gets by default.
+    cpu: float
+    #: The source's memory, in MiB: a sandbox made from it has at least this.
+    memory_mib: int
+    #: The source's disk cap, in MiB: a sandbox made from it has exactly this.
+    disk_mib: int
+    #: When it was taken (UTC).
+    created_at: datetime | None
+    #: What keeping it has cost so far, in micro-dollars (1 USD =
+    #: 1,000,000): its bytes × time at the storage price, as of the last
+    #: metering sample.
+    cost_micros: int = 0
+    #: Its name among its key's snapshots, or ``""``.
+    name: str = ""
+    _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SnapshotInfo:
+        return cls(
+            id=d.get("id", ""),
+            source_sandbox_id=d.get("sourceSandboxId", ""),
+            template=d.get("template", ""),
+            mode=d.get("mode", ""),
+            state=d.get("state", ""),
+            bytes=int(d.get("bytes", 0) or 0),
+            cpu=float(d.get("cpu", 0) or 0),
+            memory_mib=int(d.get("memoryMiB", 0) or 0),
+            disk_mib=int(d.get("diskMiB", 0) or 0),
+            created_at=parse_time(d.get("createdAt")),
+            cost_micros=int(d.get("costMicros", 0) or 0),
+            name=d.get("name", "") or "",
+            _raw=dict(d),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The snapshot as the server sent it (camelCase keys)."""
         return dict(self._raw)
 
 

@@ -5,7 +5,7 @@ Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
 Modules, bottom to top: ``_base`` (what the features need of the
 client, as protocols), ``_files`` (the file API), ``_code`` (the code
 interpreter's methods), ``_templates`` (the template methods), then
-``_pty`` (terminals), then ``_client`` (the client, the sandbox handle and
+``_pty`` (terminals), ``_snapshots`` (snapshots and fork), then ``_client`` (the client, the sandbox handle and
 the exec stream), which uses them."""
 
 from .._io_async import AsyncFileReader
@@ -13,6 +13,7 @@ from ._client import AsyncClient, AsyncExecStream, AsyncSandbox
 from ._code import AsyncCodeInterpreterMixin
 from ._files import AsyncFiles
 from ._pty import AsyncPty, AsyncTerminal
+from ._snapshots import AsyncForkResult, AsyncSandboxSnapshotsMixin, AsyncSnapshotsMixin
 from ._templates import AsyncTemplatesMixin
 
 __all__ = [
@@ -25,4 +26,7 @@ __all__ = [
     "AsyncTemplatesMixin",
     "AsyncPty",
     "AsyncTerminal",
+    "AsyncForkResult",
+    "AsyncSnapshotsMixin",
+    "AsyncSandboxSnapshotsMixin",
 ]

@@ -7,7 +7,7 @@ Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
 Modules, bottom to top: ``_base`` (what the features need of the
 client, as protocols), ``_files`` (the file API), ``_code`` (the code
 interpreter's methods), ``_templates`` (the template methods), then
-``_pty`` (terminals), then ``_client`` (the client, the sandbox handle and
+``_pty`` (terminals), ``_snapshots`` (snapshots and fork), then ``_client`` (the client, the sandbox handle and
 the exec stream), which uses them."""
 
 from .._io_sync import FileReader
@@ -15,6 +15,7 @@ from ._client import Client, ExecStream, Sandbox
 from ._code import CodeInterpreterMixin
 from ._files import Files
 from ._pty import Pty, Terminal
+from ._snapshots import ForkResult, SandboxSnapshotsMixin, SnapshotsMixin
 from ._templates import TemplatesMixin
 
 __all__ = [
@@ -27,4 +28,7 @@ __all__ = [
     "TemplatesMixin",
     "Pty",
     "Terminal",
+    "ForkResult",
+    "SnapshotsMixin",
+    "SandboxSnapshotsMixin",
 ]

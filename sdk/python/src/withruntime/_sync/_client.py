@@ -15,7 +15,7 @@ import builtins
 import json
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import IO, Any, TextIO
+from typing import IO, Any, Self, TextIO
 
 import httpx
 
@@ -43,12 +43,13 @@ from ..types import (
 from ._code import CodeInterpreterMixin
 from ._files import Files
 from ._pty import Pty
+from ._snapshots import SandboxSnapshotsMixin, SnapshotsMixin
 from ._templates import TemplatesMixin
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
 
-class Client(TemplatesMixin):
+class Client(TemplatesMixin, SnapshotsMixin):
     """A connection to one Runtime server. Safe to share between threads.
 
     ``Client()`` finds the server in ``base_url``/``api_key``, else
@@ -71,7 +72,9 @@ class Client(TemplatesMixin):
     the seconds waited. They apply per request, over ``http_client``'s own.
 
     Templates (root filesystems from images and Dockerfiles) are managed
-    with the template methods (see :mod:`withruntime.templates`).
+    with the template methods (see :mod:`withruntime.templates`); snapshots
+    with :meth:`snapshots`, :meth:`get_snapshot` and :meth:`delete_snapshot`
+    (taken with :meth:`Sandbox.snapshot`).
 
     :class:`~withruntime.AsyncClient` is its asyncio twin (an
     ``httpx.AsyncClient`` underneath): the same methods, awaited, and
@@ -126,6 +129,7 @@ class Client(TemplatesMixin):
         max_cost_micros: int | None = None,
         on_lease_end: str | None = None,
         auto_resume: bool | None = None,
+        snapshot: str | None = None,
     ) -> Sandbox:
         """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
         body = _http.create_body(
@@ -141,6 +145,7 @@ class Client(TemplatesMixin):
             max_cost_micros=max_cost_micros,
             on_lease_end=on_lease_end,
             auto_resume=auto_resume,
+            snapshot=snapshot,
         )
         info = SandboxInfo.from_dict(self._json("POST", "/v1/sandboxes", body, wait=_wait.BOOT_WAIT))
         return Sandbox(self, info.id, info)
@@ -409,7 +414,7 @@ class Client(TemplatesMixin):
             raise WithRuntimeError(f"withruntime: decoding the answer to {method} {path}: {e}") from e
 
 
-class Sandbox(CodeInterpreterMixin):
+class Sandbox(CodeInterpreterMixin, SandboxSnapshotsMixin):
     """A handle on one sandbox. Use it as a context manager to destroy the
     sandbox on exit::
 
@@ -457,6 +462,7 @@ class Sandbox(CodeInterpreterMixin):
         max_cost_micros: int | None = None,
         on_lease_end: str | None = None,
         auto_resume: bool | None = None,
+        snapshot: str | None = None,
         client: Client | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -481,6 +487,17 @@ class Sandbox(CodeInterpreterMixin):
         first lease could cost more, in micro-dollars (1 USD = 1,000,000):
         every vCPU busy plus the memory size, for the whole lease.
 
+        ``snapshot`` (an id, ``snap_...``, or a name among the key's
+        snapshots; see :meth:`snapshot`) starts the sandbox from that
+        snapshot instead of booting the template: its processes run on where
+        they were, with their memory and files. Its template and disk are
+        then the snapshot's (leave ``template`` and ``disk_mib`` out),
+        ``memory_mib`` at least the snapshot's (default: the same) and
+        ``cpu`` by default its source's. ``env`` is added to the environment
+        of commands started afterwards; programs already running keep
+        theirs. A snapshot that is not found (or is another key's) raises
+        NotFoundError.
+
         The server is ``client``'s, else the one found by ``Client(base_url,
         api_key)``. Raises BadRequestError (invalid options, unknown
         template or secret), CostCapError, SpendingLimitError (the key's
@@ -503,6 +520,7 @@ class Sandbox(CodeInterpreterMixin):
                 max_cost_micros=max_cost_micros,
                 on_lease_end=on_lease_end,
                 auto_resume=auto_resume,
+                snapshot=snapshot,
             )
         except BaseException:
             if owns:
@@ -823,6 +841,9 @@ class Sandbox(CodeInterpreterMixin):
 
     def _path(self, suffix: str = "") -> str:
         return _http.sandbox_path(self._id, suffix)
+
+    def _sibling(self, info: SandboxInfo) -> Self:
+        return type(self)(self._conn, info.id, info)
 
 
 class ExecStream(Iterator[Event]):
