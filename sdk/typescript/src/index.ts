@@ -42,7 +42,8 @@ export { eventData, stderrData, stdoutData, type Command, type ExecToOptions, ty
 export { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS } from "./wait.js";
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
 export { Files, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type FileData, type ListOptions, type ListPageOptions, type ReadOptions } from "./files.js";
-export { Client, Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
+export { Client, ForkResult, Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
+export { MAX_FORK_COUNT, type ForkAnswer, type ForkOptions, type SnapshotListOptions, type SnapshotOptions } from "./snapshots.js";
 export {
   Pty,
   Terminal,

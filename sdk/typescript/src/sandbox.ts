@@ -19,6 +19,8 @@ import * as exec from "./exec.js";
 import { EXEC_DEFAULT, stoppedError, toRequest, type Command, type ExecToOptions } from "./exec.js";
 import { Files } from "./files.js";
 import { HttpClient, type CallOptions, type ClientOptions } from "./http.js";
+import * as snapshots from "./snapshots.js";
+import type { ForkOptions, SnapshotListOptions, SnapshotOptions } from "./snapshots.js";
 import * as templates from "./templates.js";
 import { Pty } from "./terminal.js";
 import type {
@@ -32,6 +34,7 @@ import type {
   SandboxWithResult,
   Schemas,
   SecretInfo,
+  SnapshotInfo,
   Template,
   TemplateOptions,
   TemplateTarball,
@@ -103,8 +106,13 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
   volumes?: CreateSandboxRequest["volumes"];
   /**
    * Start from this snapshot (its id, or its name among the key's
-   * snapshots) instead of booting the template: its processes run on where
-   * the snapshot was taken. template and diskMiB are then the snapshot's.
+   * snapshots; see Sandbox.snapshot) instead of booting the template: its
+   * processes run on where the snapshot was taken, with their memory and
+   * files. template and diskMiB are then the snapshot's (leave them out),
+   * memoryMiB at least its memory (default: the same) and cpu by default its
+   * source's. env is added to the environment of commands started
+   * afterwards; programs already running keep theirs. A snapshot not found
+   * (or another key's) is a NotFoundError.
    */
   snapshot?: string;
 }
@@ -347,6 +355,59 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
+   * Saves the running sandbox as a new snapshot and resolves to it, ready;
+   * the sandbox runs on after a brief pause (some hundreds of
+   * milliseconds). Commands running at that moment end with ConflictError
+   * (their connections close; the command is killed); background processes
+   * run on. Throws ConflictError (the key has a snapshot of that name; the
+   * sandbox holds what cannot be saved, such as volumes), SandboxPausedError
+   * (resume it first), NoSpaceError (the image would not fit the key's disk
+   * quota or the host: nothing was written), UnsupportedError (mode
+   * "filesystem"), BadRequestError, LeaseEndedError, SandboxStoppedError.
+   */
+  snapshot(opts: SnapshotOptions = {}): Promise<SnapshotInfo> {
+    return snapshots.takeSnapshot(this.client, this.path(""), opts);
+  }
+
+  /** The snapshots taken of this sandbox that the key sees, newest first. */
+  snapshots(opts: CallOptions = {}): Promise<SnapshotInfo[]> {
+    return snapshots.listSnapshots(this.client, { ...opts, sourceSandboxId: this.id });
+  }
+
+  /**
+   * Snapshots the running sandbox (which runs on after a brief pause) and
+   * makes `count` sandboxes (1 to 32) from that snapshot, each with the
+   * source's processes, memory and files and a life of its own: its own id,
+   * lease, network namespace and secrets. A sandbox that could not be made
+   * is an error in the ForkResult, not a rejection; kill the others when
+   * done (ForkResult.killAll). Throws (nothing was made) BadRequestError (a
+   * bad count or option), and what snapshot throws.
+   *
+   * ```ts
+   * const forks = await sbx.fork(3, { timeoutSeconds: 300 });
+   * for (const f of forks.made) await f.exec("echo each its own");
+   * await forks.killAll();
+   * ```
+   */
+  async fork(count = 1, opts: ForkOptions = {}): Promise<ForkResult> {
+    const ans = await snapshots.fork(this.client, this.path(""), count, opts);
+    if (!Array.isArray(ans?.sandboxes)) throw new WithRuntimeError("withruntime: the fork's answer has no sandboxes");
+    const made: (Sandbox | undefined)[] = [];
+    const errors: (APIError | undefined)[] = [];
+    for (const f of ans.sandboxes as Schemas["ForkedSandbox"][]) {
+      if (f.sandbox?.id) {
+        made.push(new Sandbox(this.client, f.sandbox));
+        errors.push(undefined);
+        continue;
+      }
+      const code = f.error?.code || "internal";
+      made.push(undefined);
+      errors.push(apiError(statusOfCode(code), code, f.error?.message || "the server said nothing of this sandbox"));
+    }
+    return new ForkResult(ans.snapshot, ans.snapshotKept, made, errors);
+  }
+
+  /**
    * Destroys the sandbox and everything in it. Safe to call more than once:
    * after the first success it returns at once. A sandbox that is already
    * gone (its lease ended, or another client destroyed it) counts as
@@ -476,6 +537,39 @@ export class Sandbox implements AsyncDisposable {
 }
 
 /**
+ * What Sandbox.fork made: `sandboxes[i]` is the i-th new sandbox, or
+ * undefined when `errors[i]` (an APIError) says why it could not be made;
+ * each is made or fails on its own. The new sandboxes are yours to kill
+ * (killAll, or each one's kill).
+ */
+export class ForkResult {
+  constructor(
+    /** The snapshot they were made from (deleted unless snapshotKept). */
+    readonly snapshot: SnapshotInfo,
+    /** Whether the snapshot is kept (ForkOptions.keepSnapshot). */
+    readonly snapshotKept: boolean,
+    readonly sandboxes: (Sandbox | undefined)[],
+    readonly errors: (APIError | undefined)[],
+  ) {}
+
+  /** The sandboxes that were made, in order. */
+  get made(): Sandbox[] {
+    return this.sandboxes.filter((s): s is Sandbox => s !== undefined);
+  }
+
+  /** Throws the first error when any sandbox could not be made (the others stay made). */
+  throwIfErrors(): void {
+    const e = this.errors.find((x) => x !== undefined);
+    if (e) throw e;
+  }
+
+  /** Kills every sandbox that was made. */
+  async killAll(): Promise<void> {
+    await Promise.all(this.made.map((s) => s.kill()));
+  }
+}
+
+/**
  * A client of one Runtime server: its sandboxes, secrets, API keys, usage
  * and templates. Sandbox.create, Sandbox.connect and Sandbox.list make one
  * with no options unless given one.
@@ -577,6 +671,25 @@ export class Client extends HttpClient {
   /** The whole usage report (see usage): the window the server used, its prices, the rows and their total. */
   usageReport(query: UsageQuery = {}): Promise<UsageReport> {
     return account.usageReport(this, query);
+  }
+
+  /** The key's snapshots (an administrator's key: every key's), newest first; sourceSandboxId keeps those of one sandbox. Throws UnauthorizedError. */
+  snapshots(opts: SnapshotListOptions = {}): Promise<SnapshotInfo[]> {
+    return snapshots.listSnapshots(this, opts);
+  }
+
+  /** The snapshot `ref`: its id (snap_...) or its name among the key's snapshots. Throws NotFoundError (none, or another key's). */
+  getSnapshot(ref: string, opts: CallOptions = {}): Promise<SnapshotInfo> {
+    return snapshots.getSnapshot(this, ref, opts.signal);
+  }
+
+  /**
+   * Deletes the snapshot `ref` (id or name) and its image; the sandboxes
+   * made from it run on. Throws NotFoundError (none, or another key's),
+   * ConflictError (it is still being taken).
+   */
+  deleteSnapshot(ref: string, opts: CallOptions = {}): Promise<void> {
+    return snapshots.deleteSnapshot(this, ref, opts.signal);
   }
 
   /** The server's templates by name. Throws UnauthorizedError. */

@@ -85,6 +85,14 @@ export interface FileListPage extends Schema<"FileList"> {}
 /** A stored secret as the server describes it: never its value (no answer, log or error of the server contains it). (Schema `Secret`.) */
 export interface SecretInfo extends Schema<"Secret"> {}
 
+/**
+ * A snapshot's record as the server returns it: a running sandbox saved
+ * whole (memory, processes, files), from which new sandboxes start
+ * (`Sandbox.create({ snapshot })`); its size in bytes, its cost in
+ * micro-dollars. (Schema `Snapshot`.)
+ */
+export interface SnapshotInfo extends Schema<"Snapshot"> {}
+
 /** An API key as the server describes it; limits in micro-dollars per UTC day, quotas in MiB and sandboxes. (Schema `Key`.) */
 export interface KeyInfo extends Schema<"Key"> {}
 

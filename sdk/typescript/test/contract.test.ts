@@ -75,6 +75,8 @@ export type NamesAreSchemas = [
   Check<Same<sdk.UsageTrial, Schemas["UsageTrial"]>>,
   Check<Same<sdk.TemplateOrigin, Schemas["TemplateOrigin"]>>,
   Check<Same<sdk.Template, Schemas["Template"]>>,
+  Check<Same<sdk.SnapshotInfo, Schemas["Snapshot"]>>,
+  Check<Same<sdk.ForkAnswer, Schemas["ForkResult"]>>,
   Check<Same<sdk.CodeContext, Schemas["CodeContext"]>>,
   Check<Same<sdk.ExecutionError, Schemas["ExecutionError"]>>,
   Check<Same<sdk.Logs, Schemas["ExecutionLogs"]>>,
@@ -112,6 +114,11 @@ export type OptionsCoverRequests = [
   Nothing<Mismatched<sdk.RunCodeOptions, Schemas["RunCodeRequest"]>>,
   Nothing<Lacks<sdk.CreateContextOptions, Schemas["CreateContextRequest"]>>,
   Nothing<Mismatched<sdk.CreateContextOptions, Schemas["CreateContextRequest"]>>,
+  Nothing<Lacks<sdk.SnapshotOptions, Schemas["CreateSnapshotRequest"]>>,
+  Nothing<Mismatched<sdk.SnapshotOptions, Schemas["CreateSnapshotRequest"]>>,
+  // count: fork's first argument.
+  Nothing<Lacks<sdk.ForkOptions, Omit<Schemas["ForkRequest"], "count">>>,
+  Nothing<Mismatched<sdk.ForkOptions, Schemas["ForkRequest"]>>,
   // Requests made from positional arguments: the fields they send, and
   // those not offered yet. setSecret: owner (an administrator storing a
   // tenant's secret) is not offered. setTimeout: onLeaseEnd and autoResume
@@ -134,12 +141,6 @@ const NOT_USED: Record<string, string> = {
   LeaderStatus: "part of ServerHealth",
   PoolStatus: "part of ServerHealth",
   SandboxEvent: "the first line of a create-with-exec's NDJSON answer; the SDK asks for the collected answer (SandboxWithResult)",
-  CreateSnapshotRequest: "snapshots' and fork's own routes: not offered by the TypeScript SDK yet (Go SDK and CLI have them); a create from one goes through SandboxOptions.snapshot",
-  Snapshot: "snapshots' own routes, as CreateSnapshotRequest",
-  SnapshotList: "snapshots' own routes, as CreateSnapshotRequest",
-  ForkRequest: "fork, as CreateSnapshotRequest",
-  ForkResult: "fork, as CreateSnapshotRequest",
-  ForkedSandbox: "fork, as CreateSnapshotRequest",
   CreateVolumeRequest: "volumes' own routes (POST/GET/DELETE /v1/volumes): not offered by the TypeScript SDK yet; a create's mounts go through SandboxOptions.volumes",
   Volume: "volumes' own routes, as CreateVolumeRequest",
   VolumeList: "volumes' own routes, as CreateVolumeRequest",
