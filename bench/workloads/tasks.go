@@ -45,6 +45,11 @@ var groups = []group{
 		name: "root",
 		steps: []step{
 			{"exec: echo (the path's floor)", "echo ok", ok},
+			// What a system call costs on the path: the tasks above and
+			// below are made of these.
+			{"stat() x 200,000: one system call's price", `python3 -c 'import os
+for _ in range(200000): os.stat("/")
+print(200000)'`, count},
 			{"find /usr: template root (read-only)", "find /usr | wc -l", count},
 			{"find /usr again: warm caches", "find /usr | wc -l", count},
 			{"read the Python stdlib: template root", "find /usr/lib/python3.11 -name '*.py' -print0 | xargs -0 cat | wc -c", count},
