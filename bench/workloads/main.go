@@ -89,6 +89,9 @@ func run(ctx context.Context, o options) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("run as root (gVisor, the template build and bubblewrap need it)")
 	}
+	if _, err := os.Stat("sdk/typescript/package-lock.json"); err != nil {
+		return errors.New("run from the repository's root (the SDKs' sources are inputs): cd to the checkout, then go run ./bench/workloads")
+	}
 	runsc, err := benchenv.FindRunsc()
 	if err != nil {
 		return err
@@ -155,7 +158,7 @@ func run(ctx context.Context, o options) (err error) {
 					return fmt.Errorf("%s, %s: %w", g.name, r.name(), err)
 				}
 				if it >= 0 {
-					res.add(g, r.name(), times, it)
+					res.add(g, r.name(), times)
 				}
 			}
 		}

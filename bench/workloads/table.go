@@ -64,7 +64,8 @@ func newResults(o options, runsc, rootfs string) *results {
 			RunscFlags: os.Getenv("WITHRUNTIME_RUNSC_FLAGS"), DiskMedium: o.diskMedium}}
 }
 
-func (r *results) add(g group, path string, times []time.Duration, _ int) {
+// add records one group's step times on path.
+func (r *results) add(g group, path string, times []time.Duration) {
 	for i, s := range g.steps {
 		var rw *row
 		for _, x := range r.Steps {

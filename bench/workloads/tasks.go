@@ -71,7 +71,7 @@ print(200000)'`, count},
 		prep:   "tar xf in/wheels.tar -C in && tar xf in/sdk-py.tar",
 		steps: []step{
 			{"python3 -m venv", "python3 -m venv venv && echo ok", ok},
-			{"pip install: wheelhouse (~50 wheels)", "venv/bin/pip install -q --no-index --find-links in/wheels in/wheels/*.whl && venv/bin/pip list --format=freeze | wc -l", count},
+			{"pip install: wheelhouse (65 wheels)", "venv/bin/pip install -q --no-index --find-links in/wheels in/wheels/*.whl && venv/bin/pip list --format=freeze | wc -l", count},
 			{"pytest: Python SDK unit tests", "cd repo/sdk/python && PYTHONPATH=src:/workspace/in /workspace/venv/bin/python -m pytest -q -p benchunit -p no:cacheprovider | tail -1 | grep -Eo '^[0-9]+ passed' | cut -d' ' -f1", count},
 		},
 	},
