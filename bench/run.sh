@@ -4,7 +4,7 @@
 # also written as JSON under bench/results/.
 #
 # Usage: bench/run.sh [-runs N]
-# (-runs goes to the suite and to egress; for the suite's other flags, such
+# (-runs goes to the suite, egress and workloads; for the suite's other flags, such
 # as -idle K or -only SECTIONS, run go run ./bench/suite directly. scale
 # holds 1,000 idle sandboxes, or what free memory allows: go run
 # ./bench/scale -n N to choose.)
@@ -15,4 +15,5 @@ go run ./bench/suite "$@"
 go run ./bench/metering
 go run ./bench/egress "$@"
 go run ./bench/volume
+go run ./bench/workloads "$@"
 go run ./bench/scale

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -111,6 +113,37 @@ func (c *Client) GetJSON(ctx context.Context, method, path string, body, out any
 		return err
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Upload writes the host file src to path in sandbox id (PUT
+// /v1/sandboxes/{id}/files), streamed.
+func (c *Client) Upload(ctx context.Context, id, path, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+"/v1/sandboxes/"+id+"/files?path="+url.QueryEscape(path), f)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = st.Size()
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("upload %s to %s: %s: %s", src, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return nil
 }
 
 // Create makes a sandbox and returns its id (also with an error when the

@@ -39,10 +39,41 @@ import (
 // every sandbox, by path inside (the floor programs: FloorPath). Extra
 // runsc flags come from $WITHRUNTIME_RUNSC_FLAGS, as the server's do. A
 // Runner is safe for concurrent use.
+//
+// Defaults, when set, boots with runsc's own default flags instead of
+// Runtime's (only --root and --network=none: runsc's default overlay,
+// root:self, a file-backed upper layer beside the root filesystem, and no
+// $WITHRUNTIME_RUNSC_FLAGS): the "bare runsc with default flags" of
+// bench/workloads. Size, when set, replaces Runtime's default sandbox size
+// (one vCPU, 512 MiB) with another, as Runtime's driver would turn it into
+// host limits; Env, when set, replaces the process environment.
 type Runner struct {
 	Runsc, Rootfs, Dir string
 	CgroupParent       string
 	Files              map[string]string
+	Defaults           bool
+	Size               *Size
+	Env                []string
+}
+
+// Size is a sandbox's size as a create asks for it: vCPUs, memory and
+// root filesystem writes (bytes).
+type Size struct {
+	CPUs                   float64
+	MemoryBytes, DiskBytes int64
+}
+
+// hostLimits are the host limits Runtime's driver sets for a sandbox of
+// size s (internal/driver/gvisor/bundle.go): memory plus a quarter, 64 MiB
+// and 1 MiB per process (one process per 4 MiB, at most 1,024), CFS quota
+// per vCPU, 2*3 host tasks per process plus 256; and the process limit.
+func (s *Size) hostLimits() (mem, quota, pids, nproc int64) {
+	if s == nil {
+		return bareMemoryBytes, 100_000, bareHostPids, bareNproc
+	}
+	nproc = min(s.MemoryBytes/(4<<20), 1024)
+	mem = s.MemoryBytes + s.MemoryBytes/4 + 64<<20 + nproc<<20
+	return mem, int64(s.CPUs * 100_000), 2*3*nproc + 256, nproc
 }
 
 var bareSeq atomic.Int64
@@ -73,16 +104,21 @@ func (b *Runner) bundle(id string, argv []string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	mem, quota, period, pids := int64(bareMemoryBytes), int64(100_000), uint64(100_000), int64(bareHostPids)
+	mem, quota, pids, nproc := b.Size.hostLimits()
+	period := uint64(100_000)
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/home/user", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"}
+	if b.Env != nil {
+		env = b.Env
+	}
 	spec := specs.Spec{
 		Version: specs.Version, Hostname: "sandbox",
 		Root: &specs.Root{Path: b.Rootfs},
 		Process: &specs.Process{
 			User: specs.User{UID: 1000, GID: 1000}, Args: argv, Cwd: "/workspace",
-			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				"HOME=/home/user", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"},
+			Env: env,
 			Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 65536, Soft: 65536},
-				{Type: "RLIMIT_NPROC", Hard: bareNproc, Soft: bareNproc}},
+				{Type: "RLIMIT_NPROC", Hard: uint64(nproc), Soft: uint64(nproc)}},
 		},
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -109,10 +145,21 @@ func (b *Runner) bundle(id string, argv []string) (string, error) {
 }
 
 func (b *Runner) runArgs(bundle, id string, detach bool) []string {
+	if b.Defaults {
+		args := []string{"--root", b.Root(), "--network=none", "run"}
+		if detach {
+			args = append(args, "--detach")
+		}
+		return append(args, "--bundle", bundle, id)
+	}
+	disk := int64(bareDiskBytes)
+	if b.Size != nil && b.Size.DiskBytes > 0 {
+		disk = b.Size.DiskBytes
+	}
 	// Extra runsc flags the server passes too (WITHRUNTIME_RUNSC_FLAGS).
 	args := append([]string{"--root", b.Root()}, strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))...)
 	args = append(args, "--network=none", "--host-uds=create",
-		fmt.Sprintf("--overlay2=root:dir=%s,size=%d", bundle, bareDiskBytes), "run")
+		fmt.Sprintf("--overlay2=root:dir=%s,size=%d", bundle, disk), "run")
 	if detach {
 		args = append(args, "--detach")
 	}
@@ -233,6 +280,37 @@ func (b *Runner) Exec(ctx context.Context, id string, argv []string, want string
 		return 0, fmt.Errorf("runsc exec %q printed %q, want %q", argv, stdout.String(), want)
 	}
 	return d, nil
+}
+
+// ExecScript runs `bash -c script` in sandbox id as the sandbox user in
+// /workspace with the environment env (runsc exec --env), stdin as its
+// standard input (nil: none), and times it to its exit; it returns its
+// stdout. A non-zero exit is an error with the end of its stderr.
+func (b *Runner) ExecScript(ctx context.Context, id, script string, env []string, stdin io.Reader) (time.Duration, string, error) {
+	args := []string{"--root", b.Root(), "exec", "--user", "1000:1000", "--cwd", "/workspace"}
+	for _, e := range env {
+		args = append(args, "--env", e)
+	}
+	args = append(args, id, "bash", "-c", script)
+	cmd := exec.CommandContext(ctx, b.Runsc, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return d, stdout.String(), fmt.Errorf("runsc exec %q: %w: %s", script, err, tail(stderr.String(), 2000))
+	}
+	return d, stdout.String(), nil
+}
+
+// tail is the last n bytes of s, trimmed.
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	return s
 }
 
 // Destroy kills and deletes sandbox id (a no-op for one already gone) and
