@@ -11,6 +11,7 @@ require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/moby/buildkit v0.26.3
 	github.com/moby/patternmatcher v0.6.0
 	github.com/opencontainers/runtime-spec v1.2.1
@@ -28,6 +29,7 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	modernc.org/sqlite v1.62.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -58,7 +60,6 @@ require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
@@ -90,7 +91,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 require (
