@@ -139,12 +139,18 @@ func run(ctx context.Context, o options) (err error) {
 	}()
 
 	res := newResults(o, runsc, rootfs)
-	for it := -o.warmup; it < o.runs; it++ {
+	// A failed step ends the run; the iterations done before it are still
+	// summarised and written (Runs says how many), then the error returned.
+	var runErr error
+	for it := -o.warmup; it < o.runs && runErr == nil; it++ {
 		load := loadAvg()
 		fmt.Fprintf(os.Stderr, "iteration %d/%d (load %s)\n", it+1, o.runs, load)
-		if it >= 0 {
-			res.Loads = append(res.Loads, load)
+		type done struct {
+			g     group
+			path  string
+			times []time.Duration
 		}
+		var iter []done
 		for _, g := range sel {
 			// Rotate the paths' order each iteration, so that none always
 			// runs first (cold host caches) or right after another.
@@ -155,24 +161,36 @@ func run(ctx context.Context, o options) (err error) {
 			for _, r := range order {
 				times, err := runGroup(ctx, r, g, files)
 				if err != nil {
-					return fmt.Errorf("%s, %s: %w", g.name, r.name(), err)
+					runErr = fmt.Errorf("iteration %d, %s, %s: %w", it+1, g.name, r.name(), err)
+					break
 				}
-				if it >= 0 {
-					res.add(g, r.name(), times)
-				}
+				iter = append(iter, done{g, r.name(), times})
+			}
+			if runErr != nil {
+				break
 			}
 		}
+		if it >= 0 && runErr == nil {
+			res.Loads = append(res.Loads, load)
+			for _, d := range iter {
+				res.add(d.g, d.path, d.times)
+			}
+			res.Runs = it + 1
+		}
+	}
+	if res.Runs == 0 {
+		return runErr
 	}
 	res.Loads = append(res.Loads, loadAvg())
 	res.finish()
 	res.print(os.Stdout)
 	if o.out != "" {
 		if err := res.write(o.out); err != nil {
-			return err
+			return errors.Join(runErr, err)
 		}
 		fmt.Fprintf(os.Stderr, "samples written to %s\n", o.out)
 	}
-	return nil
+	return runErr
 }
 
 func selected(only []string) []group {

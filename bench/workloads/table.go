@@ -19,11 +19,12 @@ import (
 
 // results are the run's samples and summaries, written as JSON.
 type results struct {
-	Started  time.Time `json:"started"`
-	Host     hostInfo  `json:"host"`
-	Runs     int       `json:"runs"`
-	Paths    []string  `json:"paths"`
-	Template string    `json:"template"`
+	Started time.Time `json:"started"`
+	Host    hostInfo  `json:"host"`
+	// Runs is the number of complete iterations recorded.
+	Runs     int      `json:"runs"`
+	Paths    []string `json:"paths"`
+	Template string   `json:"template"`
 	// Loads is the load average (1, 5, 15 min) at each iteration's start
 	// and at the end.
 	Loads []string `json:"loads"`
@@ -58,7 +59,7 @@ type row struct {
 }
 
 func newResults(o options, runsc, rootfs string) *results {
-	return &results{Started: time.Now().UTC(), Runs: o.runs, Paths: o.envs, Template: rootfs,
+	return &results{Started: time.Now().UTC(), Paths: o.envs, Template: rootfs,
 		Host: hostInfo{CPUs: runtime.NumCPU(), MemTotalMiB: benchenv.Meminfo("MemTotal") >> 20,
 			Kernel: benchenv.KernelRelease(), Runsc: benchenv.RunscVersion(runsc),
 			RunscFlags: os.Getenv("WITHRUNTIME_RUNSC_FLAGS"), DiskMedium: o.diskMedium}}
