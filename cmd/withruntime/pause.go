@@ -26,7 +26,7 @@ func newPauseCmd() *cobra.Command {
 					errs = append(errs, fmt.Errorf("%s: %w", id, err))
 					continue
 				}
-				fmt.Printf("%s paused (image %.1f MiB)\n", sb.ID, float64(sb.ImageBytes)/(1<<20))
+				fmt.Printf("%s paused (image %s)\n", sb.ID, mib(sb.ImageBytes))
 			}
 			return errors.Join(errs...)
 		},

@@ -34,7 +34,7 @@ and is billed at the storage price until deleted.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "withruntime: snapshot of %s: %.1f MiB\n", args[0], float64(sn.Bytes)/(1<<20))
+			fmt.Fprintf(os.Stderr, "withruntime: snapshot of %s: %s\n", args[0], mib(sn.Bytes))
 			_, err = fmt.Println(sn.ID)
 			return err
 		},
@@ -120,8 +120,8 @@ func newSnapshotCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tSOURCE\tTEMPLATE\tMEMORY\tSIZE\tCREATED")
 			for _, sn := range snaps {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%dMiB\t%.1fMiB\t%s\n", sn.ID, sn.Name, sn.SourceSandboxID, sn.Template, sn.MemoryMiB,
-					float64(sn.Bytes)/(1<<20), sn.CreatedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d MiB\t%s\t%s\n", sn.ID, sn.Name, sn.SourceSandboxID, sn.Template, sn.MemoryMiB,
+					mib(sn.Bytes), sn.CreatedAt.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},

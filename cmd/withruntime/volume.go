@@ -85,6 +85,7 @@ func newVolumeCmd() *cobra.Command {
 	return cmd
 }
 
+// mib writes a size in bytes as MiB with one decimal ("12.5 MiB").
 func mib(bytes int64) string { return fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)) }
 
 // parseVolumeFlag reads a --volume NAME:PATH[:ro|:rw].
