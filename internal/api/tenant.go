@@ -23,10 +23,10 @@ type limitedCtx struct{}
 
 // adminRoutes are the routes a tenant key may not use.
 var adminRoutes = map[string]bool{
-	"POST /v1/keys":               true,
-	"GET /v1/keys":                true,
-	"DELETE /v1/keys/{id}":        true,
-	"GET /metrics":                true,
+	"POST /v1/keys":        true,
+	"GET /v1/keys":         true,
+	"DELETE /v1/keys/{id}": true,
+	"GET /metrics":         true,
 	// Device login approvals make keys.
 	"GET /v1/device/requests/{userCode}": true,
 	"POST /v1/device/approve":            true,
