@@ -189,7 +189,8 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 			return errs.New(errs.Conflict, "template %q has a warm pool (serve --pool-templates); restart the server without it first", name)
 		}
 		var users []string
-		for _, state := range []string{store.StateStarting, store.StateRunning} {
+		// A paused sandbox needs its template to resume.
+		for _, state := range []string{store.StateStarting, store.StateRunning, store.StatePaused} {
 			sbs, err := s.cfg.Store.ListSandboxes(r.Context(), store.SandboxFilter{State: state})
 			if err != nil {
 				return err
@@ -204,7 +205,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 			if len(users) > 5 {
 				users = append(users[:5], "…")
 			}
-			return errs.New(errs.Conflict, "template %q is used by %d running sandbox(es) (%s); delete them first", name, len(users), strings.Join(users, ", "))
+			return errs.New(errs.Conflict, "template %q is used by %d running or paused sandbox(es) (%s); delete them first", name, len(users), strings.Join(users, ", "))
 		}
 		return nil
 	})

@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/store"
@@ -78,6 +79,10 @@ type Config struct {
 	// create does not say (network.allowPublicTraffic); E2B's default is
 	// true.
 	PublicTraffic bool
+	// SpoolDir holds the files E2B template builds upload, as unnamed
+	// files (O_TMPFILE) that vanish with the server (default: the
+	// system's temporary directory).
+	SpoolDir string
 }
 
 // Server is the facade; an http.Handler.
@@ -90,6 +95,14 @@ type Server struct {
 	watches *watchers
 	// code serves the code interpreter's port (49999); nil: not served.
 	code http.Handler
+	// builds and uploads are the template builds (templates.go).
+	builds  *buildSet
+	uploads *uploadSet
+	// ctx lives as long as the facade: builds run under it; stop ends
+	// them and wg waits for them.
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 }
 
 // New returns the facade's handler.
@@ -101,15 +114,22 @@ func New(cfg Config) *Server {
 		cfg.Templates = map[string]string{"base": "base", "code-interpreter-v1": "code-interpreter"}
 	}
 	s := &Server{cfg: cfg, api: apiClient{h: cfg.API}, control: http.NewServeMux(),
-		procs: newProcTags(), watches: newWatchers()}
+		procs: newProcTags(), watches: newWatchers(), builds: newBuildSet(), uploads: newUploadSet()}
+	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.controlRoutes()
 	s.code = s.codeHandler()
 	s.envd = s.envdHandler()
 	return s
 }
 
-// Close stops the watchers the Python SDK left behind.
-func (s *Server) Close() { s.watches.closeAll() }
+// Close stops the watchers the Python SDK left behind and the template
+// builds running (each leaves nothing behind), and removes the uploads.
+func (s *Server) Close() {
+	s.watches.closeAll()
+	s.stop()
+	s.wg.Wait()
+	s.uploads.closeAll()
+}
 
 // ServeHTTP sends a data-plane request (one that carries a sandbox access
 // token or names a sandbox, or an envd-only path) to envd and the rest to
