@@ -197,23 +197,23 @@ func (s *Server) runtimeTemplate(ctx context.Context, as who, ref string) (name 
 // e2bTemplate is E2B's Template (GET /templates, /v2/templates), with
 // builds for GET /templates/{templateID}.
 type e2bTemplate struct {
-	TemplateID    string       `json:"templateID"`
-	BuildID       string       `json:"buildID"`
-	CPUCount      int64        `json:"cpuCount"`
-	MemoryMB      int64        `json:"memoryMB"`
-	DiskSizeMB    int64        `json:"diskSizeMB"`
-	Public        bool         `json:"public"`
-	Aliases       []string     `json:"aliases"`
-	Names         []string     `json:"names"`
-	CreatedAt     time.Time    `json:"createdAt"`
-	UpdatedAt     time.Time    `json:"updatedAt"`
-	CreatedBy     *struct{}    `json:"createdBy"`
-	LastSpawnedAt *time.Time   `json:"lastSpawnedAt"`
-	SpawnCount    int64        `json:"spawnCount"`
-	BuildCount    int64        `json:"buildCount"`
-	EnvdVersion   string       `json:"envdVersion"`
-	BuildStatus   string       `json:"buildStatus"`
-	Builds        []e2bBuild   `json:"builds,omitempty"`
+	TemplateID    string     `json:"templateID"`
+	BuildID       string     `json:"buildID"`
+	CPUCount      int64      `json:"cpuCount"`
+	MemoryMB      int64      `json:"memoryMB"`
+	DiskSizeMB    int64      `json:"diskSizeMB"`
+	Public        bool       `json:"public"`
+	Aliases       []string   `json:"aliases"`
+	Names         []string   `json:"names"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+	CreatedBy     *struct{}  `json:"createdBy"`
+	LastSpawnedAt *time.Time `json:"lastSpawnedAt"`
+	SpawnCount    int64      `json:"spawnCount"`
+	BuildCount    int64      `json:"buildCount"`
+	EnvdVersion   string     `json:"envdVersion"`
+	BuildStatus   string     `json:"buildStatus"`
+	Builds        []e2bBuild `json:"builds,omitempty"`
 }
 
 // e2bBuild is E2B's TemplateBuild.
