@@ -202,7 +202,8 @@ func (s *Store) List() ([]Info, error) {
 	}
 	out := []Info{}
 	for _, e := range entries {
-		if !e.IsDir() || ValidName(e.Name()) != nil {
+		// A template directory may be a symlink to another store's.
+		if (!e.IsDir() && e.Type()&fs.ModeSymlink == 0) || ValidName(e.Name()) != nil {
 			continue
 		}
 		info, err := s.Get(e.Name())
