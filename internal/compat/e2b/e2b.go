@@ -11,7 +11,11 @@
 //     /refreshes, POST /v2/sandboxes/{id}/connect and /sandboxes/{id}/connect,
 //     GET /sandboxes/{id}/metrics, PUT /sandboxes/{id}/network, and
 //     snapshots and fork (snapshot.go): POST /sandboxes/{id}/snapshots and
-//     /fork, GET /snapshots, DELETE /templates/{id} (a snapshot's).
+//     /fork, GET /snapshots, DELETE /templates/{id} (a snapshot's, or a
+//     template's); template builds (templates.go): POST /v3/templates,
+//     GET /templates/{id}/files/{hash} and the upload links' PUT,
+//     POST /v2/templates/{id}/builds/{build}, GET .../status and .../logs,
+//     GET /templates, /v2/templates, /templates/{id}, /templates/aliases/{alias}.
 //     Authenticated by X-API-KEY; errors are {"code": HTTP status, "message"}.
 //   - the data plane ("envd", E2B_SANDBOX_URL): requests that carry the
 //     sandbox's access token (X-Access-Token, handed out at create and

@@ -116,7 +116,10 @@ func (s *Server) runBuild(ctx context.Context, as who, t store.E2BTemplate, b *b
 		return
 	}
 	name := runtimePrefix(t.Alias) + randomHex(4)
-	q := url.Values{"name": {name}, "dockerfile": {"Dockerfile"}, "private": {"true"}}
+	// E2B's builds reach the internet (apt_install, pip_install): so do
+	// these, as E2B's sandboxes do by default here, behind the host's
+	// guard against private and metadata addresses.
+	q := url.Values{"name": {name}, "dockerfile": {"Dockerfile"}, "private": {"true"}, "internet": {"true"}}
 	resp, err := s.api.doLen(ctx, as, "POST", "/v1/templates?"+q.Encode(), io.NewSectionReader(bctx, 0, size), size,
 		http.Header{"Content-Type": {api.ContentTypeTar}, "Accept": {agentapi.ContentTypeNDJSON}})
 	if err != nil {
