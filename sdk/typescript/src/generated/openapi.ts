@@ -1376,7 +1376,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a template
-         * @description Deletes a template. A key deletes the templates private to it; a shared one only a key without a daily spending limit deletes (403 for a tenant key); another key's private template answers 404, as a missing one. Refused with 409 while sandboxes that are starting or running use it, or while the warm pool serves it; a create racing the delete fails. A server with `--driver kubernetes` refuses every delete with 409 (its templates are images in a registry; delete the image there).
+         * @description Deletes a template. A key deletes the templates private to it; a shared one only a key without a daily spending limit deletes (403 for a tenant key); another key's private template answers 404, as a missing one. Refused with 409 while sandboxes that are starting, running or paused use it, or while the warm pool serves it; a create racing the delete fails. A server with `--driver kubernetes` refuses every delete with 409 (its templates are images in a registry; delete the image there).
          */
         delete: operations["deleteTemplate"];
         options?: never;
