@@ -34,6 +34,11 @@ var aliasPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,49}$`)
 // last.
 const defaultTag = "default"
 
+// maxTemplatesPerKey caps the E2B templates (names) one key holds, built or
+// not (a tenant key's builds are bounded further by the API's
+// MaxPrivateTemplates).
+const maxTemplatesPerKey = 100
+
 func (s *Server) templateRoutes(h func(string, func(http.ResponseWriter, *http.Request, who))) {
 	h("POST /v3/templates", s.requestBuild)
 	h("GET /templates/{templateID}/files/{hash}", s.uploadLink)
@@ -134,6 +139,17 @@ func (s *Server) requestBuild(w http.ResponseWriter, r *http.Request, as who) {
 	}{{"cpuCount", req.CPUCount, 1}, {"memoryMB", req.MemoryMB, 128}, {"minFreeDiskMb", req.MinFreeDiskMB, 0}} {
 		if c.v != nil && *c.v < c.min {
 			writeError(w, http.StatusBadRequest, "%s must be at least %d; got %d", c.field, c.min, *c.v)
+			return
+		}
+	}
+	if _, err := s.cfg.Store.E2BTemplateOf(r.Context(), as.keyID, alias); errors.Is(err, store.ErrNotFound) {
+		all, err := s.cfg.Store.E2BTemplatesOf(r.Context(), as.keyID)
+		if err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
+		if len(all) >= maxTemplatesPerKey {
+			writeError(w, http.StatusTooManyRequests, "this API key holds %d templates, the most Runtime keeps for one key; delete one (DELETE /templates/{templateID}) first", len(all))
 			return
 		}
 	}

@@ -41,6 +41,8 @@ const (
 	maxContextEntries = 1 << 20
 	// uploadTTL is how long a link and an upload last.
 	uploadTTL = time.Hour
+	// maxLinksPerKey caps the upload links one key holds unused.
+	maxLinksPerKey = 1000
 )
 
 // upload is one uploaded tar, or a link waiting for it (file nil).
@@ -109,6 +111,16 @@ func (s *Server) uploadLink(w http.ResponseWriter, r *http.Request, as who) {
 	us.gcLocked()
 	if u := us.uploads[t.ID+"/"+hash]; u != nil && u.keyID == as.keyID {
 		writeJSON(w, http.StatusCreated, map[string]any{"present": true})
+		return
+	}
+	links := 0
+	for _, l := range us.links {
+		if l.keyID == as.keyID {
+			links++
+		}
+	}
+	if links >= maxLinksPerKey {
+		writeError(w, http.StatusTooManyRequests, "this API key holds %d unused upload links, the most Runtime keeps; use them or wait for them to expire (%s)", links, uploadTTL)
 		return
 	}
 	token := randomToken()
