@@ -161,7 +161,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request, as who) 
 		writeError(w, http.StatusNotImplemented, "deleting template %q is not supported by Runtime's E2B-compatible API (it deletes the templates Template.build made, and snapshots); use Runtime's DELETE /v1/templates/%s", ref, ref)
 		return
 	}
-	writeError(w, http.StatusNotFound, "no template or snapshot %q: this API key built no template of that name or id, and has no such snapshot (Sandbox.list_snapshots() lists them)", ref)
+	writeError(w, http.StatusNotFound, "no snapshot or template %q: this API key has no such snapshot (Sandbox.list_snapshots() lists them) and built no template of that name or id", ref)
 }
 
 // snapshotOf is the snapshot a create's templateID names, or "" when it
