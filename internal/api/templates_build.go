@@ -23,6 +23,7 @@ import (
 //	buildArg=KEY=VALUE  an ARG's value (repeatable)
 //	internet=true       RUN steps may reach the internet
 //	allow=HOST          a host (or CIDR) RUN steps may reach (repeatable)
+//	private=true        the template is the key's only (a tenant key's always are)
 //
 // The Dockerfile is parsed before anything runs (an unsupported instruction
 // is a 400 naming it); the RUN steps run in a sandbox of this server owned
@@ -31,13 +32,21 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
-		case "name", "dockerfile", "buildArg", "internet", "allow":
+		case "name", "dockerfile", "buildArg", "internet", "allow", "private":
 		default:
-			return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet and allow", k)
+			return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet, allow and private", k)
 		}
 	}
 	name := q.Get("name")
 	if err := st.CheckNew(name); err != nil {
+		return err
+	}
+	private, err := privateQuery(r)
+	if err != nil {
+		return err
+	}
+	owner, err := s.templateOwner(r, st, private)
+	if err != nil {
 		return err
 	}
 	dfPath, err := rootfs.Clean(q.Get("dockerfile"))
@@ -81,7 +90,7 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: st, Images: s.cfg.Images}
 	return s.runBuild(w, r, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
 		return b.Build(r.Context(), dockerfile.Params{Name: name, Dockerfile: f, Context: bctx, BuildArgs: args,
-			KeyID: keyFrom(r.Context()).ID, Network: policy}, progress, output)
+			KeyID: keyFrom(r.Context()).ID, Owner: owner, Network: policy}, progress, output)
 	})
 }
 

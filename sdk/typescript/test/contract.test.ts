@@ -128,14 +128,15 @@ export type OptionsCoverRequests = [
   // Requests made from positional arguments: the fields they send, and
   // those not offered yet. setSecret: owner (an administrator storing a
   // tenant's secret) is not offered. setTimeout: onLeaseEnd and autoResume
-  // are set at create only. Files.mkdir/mkdirAll, rename, createTemplate,
-  // resume, createVolume: all their fields.
+  // are set at create only. createTemplate: private (a template only its
+  // key sees; a tenant key's always are) is not offered yet. Files.mkdir/
+  // mkdirAll, rename, resume, createVolume: all their fields.
   Nothing<Exclude<keyof Schemas["CreateSecretRequest"], "name" | "value" | "hosts" | "owner">>,
   Nothing<Exclude<keyof Schemas["SetTimeoutRequest"], "timeoutSeconds" | "onLeaseEnd" | "autoResume">>,
   Nothing<Exclude<keyof Schemas["ResumeRequest"], "timeoutSeconds">>,
   Nothing<Exclude<keyof Schemas["MkdirRequest"], "path" | "parents">>,
   Nothing<Exclude<keyof Schemas["RenameRequest"], "from" | "to">>,
-  Nothing<Exclude<keyof Schemas["CreateTemplateRequest"], "name" | "fromImage">>,
+  Nothing<Exclude<keyof Schemas["CreateTemplateRequest"], "name" | "fromImage" | "private">>,
   Nothing<Exclude<keyof Schemas["CreateVolumeRequest"], "name" | "sizeMiB">>,
 ];
 

@@ -90,6 +90,9 @@ class Template:
     #: Where a template made from an image or a Dockerfile came from; None
     #: for one built from a built-in recipe (``base``).
     origin: TemplateOrigin | None = None
+    #: True when the template is the key's that made it: no other key sees,
+    #: boots, builds from or deletes it; False when every key shares it.
+    private: bool = False
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -100,6 +103,7 @@ class Template:
             created_at=parse_time(d.get("createdAt")),
             size_bytes=int(d.get("sizeBytes", 0) or 0),
             origin=TemplateOrigin.from_dict(o) if isinstance(o, Mapping) else None,
+            private=bool(d.get("private", False)),
             _raw=dict(d),
         )
 
