@@ -105,7 +105,9 @@ type Foregrounder interface {
 // CPUWeighter is implemented by drivers that can change a running
 // sandbox's host CPU weight: its share of contended host cores among the
 // other sandboxes (the manager splits one sandbox's weight among a key's
-// busy sandboxes, so that under contention each key gets a fair share).
+// busy sandboxes, so that under contention each key gets a fair share, and
+// gives a key that uses clearly more than the others a sixteenth of it:
+// sandbox/fairshare.go).
 //
 // SetCPUWeight sets the weight to share times a foreground sandbox's
 // weight, 0 < share <= 1 (smaller values are raised to the driver's

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func TestFairShareWeights(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.asTenant("a"), e.asTenant("b")
 	var busy []api.Sandbox
+	loops := time.Now()
 	for i := 0; i < 2; i++ {
 		sb := a.create(api.CreateSandboxRequest{CPU: 1})
 		a.must(http.StatusCreated, "POST", "/v1/sandboxes/"+sb.ID+"/processes",
@@ -32,20 +34,7 @@ func TestFairShareWeights(t *testing.T) {
 	// Two rounds of the rebalancing measure the loops.
 	want := func(id string, shares int64, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			w, v1 := cpuWeight(t, id)
-			if !v1 {
-				shares = max(1, shares*100/1024)
-			}
-			if w == shares {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("sandbox %s: CPU weight %d, want %d", id, w, shares)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		wantWeight(t, id, shares, within)
 	}
 	for _, sb := range busy {
 		want(sb.ID, 512, 8*time.Second)
@@ -55,13 +44,61 @@ func TestFairShareWeights(t *testing.T) {
 	// Root inside sees no cgroup file of the host to write its weight to.
 	res := a.sh(busy[0].ID, "cat /sys/fs/cgroup/cpu/cpu.shares 2>&1; echo 4096 > /sys/fs/cgroup/cpu/cpu.shares 2>&1; true")
 	t.Logf("inside: %q", res.Stdout)
-	if w, v1 := cpuWeight(t, busy[0].ID); v1 && w != 512 || !v1 && w != 50 {
+	if w, v1 := cpuWeight(t, busy[0].ID); v1 && w == 4096 || !v1 && w > 100 {
 		t.Errorf("after root inside wrote its cpu.shares, the host's weight is %d", w)
 	}
 
+	time.Sleep(time.Until(loops.Add(13 * time.Second)))
 	// The loops end after 12 s: A's sandboxes are idle and weigh a whole
 	// sandbox each again.
 	for _, sb := range busy {
 		want(sb.ID, 1024, 20*time.Second)
 	}
+}
+
+// wantWeight waits up to within for sandbox id's host CPU weight to be
+// shares (cgroup v1 cpu.shares; on v2 the cpu.weight it maps to).
+func wantWeight(t *testing.T, id string, shares int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		w, v1 := cpuWeight(t, id)
+		want := shares
+		if !v1 {
+			want = max(1, int64(math.Round(float64(shares)*100/1024)))
+		}
+		if w == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s: CPU weight %d, want %d", id, w, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFairShareHeavyKey (issue 25): a key that uses clearly more CPU than
+// the others is heavy, and its sandboxes weigh a sixteenth of a light
+// key's, so the light key's threads run first when they wake; once it no
+// longer does, it weighs a whole sandbox again. Key A keeps one sandbox of
+// one vCPU busy, key B one of half a vCPU (its quota holds it there): A
+// uses twice what B does.
+func TestFairShareHeavyKey(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.asTenant("a"), e.asTenant("b")
+	heavy := a.create(api.CreateSandboxRequest{CPU: 1})
+	light := b.create(api.CreateSandboxRequest{CPU: 0.5})
+	loops := time.Now()
+	for _, c := range []struct {
+		k  *env
+		id string
+	}{{a, heavy.ID}, {b, light.ID}} {
+		c.k.must(http.StatusCreated, "POST", "/v1/sandboxes/"+c.id+"/processes",
+			agentapi.ExecRequest{Command: "timeout 10 sh -c 'while :; do :; done'"}, nil)
+	}
+	wantWeight(t, heavy.ID, 1024/16, 6*time.Second)
+	wantWeight(t, light.ID, 1024, time.Second)
+	// The loops end after 10 s: nobody is heavy.
+	time.Sleep(time.Until(loops.Add(11 * time.Second)))
+	wantWeight(t, heavy.ID, 1024, 15*time.Second)
 }

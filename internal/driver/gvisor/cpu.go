@@ -48,9 +48,10 @@ var _ driver.Foregrounder = (*Driver)(nil)
 const (
 	foregroundShares = 1024
 	backgroundShares = 128
-	// minShares is the least weight SetCPUWeight writes: each of a key's
-	// 64 busy sandboxes (cgroup v1 accepts down to 2).
-	minShares = 16
+	// minShares is the least weight SetCPUWeight writes, cgroup v1's
+	// least: each of a heavy key's 32 busy sandboxes (the manager's
+	// fair share, sandbox/fairshare.go).
+	minShares = 2
 )
 
 // cpuShares is the bundle's cpu.shares: nil (the default weight) unless

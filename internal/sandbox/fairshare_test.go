@@ -1,0 +1,124 @@
+package sandbox
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestFairShares(t *testing.T) {
+	light := keyStates{}
+	heavyA := keyStates{heavy: map[string]bool{"A": true}}
+	cases := []struct {
+		name   string
+		use    []fairUse
+		before keyStates
+		shares map[string]float64
+		heavy  []string
+	}{{
+		name:   "a key alone is never heavy; its busy sandboxes split a weight",
+		use:    []fairUse{{"a1", "A", 1, 1}, {"a2", "A", 0.9, 1}, {"a3", "A", 0, 1}},
+		shares: map[string]float64{"a1": .5, "a2": .5, "a3": .5},
+	}, {
+		name:   "two keys using about as much: no heavy key (TestFairShareWeights' loops)",
+		use:    []fairUse{{"a1", "A", .5, 1}, {"a2", "A", .5, 1}, {"b", "B", 1, 1}},
+		shares: map[string]float64{"a1": .5, "a2": .5, "b": 1},
+	}, {
+		name:   "a key using far more than the other is heavy (the noisy neighbour)",
+		use:    []fairUse{{"fill", "A", .75, 1}, {"dns", "A", .25, 1}, {"b", "B", .4, 1}, {"b2", "B", .02, 1}},
+		before: light,
+		shares: map[string]float64{"fill": heavyShare / 2, "dns": heavyShare / 2, "b": 1, "b2": 1},
+		heavy:  []string{"A"},
+	}, {
+		name:   "a tenth more than the average is not heavy",
+		use:    []fairUse{{"a", "A", .6, 1}, {"b", "B", .55, 1}},
+		shares: map[string]float64{"a": 1, "b": 1},
+	}, {
+		name:   "a heavy key stays heavy while it uses more than the average",
+		use:    []fairUse{{"a", "A", .6, 1}, {"b", "B", .5, 1}},
+		before: heavyA,
+		shares: map[string]float64{"a": heavyShare, "b": 1},
+		heavy:  []string{"A"},
+	}, {
+		name:   "a heavy key whose use fell under the average is light again, and the round makes no other heavy",
+		use:    []fairUse{{"a", "A", .12, 1}, {"b", "B", 1.88, 1}},
+		before: heavyA,
+		shares: map[string]float64{"a": 1, "b": 1},
+	}, {
+		name:   "a heavy key starved at its low weight keeps its busy sandboxes' count",
+		use:    []fairUse{{"a1", "A", .05, 1}, {"a2", "A", .05, 1}, {"b", "B", 1, 1}},
+		before: keyStates{heavy: map[string]bool{"A": true}, busy: map[string]bool{"a1": true, "a2": true}},
+		shares: map[string]float64{"a1": .5, "a2": .5, "b": 1},
+	}, {
+		name:   "while one key stays heavy another can become heavy too",
+		use:    []fairUse{{"a", "A", .7, 1}, {"b", "B", .9, 1}, {"c", "C", .3, 1}},
+		before: heavyA,
+		shares: map[string]float64{"a": heavyShare, "b": heavyShare, "c": 1},
+		heavy:  []string{"A", "B"},
+	}, {
+		name:   "keys with next to no CPU do not count in the average",
+		use:    []fairUse{{"a", "A", .9, 1}, {"b", "B", .05, 1}, {"c", "C", .01, 1}},
+		shares: map[string]float64{"a": 1, "b": 1, "c": 1},
+	}, {
+		name:   "a small lead is noise, not heaviness",
+		use:    []fairUse{{"a", "A", .15, 1}, {"b", "B", .1, 1}},
+		shares: map[string]float64{"a": 1, "b": 1},
+	}, {
+		name:   "a sandbox of two vCPUs is busy from half a core",
+		use:    []fairUse{{"a1", "A", .6, 2}, {"a2", "A", .6, 2}, {"a3", "A", .2, 2}, {"b", "B", 1.2, 2}},
+		shares: map[string]float64{"a1": .5, "a2": .5, "a3": .5, "b": 1},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			shares, now := fairShares(c.use, c.before)
+			for id, w := range c.shares {
+				if math.Abs(shares[id]-w) > 1e-9 {
+					t.Errorf("sandbox %s: share %g, want %g", id, shares[id], w)
+				}
+			}
+			if len(shares) != len(c.shares) {
+				t.Errorf("shares %v, want %v", shares, c.shares)
+			}
+			var heavy []string
+			for k, h := range now.heavy {
+				if h {
+					heavy = append(heavy, k)
+				}
+			}
+			slices.Sort(heavy)
+			if !slices.Equal(heavy, c.heavy) {
+				t.Errorf("heavy keys %v, want %v", heavy, c.heavy)
+			}
+		})
+	}
+}
+
+// TestFairSharesHungryKeys runs the policy against a model of two keys that
+// both want every core: noise that makes one heavy costs one round, and the
+// weights do not flip back and forth.
+func TestFairSharesHungryKeys(t *testing.T) {
+	var st keyStates
+	shares := map[string]float64{"a": 1, "b": 1}
+	heavyRoundsSeen := 0
+	for round := range 20 {
+		// Two cores divided in proportion to the weights; in round 3
+		// noise gives A half as much again as B.
+		wa, wb := shares["a"], shares["b"]
+		ua, ub := 2*wa/(wa+wb), 2*wb/(wa+wb)
+		if round == 3 {
+			ua, ub = 1.2, 0.8
+		}
+		shares, st = fairShares([]fairUse{{"a", "A", ua, 2}, {"b", "B", ub, 2}}, st)
+		for _, h := range st.heavy {
+			if h {
+				heavyRoundsSeen++
+			}
+		}
+	}
+	if heavyRoundsSeen != 1 {
+		t.Errorf("a key was heavy in %d rounds, want 1 (the noise's)", heavyRoundsSeen)
+	}
+	if shares["a"] != 1 || shares["b"] != 1 {
+		t.Errorf("shares at the end %v, want equal", shares)
+	}
+}
