@@ -94,6 +94,10 @@ func (s *Server) kernelOf(ctx context.Context, c *codeContext) (*kernel, error) 
 	}
 	c.setState("starting")
 	k, err := s.startKernel(ctx, c.cwd, c.env)
+	if err == nil {
+		// A kernel lost here is found dead by the first call.
+		s.runSilent(c, k, kernelStartup)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	_ "embed" // kernelStartup
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -74,6 +75,13 @@ var kernelEnv = map[string]string{
 	"MPLBACKEND":                     "module://matplotlib_inline.backend_inline",
 	"PYDEVD_DISABLE_FILE_VALIDATION": "1",
 }
+
+// kernelStartup runs silently in every kernel before its first cell: the
+// display formatters that give a matplotlib figure's result its chart and
+// a DataFrame's its columns (kernel_startup.py says how).
+//
+//go:embed kernel_startup.py
+var kernelStartup string
 
 // errNoKernels is the answer in a sandbox without ipykernel.
 var errNoKernels = &apiError{status: http.StatusNotImplemented, code: agentapi.CodeNotImplemented,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // The code interpreter's port (49999), as e2b-code-interpreter 2.11.5
@@ -204,7 +205,8 @@ func translateEvent(ev agentapi.CodeEvent, now time.Time) []map[string]any {
 
 // resultLine is a result bundle in the SDK's shape: each MIME type the SDK
 // knows in its field (a string; a value of another JSON type is left out),
-// application/json as "json" (an object; other values left out), the rest
+// application/json as "json" (an object; other values left out), a
+// DataFrame's columns as "data", the chart as "chart" (chart.go), the rest
 // under "extra" keyed by MIME type.
 func resultLine(res agentapi.Result) map[string]any {
 	out := map[string]any{"type": "result", "is_main_result": res.IsMainResult}
@@ -214,6 +216,13 @@ func resultLine(res agentapi.Result) map[string]any {
 			var s string
 			if json.Unmarshal(raw, &s) == nil {
 				out[field] = s
+			}
+			continue
+		}
+		if mime == wire.DataFrameMIME {
+			var cols map[string]json.RawMessage
+			if json.Unmarshal(raw, &cols) == nil {
+				out["data"] = cols
 			}
 			continue
 		}
@@ -228,6 +237,9 @@ func resultLine(res agentapi.Result) map[string]any {
 	}
 	if len(extra) > 0 {
 		out["extra"] = extra
+	}
+	if res.Chart != nil {
+		out["chart"] = e2bChart(*res.Chart)
 	}
 	return out
 }

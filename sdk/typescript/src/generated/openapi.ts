@@ -2425,7 +2425,12 @@ export interface components {
         };
         /** @description One rich output, a MIME bundle. */
         ExecutionResult: {
-            /** @description MIME type to output. Text types (text/plain, text/html, text/markdown, image/svg+xml, text/latex) are strings; images (image/png, image/jpeg) base64 strings; application/json any JSON value. */
+            /**
+             * @description MIME type to output. Text types (text/plain, text/html, text/markdown, image/svg+xml, text/latex) are strings;
+             *     images (image/png, image/jpeg) base64 strings; application/json any JSON value. A pandas DataFrame also has
+             *     application/vnd.withruntime.dataframe+json, its columns as {"column": [value, ...]} (numbers, strings,
+             *     booleans, ISO 8601 times, null for missing; left out for a frame of more than 100,000 cells).
+             */
             data: {
                 [key: string]: unknown;
             };
@@ -2435,6 +2440,75 @@ export interface components {
             };
             /** @description This is the value of the cell's last expression (Out[N]). */
             isMainResult: boolean;
+            /** @description The data of the matplotlib figure this result shows (beside its image in data), read from the figure; absent for anything else, and for a figure whose chart could not be read. */
+            chart?: components["schemas"]["Chart"];
+        };
+        /**
+         * @description What a matplotlib figure plots, read from the figure itself (the chart types of E2B's code interpreter): one
+         *     chart per figure, or a `superchart` of one chart per axes that holds data. At most 10,000 points in all: past
+         *     that each series is thinned evenly (first and last points kept) and `truncated` is true.
+         */
+        Chart: {
+            /**
+             * @description The chart's kind; `unknown` for axes whose artists are none of the others, or a mix (title and axes only); `superchart` for a figure of several charts (in `charts`).
+             * @enum {string}
+             */
+            type: "line" | "scatter" | "bar" | "pie" | "box_and_whisker" | "superchart" | "unknown";
+            /** @description The axes' title (a superchart's, the figure's suptitle). */
+            title?: string;
+            /** @description The x axis label. A bar or box chart's x axis is always its categories', whether drawn horizontally or not. */
+            xLabel?: string;
+            /** @description The y axis label. */
+            yLabel?: string;
+            /** @description The unit in the x label ("Time (s)" or "Time [s]" gives "s"). */
+            xUnit?: string;
+            /** @description The unit in the y label. */
+            yUnit?: string;
+            /** @description The x axis scale (line, scatter, unknown) - linear, log, symlog, logit, datetime with ISO 8601 ticks and points, categorical with points naming their category, or another scale's name). */
+            xScale?: string;
+            /** @description The y axis scale, as xScale. */
+            yScale?: string;
+            /** @description The major ticks inside the view, numbers (ISO 8601 strings on a datetime axis). */
+            xTicks?: unknown[];
+            /** @description The x ticks' labels as drawn. */
+            xTickLabels?: string[];
+            /** @description The y axis's major ticks inside the view, as xTicks. */
+            yTicks?: unknown[];
+            /** @description The y ticks' labels as drawn. */
+            yTickLabels?: string[];
+            /** @description The values plotted, in drawing order (a series per line or scatter collection, a bar per bar, a slice per wedge, a box per box); empty for unknown and superchart. */
+            elements: components["schemas"]["ChartElement"][];
+            /** @description A superchart's charts, one per axes, in the figure's order. */
+            charts?: components["schemas"]["Chart"][];
+            /** @description The series held more than 10,000 points and were thinned. */
+            truncated?: boolean;
+        };
+        /** @description One thing a chart plots; its fields depend on the chart's type. */
+        ChartElement: {
+            /** @description The series' legend label ("Line N" or "Series N" without one), a bar's or box's category (its tick label, or its position as a number), or a wedge's label. */
+            label: string;
+            /** @description (line, scatter) The [x, y] pairs, each coordinate a number, a string (a category, or an ISO 8601 time) or null (missing). */
+            points?: unknown[][];
+            /** @description (bar) The bar's series, its legend label or "Group N". */
+            group?: string;
+            /** @description (bar) The bar's length. */
+            value?: number;
+            /** @description (pie) The wedge's angle, in degrees. */
+            angle?: number;
+            /** @description (pie) The wedge's radius. */
+            radius?: number;
+            /** @description (box_and_whisker) The lower whisker's end. */
+            min?: number;
+            /** @description (box_and_whisker) The box's lower edge. */
+            firstQuartile?: number;
+            /** @description (box_and_whisker) The median line. */
+            median?: number;
+            /** @description (box_and_whisker) The box's upper edge. */
+            thirdQuartile?: number;
+            /** @description (box_and_whisker) The upper whisker's end. */
+            max?: number;
+            /** @description (box_and_whisker) The fliers beyond the whiskers. */
+            outliers?: number[];
         };
         /** @description An exception the cell raised, or why the call failed. */
         ExecutionError: {
