@@ -32,9 +32,11 @@ type (
 	TemplateEvent         = wire.TemplateEvent
 
 	UsageReport = wire.UsageReport
-	UsageRow    = wire.UsageRow
-	UsagePrices = wire.UsagePrices
-	UsageTrial  = wire.UsageTrial
+	// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics.
+	SandboxMetrics = wire.SandboxMetrics
+	UsageRow       = wire.UsageRow
+	UsagePrices    = wire.UsagePrices
+	UsageTrial     = wire.UsageTrial
 
 	Health       = wire.ServerHealth
 	LeaderStatus = wire.LeaderStatus

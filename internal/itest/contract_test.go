@@ -404,6 +404,10 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 404})
 
 	// Network policy and secrets.
+	c.do(apiCall{method: "GET", path: sbx + "/metrics", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/metrics?from=2020-01-01&to=2099-01-01T00:00:00Z", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/metrics?from=soon", want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes/sbx_nosuchsandbox/metrics", want: 404})
 	c.do(apiCall{method: "GET", path: sbx + "/network", want: 200})
 	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"allow": []string{"api.example.com", "*.example.org"}}, want: 200})
 	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"allow": []string{"not a host!"}}, want: 400})
@@ -760,6 +764,16 @@ func TestContractCode(t *testing.T) {
 		body: agentapi.RunCodeRequest{Code: "import matplotlib.pyplot as plt\nprint('hi'); plt.plot([1]); display({'a': 1}, raw=False)\n1/0"}}), &ex)
 	if ex.Error == nil || len(ex.Results) != 2 || len(ex.Logs.Stdout) != 1 {
 		t.Errorf("code: %+v", ex)
+	}
+	// Charts of every kind in one figure, and a DataFrame: their fields are the document's.
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/code", want: 200, body: agentapi.RunCodeRequest{Code: `import matplotlib.pyplot as plt, pandas as pd
+fig, ax = plt.subplots(2, 3); fig.suptitle('All')
+ax[0][0].bar(['a', 'b'], [1, 2]); ax[0][1].pie([1, 3], labels=['x', 'y']); ax[0][2].boxplot([[1, 2, 3, 9]])
+ax[1][0].scatter([1, 2], [3, 4]); ax[1][1].plot([1, 2], ['p', 'q']); ax[1][2].fill_between([1, 2], [1, 2])
+plt.show()
+pd.DataFrame({'n': [1, None]})`}}), &ex)
+	if len(ex.Results) != 2 || ex.Results[0].Chart == nil || len(ex.Results[0].Chart.Charts) != 6 {
+		t.Errorf("charts: %+v", ex.Results)
 	}
 	c.do(apiCall{method: "POST", path: sbx + "/code", want: 200, body: agentapi.RunCodeRequest{Code: "import time; time.sleep(5)", TimeoutSeconds: 0.5, Env: map[string]string{"A": "b"}}})
 	c.do(apiCall{method: "POST", path: sbx + "/code", accept: agentapi.ContentTypeNDJSON, want: 200,

@@ -109,6 +109,10 @@ type (
 	Logs = wire.ExecutionLogs
 	// Result is one rich output, a MIME bundle.
 	Result = wire.ExecutionResult
+	// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics.
+	SandboxMetrics = wire.SandboxMetrics
+	// SandboxMetric is one sample of a sandbox's resource use.
+	SandboxMetric = wire.SandboxMetric
 	// Chart is what a matplotlib figure plots (Result.Chart).
 	Chart = wire.Chart
 	// ChartElement is one thing a Chart plots.

@@ -66,7 +66,7 @@ func (s *Server) controlRoutes() {
 	h("POST /sandboxes/{id}/connect", s.connect)
 	h("POST /v2/sandboxes/{id}/connect", s.connect)
 	h("PUT /sandboxes/{id}/network", s.setNetwork)
-	h("GET /sandboxes/{id}/metrics", s.unsupported("sandbox metrics (use Runtime's GET /v1/usage for what a sandbox used)"))
+	h("GET /sandboxes/{id}/metrics", s.metrics)
 	h("POST /sandboxes/{id}/snapshots", s.createSnapshot)
 	h("POST /sandboxes/{id}/fork", s.fork)
 	h("GET /snapshots", s.listSnapshots)
@@ -77,12 +77,6 @@ func (s *Server) controlRoutes() {
 	s.control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route %s %s in Runtime's E2B-compatible API (README: E2B compatibility)", r.Method, r.URL.Path)
 	})
-}
-
-func (s *Server) unsupported(what string) func(http.ResponseWriter, *http.Request, who) {
-	return func(w http.ResponseWriter, r *http.Request, _ who) {
-		writeError(w, http.StatusNotImplemented, "%s is not supported by Runtime's E2B-compatible API", what)
-	}
 }
 
 // decodeBody reads a JSON body into v; an empty body leaves v as it is.

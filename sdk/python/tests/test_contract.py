@@ -54,6 +54,7 @@ TYPES: dict[str, type] = {
     "UsageRow": types.UsageRow,
     "UsagePrices": types.UsagePrices,
     "UsageTrial": types.UsageTrial,
+    "SandboxMetric": types.SandboxMetric,
     "Execution": code.Execution,
     "ExecutionResult": code.Result,
     "ExecutionError": code.ExecutionError,

@@ -104,6 +104,7 @@ from .types import (
     UsagePrices,
     UsageReport,
     UsageRow,
+    SandboxMetric,
     UsageTrial,
     VolumeMount,
 )
@@ -149,6 +150,7 @@ __all__ = [
     "MAX_FORK_COUNT",
     "KeyInfo",
     "UsageRow",
+    "SandboxMetric",
     "UsagePrices",
     "UsageReport",
     "UsageTrial",

@@ -98,6 +98,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A sandbox's recent resource use
+         * @description The samples the metering took of the sandbox (every meter interval, 5 s by default, measured on the host),
+         *     the last hour of them at most, oldest first: CPU used since the sample before as a percentage of its vCPUs,
+         *     memory and disk used against their sizes. The history is kept in the server's memory from when it started
+         *     sampling the sandbox (a restart begins it again; the usage ledger is unaffected); a running sandbox whose last
+         *     sample is older than an interval gets one taken at the request. A stopped sandbox has none.
+         */
+        get: operations["getSandboxMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/timeout": {
         parameters: {
             query?: never;
@@ -2510,6 +2537,31 @@ export interface components {
             /** @description (box_and_whisker) The fliers beyond the whiskers. */
             outliers?: number[];
         };
+        /** @description A sandbox's recent resource use (GET /v1/sandboxes/{id}/metrics), oldest first. */
+        SandboxMetrics: {
+            /** @description The samples in the window asked for; empty for a stopped sandbox. */
+            metrics: components["schemas"]["SandboxMetric"][];
+        };
+        /** @description One sample of a sandbox's resource use, measured by the host (never reported from inside the sandbox). */
+        SandboxMetric: {
+            /**
+             * Format: date-time
+             * @description When the sample was taken (UTC).
+             */
+            at: string;
+            /** @description The number of CPUs the sandbox's programs see. */
+            cpuCount: number;
+            /** @description The CPU the sandbox's own processes used since the sample before (its start for the first), as a percentage of its vCPUs, 0-100; the isolation layer's share is left out, as in billing. */
+            cpuUsedPercent: number;
+            /** @description The memory the sandbox holds on the host, in bytes, its isolation layer and a memory-backed disk included. */
+            memoryUsedBytes: number;
+            /** @description Its memory size (memoryMiB), in bytes. */
+            memoryTotalBytes: number;
+            /** @description What its writes take on the host's disk, in bytes; 0 when the driver cannot measure it (a memory-backed disk). */
+            diskUsedBytes: number;
+            /** @description Its disk size (diskMiB), in bytes. */
+            diskTotalBytes: number;
+        };
         /** @description An exception the cell raised, or why the call failed. */
         ExecutionError: {
             /** @description The exception's class ("ZeroDivisionError"), or TimeoutError (the timeout interrupted the cell), OutOfMemoryError (the kernel was killed for memory), KernelDied. */
@@ -3191,6 +3243,37 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+        };
+    };
+    getSandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description Leave out samples before this time, an RFC 3339 time or a UTC date (its midnight). */
+                from?: string;
+                /** @description Leave out samples after this time, an RFC 3339 time or a UTC date (through the end of that day). */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The samples. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxMetrics"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
         };
     };
     setSandboxTimeout: {
