@@ -32,6 +32,9 @@ type (
 	TemplateEvent         = wire.TemplateEvent
 
 	UsageReport = wire.UsageReport
+	// FileURLRequest and FileURL are POST .../files/url's.
+	FileURLRequest = wire.FileURLRequest
+	FileURL        = wire.FileURL
 	// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics.
 	SandboxMetrics = wire.SandboxMetrics
 	UsageRow       = wire.UsageRow

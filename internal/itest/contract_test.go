@@ -556,6 +556,16 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=c", body: []byte("x"), want: 400})
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=/proc/nope", body: []byte("x"), want: 403})
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=big", body: make([]byte, 2<<20), want: 413})
+	// Signed file URLs: made, then used with no key (a read, a write), refused when changed.
+	var wu, ru api.FileURL
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/files/url", body: api.FileURLRequest{Path: "signed.txt", Operation: "write", ExpiresInSeconds: 300}, want: 200}), &wu)
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/files/url", body: api.FileURLRequest{Path: "signed.txt", Operation: "read"}, want: 200}), &ru)
+	c.do(apiCall{method: "POST", path: sbx + "/files/url", body: map[string]any{"path": "a", "operation": "delete"}, invalid: true, want: 400})
+	signedPath := func(u string) string { return strings.TrimPrefix(u, c.e.http.URL) }
+	c.do(apiCall{method: "PUT", path: signedPath(wu.URL), body: []byte("by url"), noAuth: true, want: 200})
+	c.do(apiCall{method: "GET", path: signedPath(ru.URL), noAuth: true, want: 200})
+	c.do(apiCall{method: "GET", path: signedPath(ru.URL) + "x", noAuth: true, want: 401})
+	c.do(apiCall{method: "GET", path: signedPath(wu.URL), noAuth: true, want: 403})
 	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/d/e", Parents: true}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/d"}, want: 409})
 	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "x/y"}, want: 404})

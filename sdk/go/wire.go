@@ -109,6 +109,10 @@ type (
 	Logs = wire.ExecutionLogs
 	// Result is one rich output, a MIME bundle.
 	Result = wire.ExecutionResult
+	// FileURLRequest is the body of POST .../files/url (Sandbox.FileURL).
+	FileURLRequest = wire.FileURLRequest
+	// FileURL is a signed file URL.
+	FileURL = wire.FileURL
 	// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics.
 	SandboxMetrics = wire.SandboxMetrics
 	// SandboxMetric is one sample of a sandbox's resource use.

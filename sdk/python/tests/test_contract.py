@@ -55,6 +55,7 @@ TYPES: dict[str, type] = {
     "UsagePrices": types.UsagePrices,
     "UsageTrial": types.UsageTrial,
     "SandboxMetric": types.SandboxMetric,
+    "FileURL": types.FileURL,
     "Execution": code.Execution,
     "ExecutionResult": code.Result,
     "ExecutionError": code.ExecutionError,

@@ -117,6 +117,9 @@ export interface UsageRow extends Schema<"UsageRow"> {}
  */
 export interface SandboxMetric extends Schema<"SandboxMetric"> {}
 
+/** A signed file URL (Files.signedUrl): one operation on one file, no API key, until expiresAt. (Schema `FileURL`.) */
+export interface FileURL extends Schema<"FileURL"> {}
+
 /** The body of GET /v1/sandboxes/{id}/metrics. (Schema `SandboxMetrics`.) */
 export interface SandboxMetrics extends Schema<"SandboxMetrics"> {}
 

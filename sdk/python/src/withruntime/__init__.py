@@ -105,6 +105,7 @@ from .types import (
     UsageReport,
     UsageRow,
     SandboxMetric,
+    FileURL,
     UsageTrial,
     VolumeMount,
 )
@@ -151,6 +152,7 @@ __all__ = [
     "KeyInfo",
     "UsageRow",
     "SandboxMetric",
+    "FileURL",
     "UsagePrices",
     "UsageReport",
     "UsageTrial",

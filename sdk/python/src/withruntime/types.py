@@ -37,6 +37,7 @@ __all__ = [
     "GroupBy",
     "parse_time",
     "SandboxMetric",
+    "FileURL",
 ]
 
 #: Where relative paths and commands without a cwd start.
@@ -292,6 +293,33 @@ class Event:
         """The chunk's exact bytes: ``data_base64`` decoded when ``lossy``,
         else ``data`` encoded as UTF-8."""
         return _exact(self.data, self.lossy, self.data_base64)
+
+
+@dataclass(frozen=True)
+class FileURL:
+    """A signed file URL (:meth:`Files.signed_url`): it reads (GET) or
+    writes (PUT) one file of one sandbox with no API key, as the key that
+    made it, until ``expires_at``."""
+
+    #: The whole URL.
+    url: str
+    #: ``"GET"`` (read) or ``"PUT"`` (write).
+    method: str
+    path: str
+    #: ``"read"`` or ``"write"``.
+    operation: str
+    #: When the URL stops working (UTC).
+    expires_at: datetime | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FileURL:
+        return cls(
+            url=d.get("url", ""),
+            method=d.get("method", ""),
+            path=d.get("path", ""),
+            operation=d.get("operation", ""),
+            expires_at=parse_time(d.get("expiresAt")),
+        )
 
 
 @dataclass(frozen=True)

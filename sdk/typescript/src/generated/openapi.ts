@@ -683,6 +683,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/files/url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign a file URL
+         * @description Signs a URL that reads (GET) or writes (PUT) one file of the sandbox with no API key, as the calling key,
+         *     until it expires (default 1 hour, at most 7 days): for a browser download, or an upload from a program that
+         *     must not hold the key. The URL (`/v1/files/signed?...` on the server's public URL) carries the sandbox,
+         *     path, operation, expiry, key and an HMAC-SHA256 signature over all of them under a key derived from the
+         *     server's secrets key; changing any of them voids it. It is refused once expired, once the sandbox has
+         *     stopped, and once the key is revoked.
+         */
+        post: operations["createFileURL"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/signed": {
+        parameters: {
+            query: {
+                /** @description The sandbox's id, as signed. */
+                sandbox: string;
+                /** @description The file's path, as signed. */
+                path: string;
+                /** @description The operation, as signed. */
+                op: "read" | "write";
+                /** @description When the URL stops working, Unix seconds, as signed. */
+                expires: string;
+                /** @description The id of the key that signed the URL and that the operation runs as. */
+                key: string;
+                /** @description The signature over the other fields. */
+                sig: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file through a signed URL
+         * @description What `GET /v1/sandboxes/{id}/files` answers for the signed path, as the signing key, for a URL of operation
+         *     `read` (Range and If-Range as there). Needs no API key: the URL is the credential. 401 for a signature that
+         *     does not hold (a field changed) or a revoked key, 403 for an expired URL or a `write` URL, 410 once the
+         *     sandbox has stopped.
+         */
+        get: operations["readSignedFile"];
+        /**
+         * Write a file through a signed URL
+         * @description What `PUT /v1/sandboxes/{id}/files` does for the signed path, as the signing key, for a URL of operation
+         *     `write`: the body is the file's bytes. Needs no API key; refused as the GET is, and for a `read` URL (403).
+         */
+        put: operations["writeSignedFile"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/files/list": {
         parameters: {
             query?: never;
@@ -2537,6 +2606,40 @@ export interface components {
             /** @description (box_and_whisker) The fliers beyond the whiskers. */
             outliers?: number[];
         };
+        /** @description The body of POST /v1/sandboxes/{id}/files/url. */
+        FileURLRequest: {
+            /** @description The file, as the file routes take it (a relative path resolves under /workspace when the URL is used). */
+            path: string;
+            /**
+             * @description read (the URL answers GET with the file) or write (it takes PUT with the file's bytes).
+             * @enum {string}
+             */
+            operation: "read" | "write";
+            /** @description The URL's life in seconds, 1 to 604800 (7 days); absent or 0 is 3600. */
+            expiresInSeconds?: number;
+        };
+        /** @description A signed file URL. */
+        FileURL: {
+            /** @description The whole URL, on the server's public URL (serve --public-url, else the request's host). */
+            url: string;
+            /**
+             * @description The HTTP method the URL takes.
+             * @enum {string}
+             */
+            method: "GET" | "PUT";
+            /** @description The file, as asked. */
+            path: string;
+            /**
+             * @description The operation, as asked.
+             * @enum {string}
+             */
+            operation: "read" | "write";
+            /**
+             * Format: date-time
+             * @description When the URL stops working (UTC, whole seconds).
+             */
+            expiresAt: string;
+        };
         /** @description A sandbox's recent resource use (GET /v1/sandboxes/{id}/metrics), oldest first. */
         SandboxMetrics: {
             /** @description The samples in the window asked for; empty for a stopped sandbox. */
@@ -4090,6 +4193,129 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+        };
+    };
+    createFileURL: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileURLRequest"];
+            };
+        };
+        responses: {
+            /** @description The signed URL. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileURL"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    readSignedFile: {
+        parameters: {
+            query: {
+                /** @description The sandbox's id, as signed. */
+                sandbox: string;
+                /** @description The file's path, as signed. */
+                path: string;
+                /** @description The operation, as signed. */
+                op: "read" | "write";
+                /** @description When the URL stops working, Unix seconds, as signed. */
+                expires: string;
+                /** @description The id of the key that signed the URL and that the operation runs as. */
+                key: string;
+                /** @description The signature over the other fields. */
+                sig: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's contents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description The bytes of the range asked for. */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+        };
+    };
+    writeSignedFile: {
+        parameters: {
+            query: {
+                /** @description The sandbox's id, as signed. */
+                sandbox: string;
+                /** @description The file's path, as signed. */
+                path: string;
+                /** @description The operation, as signed. */
+                op: "read" | "write";
+                /** @description When the URL stops working, Unix seconds, as signed. */
+                expires: string;
+                /** @description The id of the key that signed the URL and that the operation runs as. */
+                key: string;
+                /** @description The signature over the other fields. */
+                sig: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The file's exact bytes. */
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file as written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["TooLarge"];
         };
     };
     listFiles: {
