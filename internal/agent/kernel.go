@@ -87,10 +87,10 @@ var kernelStartup string
 var errNoKernels = &apiError{status: http.StatusNotImplemented, code: agentapi.CodeNotImplemented,
 	msg: "this sandbox has no Jupyter kernel (python3 with ipykernel); create the sandbox from the \"code-interpreter\" template to run code in contexts, or run commands with /exec"}
 
-// startKernel starts a kernel as the sandbox user in cwd with env added
+// startKernel starts a kernel as user ("user" or "root") in cwd with env added
 // and waits until it answers. ctx bounds the wait.
-func (s *Server) startKernel(ctx context.Context, cwd string, env map[string]string) (*kernel, error) {
-	acct, err := s.lookupAccount("")
+func (s *Server) startKernel(ctx context.Context, cwd, user string, env map[string]string) (*kernel, error) {
+	acct, err := s.lookupAccount(user)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -215,6 +217,9 @@ func resultLine(res agentapi.Result) map[string]any {
 		if field, ok := mimeFields[mime]; ok {
 			var s string
 			if json.Unmarshal(raw, &s) == nil {
+				if field == "text" {
+					s = unquoted(s)
+				}
 				out[field] = s
 			}
 			continue
@@ -244,6 +249,15 @@ func resultLine(res agentapi.Result) map[string]any {
 	return out
 }
 
+// unquoted is a text/plain without the quotes of a string's repr ("'x'"
+// is "x"), as E2B's interpreter gives a string result's text.
+func unquoted(s string) string {
+	if len(s) >= 2 && (s[0] == '\'' && s[len(s)-1] == '\'' || s[0] == '"' && s[len(s)-1] == '"') {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
 // createContext is POST /contexts {language?, cwd?}.
 func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 	t := targetFrom(r.Context())
@@ -259,6 +273,11 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		req.Cwd = t.home() // E2B's contexts start in the user's home
 	}
 	in := agentapi.CreateContextRequest{Language: req.Language, Cwd: req.Cwd}
+	if req.Cwd == "/root" || strings.HasPrefix(req.Cwd, "/root/") {
+		// E2B runs every kernel as root; Runtime runs them as the sandbox
+		// user, who cannot enter root's home: a context there is root's.
+		in.User = "root"
+	}
 	var c agentapi.Context
 	if err := s.api.json(r.Context(), t.as, "POST", t.base()+"/contexts", in, &c); err != nil {
 		s.writeEnvdError(w, r, err)
@@ -275,7 +294,13 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 		s.writeEnvdError(w, r, err)
 		return
 	}
-	out := make([]e2bContext, 0, len(list.Contexts))
+	out := make([]e2bContext, 0, len(list.Contexts)+1)
+	if !slices.ContainsFunc(list.Contexts, func(c agentapi.Context) bool { return c.ID == agentapi.DefaultContextID }) {
+		// E2B lists its default contexts from the start; Runtime makes
+		// the default one at its first cell (and a context named "default"
+		// reaches it then), so the list shows it before that too.
+		out = append(out, e2bContext{ID: agentapi.DefaultContextID, Language: agentapi.LanguagePython, Cwd: wire.Workspace})
+	}
 	for _, c := range list.Contexts {
 		out = append(out, e2bContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
 	}

@@ -127,3 +127,15 @@ func TestChartLine(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestResultTextUnquoted: a string result's text is the string, without
+// its repr's quotes, as E2B's interpreter gives it.
+func TestResultTextUnquoted(t *testing.T) {
+	for in, want := range map[string]string{`'abc'`: "abc", `"a'b"`: "a'b", `'`: "'", `''`: "", `42`: "42", `'a' 'b`: "'a' 'b"} {
+		raw, _ := json.Marshal(in)
+		got := resultLine(agentapi.Result{Data: map[string]json.RawMessage{"text/plain": raw}})["text"]
+		if got != want {
+			t.Errorf("%q: text %q, want %q", in, got, want)
+		}
+	}
+}

@@ -81,9 +81,9 @@ func isSigned(r *http.Request) bool {
 }
 
 // resolveSigned checks a signed file URL and finds its sandbox; errors
-// come with their status: 401 for a signature that does not hold (or a
-// route no URL is signed for), 403 for an expired one, 502 for a sandbox
-// that has stopped.
+// come with their status: 401 for a signature that does not hold, an
+// expired one (as envd: "signature is already expired") or a route no URL
+// is signed for, 502 for a sandbox that has stopped.
 func (s *Server) resolveSigned(r *http.Request) (target, int, error) {
 	q := r.URL.Query()
 	var op string
@@ -95,21 +95,22 @@ func (s *Server) resolveSigned(r *http.Request) (target, int, error) {
 	default:
 		return target{}, http.StatusUnauthorized, fmt.Errorf("%s %s takes no signed URL (only GET and POST /files do): send the access token in X-Access-Token", r.Method, r.URL.Path)
 	}
-	id := r.Header.Get("E2b-Sandbox-Id")
-	if id == "" {
-		return target{}, http.StatusUnauthorized, errors.New("a signed file URL names its sandbox by its host (49983-SANDBOX.DOMAIN): " +
-			"use E2B_DOMAIN with a server started with --e2b-domain, or Runtime's POST /v1/sandboxes/{id}/files/url")
-	}
-	rid := runtimeID(id)
 	if exp := q.Get("signature_expiration"); exp != "" {
 		at, err := strconv.ParseInt(exp, 10, 64)
 		if err != nil {
 			return target{}, http.StatusUnauthorized, errors.New("signature_expiration is not a Unix time in seconds")
 		}
 		if time.Now().Unix() > at {
-			return target{}, http.StatusForbidden, fmt.Errorf("the signed URL expired at %s", time.Unix(at, 0).UTC().Format(time.RFC3339))
+			// envd's answer, word for word (E2B's tests compare it).
+			return target{}, http.StatusUnauthorized, errors.New("signature is already expired")
 		}
 	}
+	id := r.Header.Get("E2b-Sandbox-Id")
+	if id == "" {
+		return target{}, http.StatusUnauthorized, errors.New("a signed file URL names its sandbox by its host (49983-SANDBOX.DOMAIN): " +
+			"use E2B_DOMAIN with a server started with --e2b-domain, or Runtime's POST /v1/sandboxes/{id}/files/url")
+	}
+	rid := runtimeID(id)
 	sb, err := s.cfg.Store.GetSandbox(r.Context(), rid)
 	if errors.Is(err, store.ErrNotFound) {
 		return target{}, http.StatusUnauthorized, errors.New("the signature does not hold for this sandbox, path, operation and user")

@@ -117,7 +117,7 @@ func TestSignedFileURLs(t *testing.T) {
 		{"a read URL used to write", "POST", "one", good, http.StatusUnauthorized},
 		{"another sandbox", "GET", "two", good, http.StatusUnauthorized},
 		{"no sandbox named", "GET", "", good, http.StatusUnauthorized},
-		{"expired", "GET", "one", signed("/home/user/a.txt", "read", "", time.Now().Add(-time.Minute).Unix()), http.StatusForbidden},
+		{"expired", "GET", "one", signed("/home/user/a.txt", "read", "", time.Now().Add(-time.Minute).Unix()), http.StatusUnauthorized},
 		{"no signature at all", "GET", "one", url.Values{"path": {"/home/user/a.txt"}, "signature": {""}}, http.StatusUnauthorized},
 	} {
 		if code := do(c.method, c.sandbox, c.q); code != c.want {

@@ -24,6 +24,10 @@ type CreateContextRequest struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Env adds to the sandbox's environment for the kernel's whole life.
 	Env map[string]string `json:"env,omitempty"`
+	// User runs the kernel as "user" (default, uid 1000; also "") or
+	// "root"; the cwd must be a directory that user can enter. Any other
+	// name is refused with 400.
+	User string `json:"user,omitempty"`
 }
 
 // CodeContext is a code context: one kernel and the state it keeps.
@@ -34,6 +38,8 @@ type CodeContext struct {
 	Language string `json:"language"`
 	// Cwd is the kernel's working directory.
 	Cwd string `json:"cwd"`
+	// User is who the kernel runs as: "user" or "root".
+	User string `json:"user"`
 	// State is "starting", "idle", "busy" or "dead" (its kernel died or was
 	// killed; the next call starts a new one and says so).
 	State string `json:"state"`

@@ -204,6 +204,8 @@ export interface CreateContextOptions {
   /** The kernel's working directory (default /workspace). */
   cwd?: string;
   env?: Record<string, string>;
+  /** Who the kernel runs as: "user" (the default, uid 1000) or "root"; the cwd must be a directory that user can enter. */
+  user?: string;
   signal?: AbortSignal;
 }
 
@@ -315,6 +317,7 @@ export class CodeInterpreter {
     if (opts.language) body.language = opts.language;
     if (opts.cwd) body.cwd = opts.cwd;
     if (opts.env && Object.keys(opts.env).length > 0) body.env = opts.env;
+    if (opts.user) body.user = opts.user;
     return this.client.json<CodeContext>("POST", this.base + "/contexts", body, opts.signal, KERNEL_WAIT);
   }
 

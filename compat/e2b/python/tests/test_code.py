@@ -59,7 +59,7 @@ def test_on_stdout_and_stderr_callbacks(ci):
 
 def test_env_vars_for_one_cell(ci):
     ex = ci.run_code("import os; os.environ.get('ONLY_HERE')", envs={"ONLY_HERE": "yes"})
-    assert ex.text == "'yes'"
+    assert ex.text == "yes"  # E2B gives a string result without its quotes
     assert ci.run_code("import os; os.environ.get('ONLY_HERE')").text is None
 
 
@@ -67,7 +67,7 @@ def test_contexts_create_run_restart_remove(ci):
     ctx = ci.create_code_context(language="python")
     assert ctx.id and ctx.language == "python"
     assert ctx.cwd == "/home/user"  # E2B's default for a new context
-    assert ci.run_code("import os; os.getcwd()", context=ctx).text == "'/home/user'"
+    assert ci.run_code("import os; os.getcwd()", context=ctx).text == "/home/user"
     assert ci.run_code("y = 41", context=ctx).error is None
     assert ci.run_code("y + 1", context=ctx).text == "42"
     # Contexts are isolated: the default context has no y.
@@ -156,3 +156,25 @@ def test_dataframe_data(ci):
     [res] = ex.results
     assert res.data == {"city": ["Oslo", "Lima"], "pop": [0.7, 10.1]}
     assert res.html and "Oslo" in res.html
+
+
+def test_string_result_text_has_no_quotes(ci):
+    """A cell whose value is a string gives that string as text, as E2B's
+    interpreter does (not Python's repr with its quotes)."""
+    assert ci.run_code("'plain' + ' text'").text == "plain text"
+    assert ci.run_code("42").text == "42"
+
+
+def test_default_context_is_listed_and_root_context_runs():
+    """list_code_contexts shows the default context before any cell has
+    run, and a context in /root (E2B's kernels are root's) works."""
+    sb = Sandbox.create(timeout=120)
+    try:
+        assert "python" in [c.language for c in sb.list_code_contexts()]
+        ctx = sb.create_code_context(language="python", cwd="/root")
+        assert ctx.cwd == "/root"
+        assert [c.id for c in sb.list_code_contexts()][-1] == ctx.id
+        ex = sb.run_code("import os; print(os.getcwd(), os.geteuid())", context=ctx)
+        assert ex.error is None and "".join(ex.logs.stdout).strip() == "/root 0"
+    finally:
+        sb.kill()

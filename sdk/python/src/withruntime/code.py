@@ -244,6 +244,8 @@ class CodeContext:
     created_at: datetime | None
     #: How many kernels the context lost (each time with its variables).
     restarts: int = 0
+    #: Who the kernel runs as: ``"user"`` or ``"root"``.
+    user: str = "user"
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CodeContext:
@@ -254,6 +256,7 @@ class CodeContext:
             state=str(d.get("state", "")),
             created_at=parse_time(d.get("createdAt")),
             restarts=int(d.get("restarts", 0) or 0),
+            user=str(d.get("user", "") or "user"),
         )
 
 
@@ -293,8 +296,12 @@ def run_body(
     return body
 
 
-def context_body(language: str | None, cwd: str | None, env: Mapping[str, str] | None) -> dict[str, Any]:
+def context_body(
+    language: str | None, cwd: str | None, env: Mapping[str, str] | None, user: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {}
+    if user:
+        body["user"] = user
     if language:
         body["language"] = language
     if cwd:

@@ -2440,6 +2440,8 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /** @description Who the kernel runs as, "user" (the default, uid 1000; also "") or "root"; the cwd must be a directory that user can enter (400 otherwise, saying so). */
+            user?: string;
         };
         /** @description A code context — one kernel and the state it keeps. */
         CodeContext: {
@@ -2449,6 +2451,8 @@ export interface components {
             language: string;
             /** @description The kernel's working directory. */
             cwd: string;
+            /** @description Who the kernel runs as, user or root. */
+            user: string;
             /**
              * @description starting (its kernel is starting), idle, busy (a cell runs), dead (its kernel was lost; the next call starts a new one and says so).
              * @enum {string}
