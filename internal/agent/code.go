@@ -14,6 +14,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/jupyter"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // interruptGrace is how long a kernel has to stop after a timeout's
@@ -294,7 +295,9 @@ func (x *execution) iopub(m *jupyter.Message) (idle bool) {
 		if main && d.ExecutionCount > 0 {
 			x.ex.ExecutionCount = d.ExecutionCount
 		}
-		x.result(agentapi.Result{Data: d.Data, Metadata: d.Metadata, IsMainResult: main})
+		res := agentapi.Result{Data: d.Data, Metadata: d.Metadata, IsMainResult: main}
+		liftChart(&res)
+		x.result(res)
 	case "error":
 		var e jupyter.ErrorContent
 		if json.Unmarshal(m.Content, &e) != nil {
@@ -361,10 +364,7 @@ func (x *execution) result(res agentapi.Result) {
 		x.emit(agentapi.CodeEvent{Type: "result", Result: &res})
 		return
 	}
-	n := 0
-	for _, v := range res.Data {
-		n += len(v)
-	}
+	n := resultSize(res)
 	if x.resultBytes+n > agentapi.MaxResultBytes {
 		x.ex.ResultsTruncated = true
 		msg, _ := json.Marshal(fmt.Sprintf("[result of %d bytes left out: the results of one call are capped at %d bytes; save large output to a file instead]", n, agentapi.MaxResultBytes))
@@ -451,4 +451,65 @@ func (l *logCap) list() ([]string, bool) {
 		out = append(out, fmt.Sprintf("\n[... %d bytes omitted ...]\n", l.omitted))
 	}
 	return append(out, l.tail...), l.omitted > 0
+}
+
+// liftChart moves the chart the kernel's startup formatter put under
+// wire.ChartMIME (kernel_startup.py) into res.Chart. A chart that does not
+// decode is dropped: the figure's image is still there.
+func liftChart(res *agentapi.Result) {
+	raw, ok := res.Data[wire.ChartMIME]
+	if !ok {
+		return
+	}
+	delete(res.Data, wire.ChartMIME)
+	delete(res.Metadata, wire.ChartMIME)
+	var c wire.Chart
+	if json.Unmarshal(raw, &c) != nil || c.Type == "" {
+		return
+	}
+	normalizeChart(&c)
+	res.Chart = &c
+}
+
+// normalizeChart gives every chart (a superchart's too) its elements
+// list, empty rather than absent.
+func normalizeChart(c *wire.Chart) {
+	if c.Elements == nil {
+		c.Elements = []wire.ChartElement{}
+	}
+	for i := range c.Charts {
+		normalizeChart(&c.Charts[i])
+	}
+}
+
+// resultSize is what a result holds, in bytes: its MIME data and its
+// chart (counted as its points and ticks, the bulk of it).
+func resultSize(res agentapi.Result) int {
+	n := 0
+	for _, v := range res.Data {
+		n += len(v)
+	}
+	if res.Chart != nil {
+		n += chartSize(res.Chart)
+	}
+	return n
+}
+
+func chartSize(c *wire.Chart) int {
+	n := 256
+	for _, t := range append(c.XTicks, c.YTicks...) {
+		n += len(t) + 1
+	}
+	for _, e := range c.Elements {
+		n += 64 + len(e.Label) + len(e.Group) + 8*len(e.Outliers)
+		for _, p := range e.Points {
+			for _, v := range p {
+				n += len(v) + 1
+			}
+		}
+	}
+	for i := range c.Charts {
+		n += chartSize(&c.Charts[i])
+	}
+	return n
 }

@@ -31,6 +31,7 @@ type codeContext struct {
 	id       string
 	language string
 	cwd      string
+	user     string // "user" or "root": who the kernel runs as
 	env      map[string]string
 	created  time.Time
 	slot     chan struct{}
@@ -72,7 +73,7 @@ func (c *codeContext) info() agentapi.Context {
 	if c.k != nil && c.k.exited() {
 		st = "dead"
 	}
-	return agentapi.Context{ID: c.id, Language: c.language, Cwd: c.cwd, State: st,
+	return agentapi.Context{ID: c.id, Language: c.language, Cwd: c.cwd, User: c.user, State: st,
 		CreatedAt: c.created, Restarts: c.restarts}
 }
 
@@ -93,7 +94,11 @@ func (s *Server) kernelOf(ctx context.Context, c *codeContext) (*kernel, error) 
 		s.loseKernel(c, k, idleExit(s, k))
 	}
 	c.setState("starting")
-	k, err := s.startKernel(ctx, c.cwd, c.env)
+	k, err := s.startKernel(ctx, c.cwd, c.user, c.env)
+	if err == nil {
+		// A kernel lost here is found dead by the first call.
+		s.runSilent(c, k, kernelStartup)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -214,6 +219,17 @@ func (s *Server) addContext(id string, req agentapi.CreateContextRequest) (*code
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
 		return nil, false, badRequest("cwd %s is not an existing directory; create it first (POST /files/mkdir) or omit cwd to start in %s", cwd, s.cfg.Workspace)
 	}
+	user := defaultUserName
+	if req.User == rootUserName {
+		user = rootUserName
+	}
+	acct, err := s.lookupAccount(req.User)
+	if err != nil {
+		return nil, false, err
+	}
+	if !canEnter(cwd, acct) {
+		return nil, false, badRequest("cwd %s is not a directory the kernel's user %q (uid %d) can enter; choose another, or run the context as \"root\" (user)", cwd, user, acct.Uid)
+	}
 	s.ctxs.mu.Lock()
 	defer s.ctxs.mu.Unlock()
 	if id == "" {
@@ -224,7 +240,7 @@ func (s *Server) addContext(id string, req agentapi.CreateContextRequest) (*code
 	if len(s.ctxs.byID) >= agentapi.MaxContexts {
 		return nil, false, conflict("this sandbox already has %d contexts, the most it may have; delete one (DELETE /contexts/{id}) first", agentapi.MaxContexts)
 	}
-	c := &codeContext{id: id, language: agentapi.LanguagePython, cwd: cwd, env: req.Env,
+	c := &codeContext{id: id, language: agentapi.LanguagePython, cwd: cwd, user: user, env: req.Env,
 		created: time.Now().UTC(), slot: make(chan struct{}, 1), state: "starting"}
 	s.ctxs.byID[id] = c
 	return c, true, nil

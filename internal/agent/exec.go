@@ -73,6 +73,8 @@ func (s *Server) buildSpec(req *agentapi.ExecRequest, background bool) (procSpec
 		return spec, 0, badRequest("cwd %s cannot be used: %v", dir, err)
 	case !st.IsDir():
 		return spec, 0, badRequest("cwd %s is not a directory; give a directory", dir)
+	case !canEnter(dir, acct):
+		return spec, 0, badRequest("cwd %s is not a directory the user %q (uid %d) can enter; run the command as \"root\" (user) or choose another cwd", dir, acct.Name, acct.Uid)
 	}
 	spec.dir = dir
 	spec.env = commandEnv(s.environ(), acct, req.Env)

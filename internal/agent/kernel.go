@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	_ "embed" // kernelStartup
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -75,14 +76,21 @@ var kernelEnv = map[string]string{
 	"PYDEVD_DISABLE_FILE_VALIDATION": "1",
 }
 
+// kernelStartup runs silently in every kernel before its first cell: the
+// display formatters that give a matplotlib figure's result its chart and
+// a DataFrame's its columns (kernel_startup.py says how).
+//
+//go:embed kernel_startup.py
+var kernelStartup string
+
 // errNoKernels is the answer in a sandbox without ipykernel.
 var errNoKernels = &apiError{status: http.StatusNotImplemented, code: agentapi.CodeNotImplemented,
 	msg: "this sandbox has no Jupyter kernel (python3 with ipykernel); create the sandbox from the \"code-interpreter\" template to run code in contexts, or run commands with /exec"}
 
-// startKernel starts a kernel as the sandbox user in cwd with env added
+// startKernel starts a kernel as user ("user" or "root") in cwd with env added
 // and waits until it answers. ctx bounds the wait.
-func (s *Server) startKernel(ctx context.Context, cwd string, env map[string]string) (*kernel, error) {
-	acct, err := s.lookupAccount("")
+func (s *Server) startKernel(ctx context.Context, cwd, user string, env map[string]string) (*kernel, error) {
+	acct, err := s.lookupAccount(user)
 	if err != nil {
 		return nil, err
 	}

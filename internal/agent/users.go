@@ -219,3 +219,46 @@ func checkExecutable(p string) error {
 	}
 	return nil
 }
+
+// canEnter reports whether acct may enter directory dir: search (x)
+// permission on every directory from / down to it, by the owner, group
+// and other bits as the kernel checks them (root always may). A kernel
+// started in a directory its user cannot enter fails with a bare
+// "permission denied" (a context with cwd /root as "user"); this says why
+// first.
+func canEnter(dir string, acct account) bool {
+	if acct.Uid == 0 {
+		return true
+	}
+	dirs := []string{"/"}
+	p := "/"
+	for _, part := range strings.Split(strings.Trim(filepath.Clean(dir), "/"), "/") {
+		if part != "" {
+			p = filepath.Join(p, part)
+			dirs = append(dirs, p)
+		}
+	}
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil {
+			return false
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return false
+		}
+		var bit os.FileMode
+		switch {
+		case int(sys.Uid) == acct.Uid:
+			bit = 0o100
+		case slices.Contains(acct.Groups, sys.Gid) || int(sys.Gid) == acct.Gid:
+			bit = 0o010
+		default:
+			bit = 0o001
+		}
+		if st.Mode().Perm()&bit == 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -23,5 +26,33 @@ func TestCommandEnvUserBin(t *testing.T) {
 	env = commandEnv(nil, account{Name: "root", Home: "/root"}, nil)
 	if !slices.Contains(env, "PATH=/root/.local/bin:"+defaultPath) {
 		t.Errorf("root's env %q", env)
+	}
+}
+
+func TestCanEnter(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // TempDir makes them 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := filepath.Join(dir, "open")
+	closed := filepath.Join(dir, "closed")
+	for _, d := range []string{open, closed, filepath.Join(closed, "inner")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(dir)
+	owner := int(st.Sys().(*syscall.Stat_t).Uid)
+	stranger := account{Uid: owner + 4242, Gid: owner + 4242, Groups: []uint32{uint32(owner + 4242)}}
+	if !canEnter(open, stranger) || canEnter(closed, stranger) || canEnter(filepath.Join(closed, "inner"), stranger) {
+		t.Fatal("a stranger's view of 0755 and 0700 directories")
+	}
+	if !canEnter(closed, account{Uid: owner, Gid: owner}) || !canEnter(closed, account{Uid: 0}) {
+		t.Fatal("the owner, or root, cannot enter a 0700 directory")
 	}
 }

@@ -39,6 +39,9 @@ func (req *createContextRequest) check() error {
 	if err := checkName("language", req.Language); err != nil {
 		return err
 	}
+	if err := checkName("user", req.User); err != nil {
+		return err
+	}
 	if err := checkNoNUL("cwd", req.Cwd); err != nil {
 		return err
 	}

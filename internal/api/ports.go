@@ -41,7 +41,7 @@ type portRootCtx struct{}
 
 // portRoot is how the E2B domain mode serves a port: at the root of a host
 // of its own.
-type portRoot struct{ rawPath string }
+type portRoot struct{ rawPath, host string }
 
 // PortAtRoot returns a context under which an in-process request to
 // /v1/sandboxes/{id}/ports/{port}/ (with AsKey, never a request off the
@@ -52,6 +52,14 @@ type portRoot struct{ rawPath string }
 // not moved under the relay's path.
 func PortAtRoot(ctx context.Context, rawPath string) context.Context {
 	return context.WithValue(ctx, portRootCtx{}, portRoot{rawPath: rawPath})
+}
+
+// PortAtRootAs is PortAtRoot with the Host header the program in the
+// sandbox sees set to host (E2B's mask_request_host) instead of the
+// client's ("" keeps the client's); X-Forwarded-Host still says the
+// client's.
+func PortAtRootAs(ctx context.Context, rawPath, host string) context.Context {
+	return context.WithValue(ctx, portRootCtx{}, portRoot{rawPath: rawPath, host: host})
 }
 
 func (s *Server) portRoutes() {
@@ -116,6 +124,9 @@ func (s *Server) relayPort(w http.ResponseWriter, r *http.Request) error {
 					h.Del("Authorization")
 				}
 				pr.Out.Host = pr.In.Host
+				if root.host != "" {
+					pr.Out.Host = root.host
+				}
 				return
 			}
 			h.Del("Authorization") // it carried the caller's API key

@@ -98,6 +98,8 @@ func (s *Server) routes() {
 	s.handle("POST", "/v1/sandboxes/{id}/timeout", s.setTimeout)
 	s.handle("POST", "/v1/sandboxes/{id}/pause", s.pauseSandbox)
 	s.handle("POST", "/v1/sandboxes/{id}/resume", s.resumeSandbox)
+	s.handle("GET", "/v1/sandboxes/{id}/metrics", s.sandboxMetrics)
+	s.fileURLRoutes()
 	s.snapshotRoutes()
 	for _, ar := range agentRoutes {
 		s.handle(ar.method, "/v1/sandboxes/{id}/"+ar.path, s.forwarder(ar))

@@ -32,9 +32,14 @@ type (
 	TemplateEvent         = wire.TemplateEvent
 
 	UsageReport = wire.UsageReport
-	UsageRow    = wire.UsageRow
-	UsagePrices = wire.UsagePrices
-	UsageTrial  = wire.UsageTrial
+	// FileURLRequest and FileURL are POST .../files/url's.
+	FileURLRequest = wire.FileURLRequest
+	FileURL        = wire.FileURL
+	// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics.
+	SandboxMetrics = wire.SandboxMetrics
+	UsageRow       = wire.UsageRow
+	UsagePrices    = wire.UsagePrices
+	UsageTrial     = wire.UsageTrial
 
 	Health       = wire.ServerHealth
 	LeaderStatus = wire.LeaderStatus

@@ -6,7 +6,7 @@
 // sandbox (exec, files) goes through the agent, so a driver knows nothing
 // about commands or files. Optional features are separate interfaces found by
 // type assertion (StatsReader, Watcher, CPUSetter, Pauser, Snapshotter,
-// DiskReporter, Closer, LeaseBounder, Volumes).
+// DiskReporter, DiskUser, Closer, LeaseBounder, Volumes).
 package driver
 
 import (
@@ -379,6 +379,15 @@ type DiskReporter interface {
 	// on the host plus the blocks its writable layer holds on the host's
 	// disk (the image carries both). An error when it cannot be measured.
 	ImageEstimate(ctx context.Context, id string) (int64, error)
+}
+
+// DiskUser is implemented by drivers that can measure what a running
+// sandbox's writable layer holds on the host's disk (for its metrics).
+type DiskUser interface {
+	// DiskUsed is the bytes sandbox id's writes take on the host's disk
+	// (allocated blocks); an error when it cannot be measured (a layer
+	// kept in memory).
+	DiskUsed(ctx context.Context, id string) (int64, error)
 }
 
 // VolumeMount is one volume mounted in a sandbox.

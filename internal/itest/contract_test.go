@@ -404,6 +404,10 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "POST", path: "/v1/sandboxes/sbx_nosuchsandbox/timeout", body: map[string]any{"timeoutSeconds": 60}, want: 404})
 
 	// Network policy and secrets.
+	c.do(apiCall{method: "GET", path: sbx + "/metrics", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/metrics?from=2020-01-01&to=2099-01-01T00:00:00Z", want: 200})
+	c.do(apiCall{method: "GET", path: sbx + "/metrics?from=soon", want: 400})
+	c.do(apiCall{method: "GET", path: "/v1/sandboxes/sbx_nosuchsandbox/metrics", want: 404})
 	c.do(apiCall{method: "GET", path: sbx + "/network", want: 200})
 	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"allow": []string{"api.example.com", "*.example.org"}}, want: 200})
 	c.do(apiCall{method: "PUT", path: sbx + "/network", body: map[string]any{"allow": []string{"not a host!"}}, want: 400})
@@ -552,6 +556,16 @@ func TestContract(t *testing.T) {
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=c", body: []byte("x"), want: 400})
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=/proc/nope", body: []byte("x"), want: 403})
 	c.do(apiCall{method: "PUT", path: sbx + "/files?path=big", body: make([]byte, 2<<20), want: 413})
+	// Signed file URLs: made, then used with no key (a read, a write), refused when changed.
+	var wu, ru api.FileURL
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/files/url", body: api.FileURLRequest{Path: "signed.txt", Operation: "write", ExpiresInSeconds: 300}, want: 200}), &wu)
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/files/url", body: api.FileURLRequest{Path: "signed.txt", Operation: "read"}, want: 200}), &ru)
+	c.do(apiCall{method: "POST", path: sbx + "/files/url", body: map[string]any{"path": "a", "operation": "delete"}, invalid: true, want: 400})
+	signedPath := func(u string) string { return strings.TrimPrefix(u, c.e.http.URL) }
+	c.do(apiCall{method: "PUT", path: signedPath(wu.URL), body: []byte("by url"), noAuth: true, want: 200})
+	c.do(apiCall{method: "GET", path: signedPath(ru.URL), noAuth: true, want: 200})
+	c.do(apiCall{method: "GET", path: signedPath(ru.URL) + "x", noAuth: true, want: 401})
+	c.do(apiCall{method: "GET", path: signedPath(wu.URL), noAuth: true, want: 403})
 	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/d/e", Parents: true}, want: 200})
 	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "c/d"}, want: 409})
 	c.do(apiCall{method: "POST", path: sbx + "/files/mkdir", body: agentapi.MkdirRequest{Path: "x/y"}, want: 404})
@@ -760,6 +774,16 @@ func TestContractCode(t *testing.T) {
 		body: agentapi.RunCodeRequest{Code: "import matplotlib.pyplot as plt\nprint('hi'); plt.plot([1]); display({'a': 1}, raw=False)\n1/0"}}), &ex)
 	if ex.Error == nil || len(ex.Results) != 2 || len(ex.Logs.Stdout) != 1 {
 		t.Errorf("code: %+v", ex)
+	}
+	// Charts of every kind in one figure, and a DataFrame: their fields are the document's.
+	mustDecode(t, c.do(apiCall{method: "POST", path: sbx + "/code", want: 200, body: agentapi.RunCodeRequest{Code: `import matplotlib.pyplot as plt, pandas as pd
+fig, ax = plt.subplots(2, 3); fig.suptitle('All')
+ax[0][0].bar(['a', 'b'], [1, 2]); ax[0][1].pie([1, 3], labels=['x', 'y']); ax[0][2].boxplot([[1, 2, 3, 9]])
+ax[1][0].scatter([1, 2], [3, 4]); ax[1][1].plot([1, 2], ['p', 'q']); ax[1][2].fill_between([1, 2], [1, 2])
+plt.show()
+pd.DataFrame({'n': [1, None]})`}}), &ex)
+	if len(ex.Results) != 2 || ex.Results[0].Chart == nil || len(ex.Results[0].Chart.Charts) != 6 {
+		t.Errorf("charts: %+v", ex.Results)
 	}
 	c.do(apiCall{method: "POST", path: sbx + "/code", want: 200, body: agentapi.RunCodeRequest{Code: "import time; time.sleep(5)", TimeoutSeconds: 0.5, Env: map[string]string{"A": "b"}}})
 	c.do(apiCall{method: "POST", path: sbx + "/code", accept: agentapi.ContentTypeNDJSON, want: 200,

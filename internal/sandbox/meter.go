@@ -57,6 +57,9 @@ type meterState struct {
 	locks map[string]*sync.Mutex // one sampler at a time per sandbox
 
 	obs Observer // metrics (observe.go); nil: none
+
+	// history is each running sandbox's recent samples (metrics.go).
+	history metricHistory
 }
 
 // StartMetering turns metering on. Call it before Recover (so that the
@@ -220,6 +223,7 @@ func (m *Manager) meterFinal(ctx context.Context, id string) {
 	m.meter.mu.Lock()
 	delete(m.meter.locks, id)
 	m.meter.mu.Unlock()
+	m.meter.history.drop(id)
 }
 
 // sample writes the interval from the sandbox's cursor to now. A sandbox is
@@ -288,6 +292,9 @@ func (m *Manager) nextInterval(ctx context.Context, sb store.Sandbox, cur store.
 		var st driver.Stats
 		if st, statsErr = sr.Stats(ctx, id); statsErr == nil {
 			mark = cpuMark(st)
+			if !final {
+				m.recordMetric(ctx, id, cur, st)
+			}
 		}
 	} else {
 		statsErr = errors.New("the driver cannot measure CPU")

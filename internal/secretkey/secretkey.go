@@ -12,6 +12,7 @@ package secretkey
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"golang.org/x/crypto/nacl/secretbox"
 )
@@ -66,6 +68,15 @@ func Parse(text []byte) (*Key, error) {
 		return nil, fmt.Errorf("secrets key: not hexadecimal (a 32-byte key, e.g. from `openssl rand -hex 32`): %w", err)
 	}
 	return fromBytes(b), nil
+}
+
+// Derive returns a 32-byte key for one purpose (a label no other use
+// shares): HMAC-SHA256 of the purpose under k. It gives signing keys that
+// change with the secrets key and tell nothing of it.
+func (k *Key) Derive(purpose string) []byte {
+	m := hmac.New(sha256.New, k.k[:])
+	m.Write([]byte("withruntime derived key\x00" + purpose))
+	return m.Sum(nil)
 }
 
 // ID names the key: 16 hexadecimal characters of a hash of it, which tell
@@ -202,6 +213,22 @@ func NewRing(current *Key, older ...*Key) *Ring {
 
 // Current is the key that seals.
 func (r *Ring) Current() *Key { return r.current }
+
+// All is the ring's keys, the current one first, the others by ID.
+func (r *Ring) All() []*Key {
+	out := []*Key{r.current}
+	ids := make([]string, 0, len(r.byID))
+	for id := range r.byID {
+		if id != r.current.ID() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		out = append(out, r.byID[id])
+	}
+	return out
+}
 
 // Key returns the key with that ID, if the ring has it.
 func (r *Ring) Key(id string) (*Key, bool) {

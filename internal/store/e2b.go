@@ -16,6 +16,9 @@ type E2BToken struct {
 	SandboxID string
 	Template  string
 	CreatedAt time.Time
+	// Nonce is what the token was derived from with the server's secrets
+	// key (for E2B's signed file URLs); "" for a token minted at random.
+	Nonce string
 }
 
 // MaxE2BTokens is how many tokens one sandbox keeps; minting one more
@@ -30,8 +33,8 @@ func (s *Store) InsertE2BToken(ctx context.Context, t E2BToken) error {
 		return fmt.Errorf("store: e2b token: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO e2b_tokens (token_hash, sandbox_id, template, created_at) VALUES (?, ?, ?, ?)`,
-		t.Hash, t.SandboxID, t.Template, millis(t.CreatedAt)); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO e2b_tokens (token_hash, sandbox_id, template, created_at, nonce) VALUES (?, ?, ?, ?, ?)`,
+		t.Hash, t.SandboxID, t.Template, millis(t.CreatedAt), t.Nonce); err != nil {
 		return fmt.Errorf("store: insert e2b token: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM e2b_tokens WHERE sandbox_id = ? AND token_hash NOT IN
@@ -50,8 +53,8 @@ func (s *Store) InsertE2BToken(ctx context.Context, t E2BToken) error {
 func (s *Store) E2BTokenByHash(ctx context.Context, hash string) (E2BToken, error) {
 	var t E2BToken
 	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT token_hash, sandbox_id, template, created_at FROM e2b_tokens WHERE token_hash = ?`,
-		hash).Scan(&t.Hash, &t.SandboxID, &t.Template, &created)
+	err := s.db.QueryRowContext(ctx, `SELECT token_hash, sandbox_id, template, created_at, nonce FROM e2b_tokens WHERE token_hash = ?`,
+		hash).Scan(&t.Hash, &t.SandboxID, &t.Template, &created, &t.Nonce)
 	if errors.Is(err, sql.ErrNoRows) {
 		return E2BToken{}, fmt.Errorf("e2b token: %w", ErrNotFound)
 	}
@@ -60,6 +63,25 @@ func (s *Store) E2BTokenByHash(ctx context.Context, hash string) (E2BToken, erro
 	}
 	t.CreatedAt = fromMillis(created)
 	return t, nil
+}
+
+// E2BTokenNonces returns the nonces of sandbox id's derived tokens (those
+// with one), newest first.
+func (s *Store) E2BTokenNonces(ctx context.Context, id string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT nonce FROM e2b_tokens WHERE sandbox_id = ? AND nonce <> '' ORDER BY created_at DESC, token_hash`, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: e2b token nonces: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
 }
 
 // E2BTemplates returns the E2B template name of each sandbox that has
@@ -105,6 +127,28 @@ func (s *Store) e2bTraffic(ctx context.Context, query, id string, public bool) e
 		return fmt.Errorf("store: e2b traffic: %w", err)
 	}
 	return nil
+}
+
+// SetE2BMaskHost records sandbox id's mask_request_host (its
+// e2b_traffic row must exist: SetE2BTraffic or InitE2BTraffic first).
+func (s *Store) SetE2BMaskHost(ctx context.Context, id, mask string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE e2b_traffic SET mask_host = ? WHERE sandbox_id = ?`, mask, id); err != nil {
+		return fmt.Errorf("store: e2b mask host: %w", err)
+	}
+	return nil
+}
+
+// E2BMaskHost returns sandbox id's mask_request_host ("" for none).
+func (s *Store) E2BMaskHost(ctx context.Context, id string) (string, error) {
+	var mask string
+	err := s.db.QueryRowContext(ctx, `SELECT mask_host FROM e2b_traffic WHERE sandbox_id = ?`, id).Scan(&mask)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: e2b mask host: %w", err)
+	}
+	return mask, nil
 }
 
 // E2BPublicTraffic reports whether sandbox id's ports are public in the

@@ -62,6 +62,22 @@ func (s *Store) ring() (*secretkey.Ring, error) {
 	return s.keys, nil
 }
 
+// DerivedKeys returns the keys for one purpose derived from the secrets
+// keys (secretkey.Key.Derive), the current key's first: sign with the
+// first, accept any (a rotation in progress). An error when the store has
+// no secrets key.
+func (s *Store) DerivedKeys(purpose string) ([][]byte, error) {
+	r, err := s.ring()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, k := range r.All() {
+		out = append(out, k.Derive(purpose))
+	}
+	return out, nil
+}
+
 func sealContext(owner, name string) []byte { return []byte(owner + "\x00" + name) }
 
 // PutSecret creates or replaces the secret (sec.Owner, sec.Name). The value

@@ -25,6 +25,12 @@ const (
 	TimeoutExitCode = wire.TimeoutExitCode
 	// DefaultCodeTimeoutSeconds applies to RunCode when no timeout is given.
 	DefaultCodeTimeoutSeconds = wire.DefaultCodeTimeoutSeconds
+	// MaxChartPoints is the most points a Chart carries (past it the
+	// series are thinned and Chart.Truncated is set).
+	MaxChartPoints = wire.MaxChartPoints
+	// DataFrameMIME is the MIME type of a pandas DataFrame's columns in a
+	// Result's Data, {"column": [value, ...]}.
+	DataFrameMIME = wire.DataFrameMIME
 	// DefaultListLimit is a listing page's entry count when
 	// ListOptions.Limit is 0.
 	DefaultListLimit = wire.ListDefaultLimit
@@ -103,6 +109,18 @@ type (
 	Logs = wire.ExecutionLogs
 	// Result is one rich output, a MIME bundle.
 	Result = wire.ExecutionResult
+	// FileURLRequest is the body of POST .../files/url (Sandbox.FileURL).
+	FileURLRequest = wire.FileURLRequest
+	// FileURL is a signed file URL.
+	FileURL = wire.FileURL
+	// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics.
+	SandboxMetrics = wire.SandboxMetrics
+	// SandboxMetric is one sample of a sandbox's resource use.
+	SandboxMetric = wire.SandboxMetric
+	// Chart is what a matplotlib figure plots (Result.Chart).
+	Chart = wire.Chart
+	// ChartElement is one thing a Chart plots.
+	ChartElement = wire.ChartElement
 	// ExecutionError is an exception the code raised, or why the call
 	// failed; it is an error.
 	ExecutionError = wire.ExecutionError

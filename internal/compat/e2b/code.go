@@ -8,9 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // The code interpreter's port (49999), as e2b-code-interpreter 2.11.5
@@ -204,7 +207,8 @@ func translateEvent(ev agentapi.CodeEvent, now time.Time) []map[string]any {
 
 // resultLine is a result bundle in the SDK's shape: each MIME type the SDK
 // knows in its field (a string; a value of another JSON type is left out),
-// application/json as "json" (an object; other values left out), the rest
+// application/json as "json" (an object; other values left out), a
+// DataFrame's columns as "data", the chart as "chart" (chart.go), the rest
 // under "extra" keyed by MIME type.
 func resultLine(res agentapi.Result) map[string]any {
 	out := map[string]any{"type": "result", "is_main_result": res.IsMainResult}
@@ -213,7 +217,17 @@ func resultLine(res agentapi.Result) map[string]any {
 		if field, ok := mimeFields[mime]; ok {
 			var s string
 			if json.Unmarshal(raw, &s) == nil {
+				if field == "text" {
+					s = unquoted(s)
+				}
 				out[field] = s
+			}
+			continue
+		}
+		if mime == wire.DataFrameMIME {
+			var cols map[string]json.RawMessage
+			if json.Unmarshal(raw, &cols) == nil {
+				out["data"] = cols
 			}
 			continue
 		}
@@ -229,7 +243,19 @@ func resultLine(res agentapi.Result) map[string]any {
 	if len(extra) > 0 {
 		out["extra"] = extra
 	}
+	if res.Chart != nil {
+		out["chart"] = e2bChart(*res.Chart)
+	}
 	return out
+}
+
+// unquoted is a text/plain without the quotes of a string's repr ("'x'"
+// is "x"), as E2B's interpreter gives a string result's text.
+func unquoted(s string) string {
+	if len(s) >= 2 && (s[0] == '\'' && s[len(s)-1] == '\'' || s[0] == '"' && s[len(s)-1] == '"') {
+		return s[1 : len(s)-1]
+	}
+	return s
 }
 
 // createContext is POST /contexts {language?, cwd?}.
@@ -247,6 +273,11 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		req.Cwd = t.home() // E2B's contexts start in the user's home
 	}
 	in := agentapi.CreateContextRequest{Language: req.Language, Cwd: req.Cwd}
+	if req.Cwd == "/root" || strings.HasPrefix(req.Cwd, "/root/") {
+		// E2B runs every kernel as root; Runtime runs them as the sandbox
+		// user, who cannot enter root's home: a context there is root's.
+		in.User = "root"
+	}
 	var c agentapi.Context
 	if err := s.api.json(r.Context(), t.as, "POST", t.base()+"/contexts", in, &c); err != nil {
 		s.writeEnvdError(w, r, err)
@@ -263,7 +294,13 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 		s.writeEnvdError(w, r, err)
 		return
 	}
-	out := make([]e2bContext, 0, len(list.Contexts))
+	out := make([]e2bContext, 0, len(list.Contexts)+1)
+	if !slices.ContainsFunc(list.Contexts, func(c agentapi.Context) bool { return c.ID == agentapi.DefaultContextID }) {
+		// E2B lists its default contexts from the start; Runtime makes
+		// the default one at its first cell (and a context named "default"
+		// reaches it then), so the list shows it before that too.
+		out = append(out, e2bContext{ID: agentapi.DefaultContextID, Language: agentapi.LanguagePython, Cwd: wire.Workspace})
+	}
 	for _, c := range list.Contexts {
 		out = append(out, e2bContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
 	}

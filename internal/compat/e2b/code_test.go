@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/sdk/go/wire"
 )
 
 // TestCodePortTokens: the code interpreter's routes (port 49999) take the
@@ -99,4 +100,42 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestChartLine: a result's chart reaches e2b-code-interpreter in its own
+// shape (snake_case, every key of the chart's kind present, a superchart's
+// charts as its elements) and a DataFrame's columns as "data".
+func TestChartLine(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	res := agentapi.Result{Data: map[string]json.RawMessage{
+		"text/plain":       json.RawMessage(`"fig"`),
+		wire.DataFrameMIME: json.RawMessage(`{"a":[1,null]}`),
+	}, Chart: &wire.Chart{Type: "superchart", Title: "Both", Elements: []wire.ChartElement{}, Charts: []wire.Chart{
+		{Type: "line", XLabel: "t (s)", XUnit: "s", XScale: "linear", XTicks: []json.RawMessage{json.RawMessage(`0.0`)},
+			XTickLabels: []string{"0"}, Elements: []wire.ChartElement{{Label: "v",
+				Points: [][]json.RawMessage{{json.RawMessage(`0.0`), json.RawMessage(`1.5`)}, {json.RawMessage(`"bad"`)}}}}},
+		{Type: "box_and_whisker", Elements: []wire.ChartElement{{Label: "b", Min: f(1), FirstQuartile: f(2), Median: f(3), ThirdQuartile: f(4), Max: f(5)}}},
+		{Type: "pie", Elements: []wire.ChartElement{{Label: "p", Angle: f(90), Radius: f(1)}}},
+	}}}
+	got := string(mustJSON(t, resultLine(res)))
+	want := `{"chart":{"elements":[` +
+		`{"elements":[{"label":"v","points":[[0.0,1.5]]}],"title":null,"type":"line","x_label":"t (s)","x_scale":"linear","x_tick_labels":["0"],"x_ticks":[0.0],"x_unit":"s","y_label":null,"y_scale":null,"y_tick_labels":[],"y_ticks":[],"y_unit":null},` +
+		`{"elements":[{"first_quartile":2,"label":"b","max":5,"median":3,"min":1,"outliers":[],"third_quartile":4}],"title":null,"type":"box_and_whisker","x_label":null,"x_unit":null,"y_label":null,"y_unit":null},` +
+		`{"elements":[{"angle":90,"label":"p","radius":1}],"title":null,"type":"pie"}` +
+		`],"title":"Both","type":"superchart"},"data":{"a":[1,null]},"is_main_result":false,"text":"fig","type":"result"}`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestResultTextUnquoted: a string result's text is the string, without
+// its repr's quotes, as E2B's interpreter gives it.
+func TestResultTextUnquoted(t *testing.T) {
+	for in, want := range map[string]string{`'abc'`: "abc", `"a'b"`: "a'b", `'`: "'", `''`: "", `42`: "42", `'a' 'b`: "'a' 'b"} {
+		raw, _ := json.Marshal(in)
+		got := resultLine(agentapi.Result{Data: map[string]json.RawMessage{"text/plain": raw}})["text"]
+		if got != want {
+			t.Errorf("%q: text %q, want %q", in, got, want)
+		}
+	}
 }

@@ -3,9 +3,7 @@ package e2b
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -67,7 +65,7 @@ func (s *Server) controlRoutes() {
 	h("POST /sandboxes/{id}/connect", s.connect)
 	h("POST /v2/sandboxes/{id}/connect", s.connect)
 	h("PUT /sandboxes/{id}/network", s.setNetwork)
-	h("GET /sandboxes/{id}/metrics", s.unsupported("sandbox metrics (use Runtime's GET /v1/usage for what a sandbox used)"))
+	h("GET /sandboxes/{id}/metrics", s.metrics)
 	h("POST /sandboxes/{id}/snapshots", s.createSnapshot)
 	h("POST /sandboxes/{id}/fork", s.fork)
 	h("GET /snapshots", s.listSnapshots)
@@ -79,12 +77,6 @@ func (s *Server) controlRoutes() {
 	s.control.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route %s %s in Runtime's E2B-compatible API (README: E2B compatibility)", r.Method, r.URL.Path)
 	})
-}
-
-func (s *Server) unsupported(what string) func(http.ResponseWriter, *http.Request, who) {
-	return func(w http.ResponseWriter, r *http.Request, _ who) {
-		writeError(w, http.StatusNotImplemented, "%s is not supported by Runtime's E2B-compatible API", what)
-	}
 }
 
 // decodeBody reads a JSON body into v; an empty body leaves v as it is.
@@ -162,7 +154,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	if req.Network != nil && req.Network.AllowPublicTraffic != nil {
 		public = *req.Network.AllowPublicTraffic
 	}
-	created, err := s.handOut(r.Context(), as, sb.ID, req.TemplateID, public)
+	var mask string
+	if req.Network != nil {
+		mask = req.Network.MaskRequestHost
+	}
+	created, err := s.handOut(r.Context(), as, sb.ID, req.TemplateID, traffic{public: public, mask: mask})
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -170,14 +166,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	writeJSON(w, http.StatusCreated, created)
 }
 
-// mintToken makes a new access token for sandbox id and records its hash.
+// mintToken makes a new access token for sandbox id (derived: signed.go)
+// and records its hash.
 func (s *Server) mintToken(ctx context.Context, id, template string) (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
+	token, nonce, err := s.newToken(ctx, id)
+	if err != nil {
 		return "", err
 	}
-	token := "wre2b_" + base64.RawURLEncoding.EncodeToString(b)
-	err := s.cfg.Store.InsertE2BToken(ctx, store.E2BToken{Hash: hashToken(token), SandboxID: id, Template: template, CreatedAt: time.Now()})
+	err = s.cfg.Store.InsertE2BToken(ctx, store.E2BToken{Hash: hashToken(token), SandboxID: id, Template: template,
+		CreatedAt: time.Now(), Nonce: nonce})
 	if err != nil {
 		return "", fmt.Errorf("recording the sandbox's access token: %w", err)
 	}
@@ -235,6 +232,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, as who) {
 	d := detail(sb, s.templates(r.Context())[id], netp)
 	if d.Network != nil {
 		d.Network.AllowPublicTraffic, _ = s.cfg.Store.E2BPublicTraffic(r.Context(), id)
+		d.Network.MaskRequestHost, _ = s.cfg.Store.E2BMaskHost(r.Context(), id)
 	}
 	writeJSON(w, http.StatusOK, d)
 }
@@ -523,6 +521,16 @@ func (s *Server) setNetwork(w http.ResponseWriter, r *http.Request, as who) {
 	if err := s.api.json(r.Context(), as, "PUT", "/v1/sandboxes/"+url.PathEscape(id)+"/network", p, nil); err != nil {
 		s.writeAPIError(w, r, err)
 		return
+	}
+	if req.MaskRequestHost != "" {
+		err := s.cfg.Store.InitE2BTraffic(r.Context(), id, s.cfg.PublicTraffic)
+		if err == nil {
+			err = s.cfg.Store.SetE2BMaskHost(r.Context(), id, req.MaskRequestHost)
+		}
+		if err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -90,7 +91,9 @@ func policy(allowInternet *bool, n *networkConfig) (*api.NetworkPolicy, error) {
 	case isSet(n.EgressProxy):
 		return nil, fmt.Errorf("network.egressProxy is not supported by Runtime")
 	case n.MaskRequestHost != "":
-		return nil, fmt.Errorf("network.maskRequestHost is not supported by Runtime")
+		if err := checkMaskHost(n.MaskRequestHost); err != nil {
+			return nil, err
+		}
 	case isSet(n.Rules):
 		return nil, fmt.Errorf("network.rules (request transforms) are not supported by Runtime; use Runtime secrets, which the egress proxy injects")
 	case len(n.HTTPSPorts) > 0:
@@ -126,6 +129,22 @@ func policy(allowInternet *bool, n *networkConfig) (*api.NetworkPolicy, error) {
 		p.Allow = nil
 	}
 	return p, nil
+}
+
+// checkMaskHost checks a mask_request_host: a host name or address, with
+// an optional port, in which "${PORT}" stands for the sandbox port a
+// request goes to (E2B's variable), at most 253 bytes.
+func checkMaskHost(mask string) error {
+	h := strings.ReplaceAll(mask, "${PORT}", "8080")
+	bad := len(mask) > 253 || h == "" || strings.ContainsAny(h, " /?#@\\") || strings.IndexFunc(h, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0
+	if !bad {
+		u, err := url.Parse("http://" + h)
+		bad = err != nil || u.Host != h || u.Hostname() == ""
+	}
+	if bad {
+		return fmt.Errorf("network.maskRequestHost %q is not a host[:port] (\"${PORT}\" may stand for the port), such as \"${PORT}-app.example.com\"", mask)
+	}
+	return nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
@@ -187,6 +206,9 @@ type netOut struct {
 	// AllowPublicTraffic: the sandbox's ports answer on their
 	// PORT-SANDBOX.DOMAIN hosts without its traffic access token.
 	AllowPublicTraffic bool `json:"allowPublicTraffic"`
+	// MaskRequestHost is the Host header programs in the sandbox see on
+	// relayed requests ("${PORT}" the port), when the create set one.
+	MaskRequestHost string `json:"maskRequestHost,omitempty"`
 }
 
 // listed describes a Runtime sandbox in E2B's terms; tpl is the E2B

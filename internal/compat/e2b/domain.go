@@ -137,7 +137,15 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, rid, port str
 		writeError(w, http.StatusBadGateway, "the key that created sandbox %s no longer exists", e2bID(rid))
 		return
 	}
-	ctx := api.PortAtRoot(api.AsKey(r.Context(), key), r.URL.EscapedPath())
+	mask, err := s.cfg.Store.E2BMaskHost(r.Context(), rid)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
+	if mask != "" {
+		mask = strings.ReplaceAll(mask, "${PORT}", port)
+	}
+	ctx := api.PortAtRootAs(api.AsKey(r.Context(), key), r.URL.EscapedPath(), mask)
 	in := r.WithContext(ctx)
 	in.URL = &url.URL{Path: "/v1/sandboxes/" + rid + "/ports/" + port + "/", RawQuery: r.URL.RawQuery}
 	s.cfg.API.ServeHTTP(w, in)

@@ -9,7 +9,7 @@
 //     GET /sandboxes and /v2/sandboxes (X-Next-Token pages), GET and DELETE
 //     /sandboxes/{id}, POST /sandboxes/{id}/timeout, /pause, /resume,
 //     /refreshes, POST /v2/sandboxes/{id}/connect and /sandboxes/{id}/connect,
-//     GET /sandboxes/{id}/metrics, PUT /sandboxes/{id}/network, and
+//     GET /sandboxes/{id}/metrics (metrics.go), PUT /sandboxes/{id}/network, and
 //     snapshots and fork (snapshot.go): POST /sandboxes/{id}/snapshots and
 //     /fork, GET /snapshots, DELETE /templates/{id} (a snapshot's, or a
 //     template's); template builds (templates.go): POST /v3/templates,

@@ -322,3 +322,16 @@ func TestHealthOfPausedSandbox(t *testing.T) {
 		t.Errorf("health of a resumed sandbox: %d, want 204", c)
 	}
 }
+
+func TestCheckMaskHost(t *testing.T) {
+	for _, ok := range []string{"custom-host.example.com:${PORT}", "${PORT}-app.example.com", "10.0.0.1", "[::1]:${PORT}", "example.com"} {
+		if err := checkMaskHost(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://example.com", "example.com/path", "a b", "host\r\nX-Injected: 1", "user@host", "", ":80", "example.com:port"} {
+		if checkMaskHost(bad) == nil {
+			t.Errorf("%q was taken", bad)
+		}
+	}
+}

@@ -181,6 +181,9 @@ func codePortNote(code bool) string {
 // sandbox that has stopped (the SDKs raise their sandbox-not-running
 // error on it), 400 for a user that is neither user nor root.
 func (s *Server) resolve(r *http.Request) (target, int, error) {
+	if isSigned(r) {
+		return s.resolveSigned(r)
+	}
 	token := r.Header.Get("X-Access-Token")
 	if token == "" {
 		// The same token, as trafficAccessToken: e2b-code-interpreter

@@ -227,6 +227,11 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, as who) {
 		s.writeAPIError(w, r, err)
 		return
 	}
+	mask, err := s.cfg.Store.E2BMaskHost(ctx, id)
+	if err != nil {
+		s.writeAPIError(w, r, err)
+		return
+	}
 	autoResume := sb.AutoResume
 	in := api.ForkRequest{Count: count, TimeoutSeconds: timeout, Metadata: sb.Metadata, Network: &net,
 		OnLeaseEnd: sb.OnLeaseEnd, AutoResume: &autoResume}
@@ -242,7 +247,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request, as who) {
 			out[i].Error = forkError(f.Error)
 			continue
 		}
-		created, err := s.handOut(ctx, as, f.Sandbox.ID, tpl, public)
+		created, err := s.handOut(ctx, as, f.Sandbox.ID, tpl, traffic{public: public, mask: mask})
 		if err != nil {
 			ae := asAPIError(err)
 			out[i].Error = &e2bError{Code: ae.Status, Message: ae.Message}
@@ -271,10 +276,21 @@ func forkError(d *wire.ErrorDetail) *e2bError {
 // handOut makes a new sandbox reachable through the facade: an access
 // token recorded with the E2B template name tpl, and its public-traffic
 // choice. On failure the sandbox is destroyed (nobody could reach it).
-func (s *Server) handOut(ctx context.Context, as who, id, tpl string, public bool) (createdSandbox, error) {
+// traffic is how a sandbox's ports answer in E2B's terms: without the
+// traffic access token (public), and with the Host header programs see
+// (mask, E2B's mask_request_host; "" for the client's).
+type traffic struct {
+	public bool
+	mask   string
+}
+
+func (s *Server) handOut(ctx context.Context, as who, id, tpl string, t traffic) (createdSandbox, error) {
 	token, err := s.mintToken(detach(ctx), id, tpl)
 	if err == nil {
-		err = s.cfg.Store.SetE2BTraffic(detach(ctx), id, public)
+		err = s.cfg.Store.SetE2BTraffic(detach(ctx), id, t.public)
+	}
+	if err == nil && t.mask != "" {
+		err = s.cfg.Store.SetE2BMaskHost(detach(ctx), id, t.mask)
 	}
 	if err != nil {
 		if derr := s.api.json(detach(ctx), as, "DELETE", "/v1/sandboxes/"+id, nil, nil); derr != nil {

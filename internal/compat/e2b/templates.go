@@ -402,3 +402,11 @@ func templateID() string {
 	}
 	return string(b)
 }
+
+// unsupported answers 501 naming what Runtime's E2B-compatible API does not
+// serve.
+func (s *Server) unsupported(what string) func(http.ResponseWriter, *http.Request, who) {
+	return func(w http.ResponseWriter, r *http.Request, _ who) {
+		writeError(w, http.StatusNotImplemented, "%s is not supported by Runtime's E2B-compatible API", what)
+	}
+}

@@ -13,7 +13,16 @@ import (
 	"withruntime.dev/runtime/internal/driver"
 )
 
-var _ driver.DiskReporter = (*Driver)(nil)
+var (
+	_ driver.DiskReporter = (*Driver)(nil)
+	_ driver.DiskUser     = (*Driver)(nil)
+)
+
+// DiskUsed implements driver.DiskUser: the blocks of the sandbox's
+// writable layer (a file-backed disk; a memory-backed one is an error).
+func (d *Driver) DiskUsed(_ context.Context, id string) (int64, error) {
+	return d.upperBytes(id)
+}
 
 // filestorePrefix starts the name of the file that holds a sandbox's
 // writable layer: with --overlay2=root:dir=<sandbox dir>, runsc makes

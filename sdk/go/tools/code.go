@@ -64,7 +64,7 @@ type RunCodeOutput = withruntime.Execution
 var codeSpecs = []spec{{
 	name: RunCodeName,
 	description: fmt.Sprintf("Run Python code in a Jupyter kernel in the sandbox, like a notebook cell: variables, imports and functions persist between calls, "+
-		"so compute in one call and use the result in the next. numpy, pandas and matplotlib are installed; a matplotlib figure is returned as an image (no need to save it), "+
+		"so compute in one call and use the result in the next. numpy, pandas and matplotlib are installed; a matplotlib figure is returned as an image (no need to save it) with the values it plots, "+
 		"and the value of the last line is returned as the cell's result. Files are in /workspace, shared with the other tools. "+
 		"Returns stdout, stderr, the result, images and any error with its traceback. Output is capped at %d bytes per stream (the beginning and the end are kept). "+
 		"A call is interrupted after %d seconds; the variables survive unless the result says the kernel was restarted. input() is not available.",
@@ -159,6 +159,9 @@ func summarize(ex *withruntime.Execution) (string, []Image) {
 			fmt.Fprintf(&b, "%s: an image (%s, %dx%d) not attached: at most %d images are returned per call\n", label, img.MIMEType, img.Width, img.Height, MaxImages)
 		case why != "":
 			fmt.Fprintf(&b, "%s: %s\n", label, why)
+		}
+		if r.Chart != nil {
+			b.WriteString(chartText(label, r.Chart))
 		}
 		if t := r.Text(); t != "" && (img == nil || r.IsMainResult) {
 			c := newCapBuf(MaxResultTextBytes)

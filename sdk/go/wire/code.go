@@ -24,6 +24,10 @@ type CreateContextRequest struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Env adds to the sandbox's environment for the kernel's whole life.
 	Env map[string]string `json:"env,omitempty"`
+	// User runs the kernel as "user" (default, uid 1000; also "") or
+	// "root"; the cwd must be a directory that user can enter. Any other
+	// name is refused with 400.
+	User string `json:"user,omitempty"`
 }
 
 // CodeContext is a code context: one kernel and the state it keeps.
@@ -34,6 +38,8 @@ type CodeContext struct {
 	Language string `json:"language"`
 	// Cwd is the kernel's working directory.
 	Cwd string `json:"cwd"`
+	// User is who the kernel runs as: "user" or "root".
+	User string `json:"user"`
 	// State is "starting", "idle", "busy" or "dead" (its kernel died or was
 	// killed; the next call starts a new one and says so).
 	State string `json:"state"`
@@ -142,6 +148,100 @@ type ExecutionResult struct {
 	Metadata map[string]json.RawMessage `json:"metadata,omitempty"`
 	// IsMainResult marks the value of the cell's last expression (Out[N]).
 	IsMainResult bool `json:"isMainResult"`
+	// Chart is the data of a matplotlib figure the result shows (beside
+	// its image in Data): its type, title, axes and the values plotted,
+	// for programs and models to read. Nil for anything else, and for a
+	// figure whose chart could not be read.
+	Chart *Chart `json:"chart,omitempty"`
+}
+
+// MIME types the Python kernels of Runtime's sandboxes add to a result:
+// ChartMIME carries a matplotlib figure's Chart from the kernel to the
+// agent, which moves it into ExecutionResult.Chart (it never reaches a
+// client under Data); DataFrameMIME is a pandas DataFrame's columns in
+// ExecutionResult.Data, {"column": [value, ...]}, each value a number,
+// string, boolean, ISO 8601 time or null (missing), left out for a frame
+// of more than 100,000 cells.
+const (
+	ChartMIME     = "application/vnd.withruntime.chart+json"
+	DataFrameMIME = "application/vnd.withruntime.dataframe+json"
+)
+
+// MaxChartPoints is the most points one Chart carries, all its series
+// together: past it each series is thinned evenly (its first and last
+// points kept) and Chart.Truncated is set.
+const MaxChartPoints = 10000
+
+// Chart is what a matplotlib figure plots, read from the figure itself
+// (E2B's code interpreter's chart types): one chart per figure, or a
+// "superchart" of one chart per axes that holds data.
+type Chart struct {
+	// Type is "line", "scatter", "bar", "pie", "box_and_whisker",
+	// "superchart" (a figure of several charts, in Charts) or "unknown"
+	// (axes whose artists are none of these, or a mix: title and axes
+	// only).
+	Type string `json:"type"`
+	// Title is the axes' title (a superchart's: the figure's suptitle).
+	Title string `json:"title,omitempty"`
+	// XLabel and YLabel are the axis labels; XUnit and YUnit the unit
+	// in them ("Time (s)" or "Time [s]": "s"). A bar or box chart's x
+	// axis is always the one of its categories, drawn horizontally or not.
+	XLabel string `json:"xLabel,omitempty"`
+	YLabel string `json:"yLabel,omitempty"`
+	XUnit  string `json:"xUnit,omitempty"`
+	YUnit  string `json:"yUnit,omitempty"`
+	// XScale and YScale (line, scatter, unknown) are "linear", "log",
+	// "symlog", "logit", "datetime" (ticks and points are ISO 8601
+	// strings) or "categorical" (points name their category), or another
+	// scale's name.
+	XScale string `json:"xScale,omitempty"`
+	YScale string `json:"yScale,omitempty"`
+	// XTicks and YTicks are the major ticks inside the view (numbers, or
+	// ISO 8601 strings on a datetime axis); XTickLabels and YTickLabels
+	// their labels as drawn.
+	XTicks      []json.RawMessage `json:"xTicks,omitempty"`
+	XTickLabels []string          `json:"xTickLabels,omitempty"`
+	YTicks      []json.RawMessage `json:"yTicks,omitempty"`
+	YTickLabels []string          `json:"yTickLabels,omitempty"`
+	// Elements are the values plotted, in drawing order: a series of
+	// points per line or scatter collection, a bar per bar (with its
+	// group), a slice per pie wedge, a box per box. Empty for "unknown"
+	// and "superchart".
+	Elements []ChartElement `json:"elements"`
+	// Charts are a superchart's charts, one per axes, in the figure's
+	// order.
+	Charts []Chart `json:"charts,omitempty"`
+	// Truncated says the series held more than MaxChartPoints points
+	// and were thinned.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// ChartElement is one thing a Chart plots; which fields it has depends on
+// the chart's type.
+type ChartElement struct {
+	// Label is the series' legend label ("Line N", "Series N" when it
+	// has none), a bar's or box's category (its tick label, or its
+	// position as a number), a wedge's label.
+	Label string `json:"label"`
+	// Points (line, scatter) are [x, y] pairs, each coordinate a number,
+	// a string (a category, or an ISO 8601 time) or null (missing).
+	Points [][]json.RawMessage `json:"points,omitempty"`
+	// Group (bar) is the bar's series: its legend label, or "Group N".
+	Group string `json:"group,omitempty"`
+	// Value (bar) is the bar's length.
+	Value *float64 `json:"value,omitempty"`
+	// Angle (pie) is the wedge's angle in degrees; Radius its radius.
+	Angle  *float64 `json:"angle,omitempty"`
+	Radius *float64 `json:"radius,omitempty"`
+	// Min, FirstQuartile, Median, ThirdQuartile and Max (box_and_whisker)
+	// are read from the box as drawn: whisker ends, box edges and median
+	// line; Outliers are the fliers beyond the whiskers.
+	Min           *float64  `json:"min,omitempty"`
+	FirstQuartile *float64  `json:"firstQuartile,omitempty"`
+	Median        *float64  `json:"median,omitempty"`
+	ThirdQuartile *float64  `json:"thirdQuartile,omitempty"`
+	Max           *float64  `json:"max,omitempty"`
+	Outliers      []float64 `json:"outliers,omitempty"`
 }
 
 // String is the MIME type's text ("" if absent or not a string).

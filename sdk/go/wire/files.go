@@ -70,3 +70,49 @@ type RenameRequest struct {
 	From string `json:"from"`
 	To   string `json:"to"`
 }
+
+// Signed file URLs (POST .../files/url): a URL that reads or writes one
+// file of one sandbox without an API key, until it expires.
+const (
+	// DefaultFileURLSeconds is a signed file URL's life when the request
+	// names none (seconds).
+	DefaultFileURLSeconds = 3600
+	// MaxFileURLSeconds is the longest life a signed file URL may have
+	// (seconds: 7 days).
+	MaxFileURLSeconds = 7 * 24 * 3600
+)
+
+// FileURLRequest is the body of POST /v1/sandboxes/{id}/files/url.
+type FileURLRequest struct {
+	// Path is the file, as the file routes take it (relative paths
+	// resolve under /workspace when the URL is used).
+	Path string `json:"path"`
+	// Operation is "read" (the URL answers GET with the file's bytes, as
+	// GET .../files, Range included) or "write" (it takes PUT with the
+	// bytes, as PUT .../files).
+	Operation string `json:"operation"`
+	// ExpiresInSeconds is the URL's life, 1 to MaxFileURLSeconds; 0:
+	// DefaultFileURLSeconds.
+	ExpiresInSeconds int64 `json:"expiresInSeconds,omitempty"`
+}
+
+// FileURL is a signed file URL: anyone who has it may do its one
+// operation on its one path of its one sandbox, as the key that made it,
+// until ExpiresAt, while the sandbox runs (or is paused: a request resumes
+// it when it has autoResume) and the key is not revoked.
+type FileURL struct {
+	// URL is the whole URL, on the server's public URL
+	// (serve --public-url, else the request's host): /v1/files/signed
+	// with the sandbox, path, operation, expiry, key and signature in its
+	// query. Changing any of them voids the signature.
+	URL string `json:"url"`
+	// Method is the HTTP method the URL takes: "GET" (read) or "PUT"
+	// (write).
+	Method string `json:"method"`
+	// Path is the request's.
+	Path string `json:"path"`
+	// Operation is the request's: "read" or "write".
+	Operation string `json:"operation"`
+	// ExpiresAt is when the URL stops working (UTC, whole seconds).
+	ExpiresAt time.Time `json:"expiresAt"`
+}

@@ -54,6 +54,8 @@ TYPES: dict[str, type] = {
     "UsageRow": types.UsageRow,
     "UsagePrices": types.UsagePrices,
     "UsageTrial": types.UsageTrial,
+    "SandboxMetric": types.SandboxMetric,
+    "FileURL": types.FileURL,
     "Execution": code.Execution,
     "ExecutionResult": code.Result,
     "ExecutionError": code.ExecutionError,
@@ -124,8 +126,19 @@ def _resolve(schemas: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
 _counter = itertools.count(1)
 
 
+_sampling: list[str] = []  # the $refs being sampled, outermost first
+
+
 def sample(schemas: dict[str, Any], s: dict[str, Any], name: str, only_required: bool = False) -> Any:
-    """A sample value of schema ``s``, distinct per call."""
+    """A sample value of schema ``s``, distinct per call. A schema that
+    holds itself (a Chart's charts) is sampled one level deep."""
+    ref = s.get("$ref", "")
+    if ref:
+        _sampling.append(ref)
+        try:
+            return sample(schemas, schemas[ref.rsplit("/", 1)[-1]], name, only_required)
+        finally:
+            _sampling.pop()
     s = _resolve(schemas, s)
     n = next(_counter)
     if "enum" in s:
@@ -140,7 +153,10 @@ def sample(schemas: dict[str, Any], s: dict[str, Any], name: str, only_required:
         req = set(s.get("required", []))
         return {k: sample(schemas, v, k, only_required) for k, v in props.items() if not only_required or k in req}
     if t == "array":
-        return [sample(schemas, s.get("items", {}), name, only_required)]
+        items = s.get("items", {})
+        if items.get("$ref") in _sampling:
+            return []
+        return [sample(schemas, items, name, only_required)]
     if t == "integer":
         return 1000 + n
     if t == "number":

@@ -32,6 +32,15 @@ export interface OutputMessage {
 /** The wire form of a Result: a MIME bundle. (Schema `ExecutionResult`.) */
 export interface ResultData extends Schema<"ExecutionResult"> {}
 
+/** What a matplotlib figure plots (schema `Chart`): type, title, axes, and its elements' values. */
+export interface Chart extends Schema<"Chart"> {}
+
+/** One thing a chart plots (schema `ChartElement`): a series of points, a bar, a wedge or a box. */
+export interface ChartElement extends Schema<"ChartElement"> {}
+
+/** The MIME type of a pandas DataFrame's columns in a result's data: `{column: [values...]}`. */
+export const DATAFRAME_MIME = "application/vnd.withruntime.dataframe+json";
+
 /**
  * One rich output, a MIME bundle: the cell's value (isMainResult) or
  * something it displayed (a chart, a DataFrame). Each format the kernel sent
@@ -43,11 +52,17 @@ export class Result {
   readonly data: Record<string, unknown>;
   readonly metadata: Record<string, unknown>;
   readonly isMainResult: boolean;
+  /**
+   * What the matplotlib figure this result shows plots (its type, title,
+   * axes and values), read from the figure; undefined for anything else.
+   */
+  readonly chart?: Chart;
 
   constructor(r: ResultData) {
     this.data = r.data ?? {};
     this.metadata = r.metadata ?? {};
     this.isMainResult = !!r.isMainResult;
+    if (r.chart) this.chart = r.chart;
   }
 
   private str(mime: string): string | undefined {
@@ -97,8 +112,14 @@ export class Result {
     return Object.keys(this.data);
   }
 
+  /** A pandas DataFrame's columns, `{column: [values...]}`, or undefined. */
+  get dataframe(): Record<string, unknown[]> | undefined {
+    const v = this.data[DATAFRAME_MIME];
+    return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown[]>) : undefined;
+  }
+
   toJSON(): ResultData {
-    return { data: this.data, metadata: this.metadata, isMainResult: this.isMainResult };
+    return { data: this.data, metadata: this.metadata, isMainResult: this.isMainResult, ...(this.chart ? { chart: this.chart } : {}) };
   }
 }
 
@@ -183,6 +204,8 @@ export interface CreateContextOptions {
   /** The kernel's working directory (default /workspace). */
   cwd?: string;
   env?: Record<string, string>;
+  /** Who the kernel runs as: "user" (the default, uid 1000) or "root"; the cwd must be a directory that user can enter. */
+  user?: string;
   signal?: AbortSignal;
 }
 
@@ -294,6 +317,7 @@ export class CodeInterpreter {
     if (opts.language) body.language = opts.language;
     if (opts.cwd) body.cwd = opts.cwd;
     if (opts.env && Object.keys(opts.env).length > 0) body.env = opts.env;
+    if (opts.user) body.user = opts.user;
     return this.client.json<CodeContext>("POST", this.base + "/contexts", body, opts.signal, KERNEL_WAIT);
   }
 

@@ -1,6 +1,6 @@
 import type { CallOptions, HttpClient } from "./http.js";
 import { RangeNotSatisfiableError, WithRuntimeError } from "./errors.js";
-import type { FileInfo, FileListPage, Schemas } from "./types.js";
+import type { FileInfo, FileListPage, FileURL, Schemas } from "./types.js";
 import { watch, type FileWatch, type WatchOptions } from "./watch.js";
 
 /** A listing page's entry count when ListPageOptions.limit is not given. */
@@ -322,6 +322,19 @@ export class Files extends FileTransfer {
   /** Describes one path (a symlink itself, not its target). */
   stat(path: string, opts: CallOptions = {}): Promise<FileInfo> {
     return this.c.json<FileInfo>("GET", this.query("/stat", path), undefined, opts.signal);
+  }
+
+  /**
+   * A URL that reads (operation "read": GET) or writes ("write": PUT the
+   * bytes) path with no API key, as this key, for expiresInSeconds (default
+   * 3600, at most 7 days). It stops working when it expires, when the
+   * sandbox stops, or when the key is revoked; changing any part of it voids
+   * it. Throws BadRequestError, NotFoundError, SandboxStoppedError.
+   */
+  signedUrl(path: string, opts: { operation?: "read" | "write"; expiresInSeconds?: number } & CallOptions = {}): Promise<FileURL> {
+    const body: Schemas["FileURLRequest"] = { path, operation: opts.operation ?? "read" };
+    if (opts.expiresInSeconds) body.expiresInSeconds = opts.expiresInSeconds;
+    return this.#c.json<FileURL>("POST", `${this.#base}/files/url`, body, opts.signal);
   }
 
   /** Removes a file, a symlink or an empty directory. */

@@ -25,9 +25,12 @@ export { CONFIG_FILE, ENV_API_KEY, ENV_URL, type CallOptions, type ClientOptions
 export type { CreateKeyOptions, UsageQuery } from "./account.js";
 export {
   CODE_INTERPRETER_TEMPLATE,
+  DATAFRAME_MIME,
   DEFAULT_CODE_TIMEOUT_SECONDS,
   Execution,
   Result,
+  type Chart,
+  type ChartElement,
   type CodeContext,
   type CreateContextOptions,
   type ExecutionData,

@@ -41,6 +41,8 @@ import type {
   TemplateOptions,
   TemplateTarball,
   UploadTemplateOptions,
+  SandboxMetric,
+  SandboxMetrics,
   UsageReport,
   UsageRow,
   VolumeInfo,
@@ -342,6 +344,25 @@ export class Sandbox implements AsyncDisposable {
     const body: Schemas["SetTimeoutRequest"] = { timeoutSeconds: seconds };
     this.#info = await this.client.json<SandboxInfo>("POST", this.path("/timeout"), body, opts.signal);
     return this.#info;
+  }
+
+  /**
+   * The sandbox's recent resource use, oldest first: a sample per meter
+   * interval (5 s by default) of the last hour at most, measured on the
+   * host, and one taken now when the last is older; only those from `from`
+   * to `to` when given (a Date, or RFC 3339 / YYYY-MM-DD). Empty for a
+   * stopped sandbox. The history lives in the server's memory: a restart
+   * begins it again. Throws NotFoundError, BadRequestError (a bad window).
+   */
+  async metrics(query: { from?: Date | string; to?: Date | string } & CallOptions = {}): Promise<SandboxMetric[]> {
+    const q = new URLSearchParams();
+    for (const name of ["from", "to"] as const) {
+      const v = query[name];
+      if (v !== undefined && v !== "") q.set(name, typeof v === "string" ? v : v.toISOString());
+    }
+    const qs = q.toString();
+    const out = await this.client.json<SandboxMetrics>("GET", this.path("/metrics") + (qs ? "?" + qs : ""), undefined, query.signal);
+    return out.metrics;
   }
 
   /**

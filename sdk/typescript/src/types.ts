@@ -134,6 +134,20 @@ export type GroupBy = Schemas["UsageReport"]["groupBy"];
  */
 export interface UsageRow extends Schema<"UsageRow"> {}
 
+/**
+ * One sample of a sandbox's resource use, measured by the host
+ * (Sandbox.metrics): CPU used since the sample before as a percentage of
+ * its vCPUs, memory and disk used against their sizes, in bytes. (Schema
+ * `SandboxMetric`.)
+ */
+export interface SandboxMetric extends Schema<"SandboxMetric"> {}
+
+/** A signed file URL (Files.signedUrl): one operation on one file, no API key, until expiresAt. (Schema `FileURL`.) */
+export interface FileURL extends Schema<"FileURL"> {}
+
+/** The body of GET /v1/sandboxes/{id}/metrics. (Schema `SandboxMetrics`.) */
+export interface SandboxMetrics extends Schema<"SandboxMetrics"> {}
+
 /** The prices a usage report was computed with, in micro-dollars (the server's `serve --price-cpu`, `--price-memory`, `--cpu-floor`, `--price-storage`). (Schema `UsagePrices`.) */
 export interface UsagePrices extends Schema<"UsagePrices"> {}
 

@@ -140,3 +140,77 @@ def test_an_upgraded_connection_through_get_host():
             assert got == msg
             rest = b""
         sock.close()
+
+
+def test_signed_file_urls():
+    """download_url and upload_url work with no header at all, for their
+    own path and operation, until they expire, while the sandbox runs; a
+    tampered signature, another path, or a killed sandbox is refused."""
+    import urllib.parse
+    import uuid
+
+    sbx = Sandbox.create(timeout=120)
+    try:
+        sbx.files.write("/home/user/report.txt", "quarterly numbers")
+        sbx.files.write("/home/user/private.txt", "not for the URL")
+        url = sbx.download_url("/home/user/report.txt", use_signature_expiration=120)
+        assert "signature=v1_" in url and "signature_expiration=" in url
+        assert fetch(url) == (200, "quarterly numbers")
+
+        # Upload: a multipart POST to the URL, as E2B documents it.
+        up = sbx.upload_url("/home/user/uploaded.txt")
+        boundary = uuid.uuid4().hex
+        body = (
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"uploaded.txt\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\nsent with no key\r\n--{boundary}--\r\n"
+        ).encode()
+        req = urllib.request.Request(up, data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        with urllib.request.urlopen(req, context=ssl.create_default_context(), timeout=10) as r:
+            assert r.status == 200
+        assert sbx.files.read("/home/user/uploaded.txt") == "sent with no key"
+
+        def with_query(u, **changes):
+            p = urllib.parse.urlsplit(u)
+            q = dict(urllib.parse.parse_qsl(p.query))
+            q.update(changes)
+            return urllib.parse.urlunsplit(p._replace(query=urllib.parse.urlencode(q)))
+
+        sig = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["signature"][0]
+        tampered = sig[:-1] + ("A" if sig[-1] != "A" else "B")
+        assert fetch(with_query(url, signature=tampered))[0] == 401
+        status, answer = fetch(with_query(url, path="/home/user/private.txt"))
+        assert status == 401 and "not for the URL" not in answer
+        assert fetch(with_query(url, signature_expiration="99999999999"))[0] == 401
+        expired = sbx.download_url("/home/user/report.txt", use_signature_expiration=-5)
+        assert fetch(expired) == (401, '{"code":401,"message":"signature is already expired"}\n')
+        # A read URL does not write.
+        req = urllib.request.Request(url, data=body, method="POST",
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, context=ssl.create_default_context(), timeout=10)
+        assert e.value.code == 401
+    finally:
+        sbx.kill()
+    assert fetch(url, wait=0)[0] == 502
+
+
+def test_mask_request_host():
+    """network.mask_request_host sets the Host header a program in the
+    sandbox sees on requests to its ports, ${PORT} replaced by the port."""
+    sbx = Sandbox.create(timeout=120, network={"mask_request_host": "masked.example.com:${PORT}"})
+    try:
+        sbx.commands.run(
+            "python3 -c \"\nimport http.server\nclass H(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n        b = self.headers['Host'].encode()\n        self.send_response(200)\n"
+            "        self.send_header('Content-Length', str(len(b)))\n        self.end_headers()\n        self.wfile.write(b)\n"
+            "    def log_message(self, *a): pass\nhttp.server.HTTPServer(('', 8091), H).serve_forever()\n\"",
+            background=True,
+        )
+        assert fetch(f"https://{sbx.get_host(8091)}/") == (200, "masked.example.com:8091")
+        assert sbx.get_info().network["mask_request_host"] == "masked.example.com:${PORT}"
+    finally:
+        sbx.kill()
+    with pytest.raises(Exception) as e:
+        Sandbox.create(timeout=60, network={"mask_request_host": "http://bad/"})
+    assert "maskRequestHost" in str(e.value)

@@ -59,7 +59,7 @@ def test_on_stdout_and_stderr_callbacks(ci):
 
 def test_env_vars_for_one_cell(ci):
     ex = ci.run_code("import os; os.environ.get('ONLY_HERE')", envs={"ONLY_HERE": "yes"})
-    assert ex.text == "'yes'"
+    assert ex.text == "yes"  # E2B gives a string result without its quotes
     assert ci.run_code("import os; os.environ.get('ONLY_HERE')").text is None
 
 
@@ -67,7 +67,7 @@ def test_contexts_create_run_restart_remove(ci):
     ctx = ci.create_code_context(language="python")
     assert ctx.id and ctx.language == "python"
     assert ctx.cwd == "/home/user"  # E2B's default for a new context
-    assert ci.run_code("import os; os.getcwd()", context=ctx).text == "'/home/user'"
+    assert ci.run_code("import os; os.getcwd()", context=ctx).text == "/home/user"
     assert ci.run_code("y = 41", context=ctx).error is None
     assert ci.run_code("y + 1", context=ctx).text == "42"
     # Contexts are isolated: the default context has no y.
@@ -89,3 +89,92 @@ def test_code_port_needs_the_access_token(ci):
     assert r.status_code == 401
     r = httpx.post(url, json={"code": "1"}, headers={**h, "X-Access-Token": "not-the-token"})
     assert r.status_code == 401
+
+
+def test_line_chart_data(ci):
+    """A matplotlib line chart comes back as result.chart: E2B's LineChart,
+    with its labels, units, scales and every point of each line."""
+    from e2b_code_interpreter.charts import ChartType, LineChart
+
+    ex = ci.run_code(
+        "import matplotlib.pyplot as plt\n"
+        "days = [1, 2, 3, 4]\n"
+        "plt.plot(days, [20.5, 22.0, 19.5, 25.0], label='noon')\n"
+        "plt.plot(days, [10, 11, 9, 12], label='night')\n"
+        "plt.title('Temperatures')\n"
+        "plt.xlabel('Day')\n"
+        "plt.ylabel('Temperature (C)')\n"
+        "plt.legend()\n"
+        "plt.show()"
+    )
+    assert ex.error is None
+    [res] = [r for r in ex.results if r.chart]
+    assert res.png
+    chart = res.chart
+    assert isinstance(chart, LineChart) and chart.type == ChartType.LINE
+    assert (chart.title, chart.x_label, chart.y_label, chart.y_unit) == ("Temperatures", "Day", "Temperature (C)", "C")
+    assert chart.x_unit is None
+    assert (chart.x_scale, chart.y_scale) == ("linear", "linear")
+    assert chart.x_ticks and all(isinstance(t, float) for t in chart.x_ticks)
+    assert len(chart.x_tick_labels) == len(chart.x_ticks)
+    assert [e.label for e in chart.elements] == ["noon", "night"]
+    assert chart.elements[0].points == [(1.0, 20.5), (2.0, 22.0), (3.0, 19.5), (4.0, 25.0)]
+    assert all(isinstance(y, float) for _, y in chart.elements[1].points)
+    assert [y for _, y in chart.elements[1].points] == [10, 11, 9, 12]
+    # It survives the SDK's own serialisation.
+    assert '"type": "line"' in ex.to_json()
+
+
+def test_bar_chart_data(ci):
+    """A bar chart's bars come back with their category, group and value."""
+    from e2b_code_interpreter.charts import BarChart
+
+    ex = ci.run_code(
+        "import matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots()\n"
+        "ax.bar(['apples', 'pears', 'plums'], [30, 12, 7], label='2024')\n"
+        "ax.set_title('Fruit sold')\n"
+        "ax.set_xlabel('Fruit')\n"
+        "ax.set_ylabel('Crates')\n"
+        "plt.show()"
+    )
+    assert ex.error is None
+    chart = next(r.chart for r in ex.results if r.chart)
+    assert isinstance(chart, BarChart)
+    assert (chart.title, chart.x_label, chart.y_label) == ("Fruit sold", "Fruit", "Crates")
+    assert [(b.label, b.group, b.value) for b in chart.elements] == [
+        ("apples", "2024", 30),
+        ("pears", "2024", 12),
+        ("plums", "2024", 7),
+    ]
+
+
+def test_dataframe_data(ci):
+    """A DataFrame's result carries its columns as result.data."""
+    ex = ci.run_code("import pandas as pd\npd.DataFrame({'city': ['Oslo', 'Lima'], 'pop': [0.7, 10.1]})")
+    assert ex.error is None
+    [res] = ex.results
+    assert res.data == {"city": ["Oslo", "Lima"], "pop": [0.7, 10.1]}
+    assert res.html and "Oslo" in res.html
+
+
+def test_string_result_text_has_no_quotes(ci):
+    """A cell whose value is a string gives that string as text, as E2B's
+    interpreter does (not Python's repr with its quotes)."""
+    assert ci.run_code("'plain' + ' text'").text == "plain text"
+    assert ci.run_code("42").text == "42"
+
+
+def test_default_context_is_listed_and_root_context_runs():
+    """list_code_contexts shows the default context before any cell has
+    run, and a context in /root (E2B's kernels are root's) works."""
+    sb = Sandbox.create(timeout=120)
+    try:
+        assert "python" in [c.language for c in sb.list_code_contexts()]
+        ctx = sb.create_code_context(language="python", cwd="/root")
+        assert ctx.cwd == "/root"
+        assert [c.id for c in sb.list_code_contexts()][-1] == ctx.id
+        ex = sb.run_code("import os; print(os.getcwd(), os.geteuid())", context=ctx)
+        assert ex.error is None and "".join(ex.logs.stdout).strip() == "/root 0"
+    finally:
+        sb.kill()

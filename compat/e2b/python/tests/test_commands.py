@@ -109,3 +109,14 @@ def test_kill_during_a_command_says_the_sandbox_was_killed():
     with pytest.raises(TimeoutException) as e:
         cmd.wait()
     assert "sandbox was killed or reached its end of life" in str(e.value)
+
+
+def test_cwd_the_user_cannot_enter(sandbox):
+    """A command as the default user in /root (mode 0700) is refused with
+    an InvalidArgumentException that says why; as root it runs."""
+    from e2b.exceptions import InvalidArgumentException
+
+    with pytest.raises(InvalidArgumentException) as e:
+        sandbox.commands.run("pwd", cwd="/root")
+    assert "can enter" in str(e.value)
+    assert sandbox.commands.run("pwd", cwd="/root", user="root").stdout == "/root\n"

@@ -135,3 +135,18 @@ def test_stat_of_a_symlink_is_what_it_points_to(sandbox):
         assert info.symlink_target == d + "/t.txt"
         assert info.size == 3
     assert sandbox.files.get_info(d + "/dangling").symlink_target == "nowhere"
+
+
+def test_signed_url_names_no_sandbox_with_a_sandbox_url(sandbox):
+    """With E2B_SANDBOX_URL the SDK's download_url is the bare sandbox URL,
+    which names no sandbox: the facade refuses it, saying what works
+    (E2B_DOMAIN mode, or Runtime's own signed URLs)."""
+    import urllib.error
+    import urllib.request
+
+    url = sandbox.download_url("/home/user/anything.txt")
+    assert "signature=v1_" in url
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url, timeout=10)
+    assert e.value.code == 401
+    assert "E2B_DOMAIN" in e.value.read().decode()

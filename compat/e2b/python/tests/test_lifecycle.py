@@ -126,3 +126,30 @@ def test_set_timeout_zero_ends_the_lease_now():
         assert back.files.read("/tmp/state") == "kept"
     finally:
         Sandbox.kill(sb.sandbox_id)
+
+
+def test_get_metrics(sandbox):
+    """get_metrics answers the host's samples of the sandbox: CPU, memory
+    and disk against the sandbox's sizes, within the window asked for."""
+    import datetime
+
+    info = sandbox.get_info()
+    sandbox.commands.run("head -c 8000000 /dev/urandom > /tmp/metrics.bin")
+    metrics = sandbox.get_metrics()
+    assert metrics, "no metrics for a running sandbox"
+    m = metrics[-1]
+    assert m.cpu_count == info.cpu_count
+    assert 0 <= m.cpu_used_pct <= 100
+    assert m.mem_total == info.memory_mb * 1024 * 1024
+    assert 0 < m.mem_used
+    assert m.disk_total > 0
+    assert 0 <= m.disk_used <= m.disk_total
+    now = datetime.datetime.now(datetime.timezone.utc)
+    assert abs((m.timestamp - now).total_seconds()) < 30
+    assert all(a.timestamp <= b.timestamp for a, b in zip(metrics, metrics[1:]))
+    # By the class too, and in a window: one before the sandbox has none.
+    assert Sandbox.get_metrics(sandbox.sandbox_id)
+    hour = datetime.timedelta(hours=1)
+    assert sandbox.get_metrics(start=info.started_at - 2 * hour, end=info.started_at - hour) == []
+    recent = sandbox.get_metrics(start=now - datetime.timedelta(seconds=20), end=now + datetime.timedelta(seconds=5))
+    assert recent and all(r.timestamp >= now - datetime.timedelta(seconds=21) for r in recent)

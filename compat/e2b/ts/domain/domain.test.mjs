@@ -52,3 +52,43 @@ test('a sandbox without public traffic needs its traffic access token', async ()
     await sbx.kill()
   }
 })
+
+test('downloadUrl and uploadUrl: no header needed, bound to path and operation, gone with the sandbox', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 120_000 })
+  let url
+  try {
+    await sbx.files.write('/home/user/data.csv', 'a,b\n1,2\n')
+    url = await sbx.downloadUrl('/home/user/data.csv', { useSignatureExpiration: 60 })
+    assert.deepEqual(await fetchWhenUp(url), { status: 200, body: 'a,b\n1,2\n' })
+    const up = await sbx.uploadUrl('/home/user/in.txt')
+    const form = new FormData()
+    form.append('file', new Blob(['uploaded by url']), 'in.txt')
+    assert.equal((await fetch(up, { method: 'POST', body: form })).status, 200)
+    assert.equal(await sbx.files.read('/home/user/in.txt'), 'uploaded by url')
+    const swapped = new URL(url)
+    swapped.searchParams.set('path', '/home/user/in.txt')
+    assert.equal((await fetchWhenUp(swapped.toString())).status, 401)
+    assert.equal((await fetch(url, { method: 'POST', body: form })).status, 401)
+  } finally {
+    await sbx.kill()
+  }
+  assert.equal((await fetch(url)).status, 502)
+})
+
+test('network.maskRequestHost is the Host header a program in the sandbox sees', async () => {
+  const sbx = await Sandbox.create({ timeoutMs: 120_000, network: { maskRequestHost: '${PORT}-masked.example.com' } })
+  try {
+    await sbx.files.write('/home/user/host.py', [
+      'import http.server',
+      'class H(http.server.BaseHTTPRequestHandler):',
+      '    def do_GET(self):',
+      "        b = self.headers['Host'].encode()",
+      '        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)',
+      "http.server.HTTPServer(('', 8092), H).serve_forever()",
+    ].join('\n'))
+    await sbx.commands.run('python3 /home/user/host.py', { background: true })
+    assert.deepEqual(await fetchWhenUp(`https://${sbx.getHost(8092)}/`), { status: 200, body: '8092-masked.example.com' })
+  } finally {
+    await sbx.kill()
+  }
+})

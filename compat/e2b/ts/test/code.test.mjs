@@ -44,3 +44,28 @@ test('contexts: create, run, list, restart, remove', async () => {
   await sb.removeCodeContext(ctx)
   assert.ok(!(await sb.listCodeContexts()).some((c) => c.id === ctx.id))
 })
+
+test('a line chart and a bar chart come back as result.chart with their data', async () => {
+  const line = await sb.runCode([
+    'import matplotlib.pyplot as plt',
+    "plt.plot([0, 1, 2], [5, 3, 8], label='load')",
+    "plt.title('Load'); plt.xlabel('Hour'); plt.ylabel('Jobs [n]')",
+    'plt.show()',
+  ].join('\n'))
+  const lc = line.results.find((r) => r.chart).chart
+  assert.equal(lc.type, 'line')
+  assert.equal(lc.title, 'Load')
+  assert.equal(lc.y_unit, 'n')
+  assert.equal(lc.x_scale, 'linear')
+  assert.deepEqual(lc.elements.map((e) => [e.label, e.points]), [['load', [[0, 5], [1, 3], [2, 8]]]])
+
+  const bar = await sb.runCode([
+    'import matplotlib.pyplot as plt',
+    "plt.bar(['mon', 'tue'], [4, 9], label='tickets')",
+    "plt.title('Tickets')",
+    'plt.show()',
+  ].join('\n'))
+  const bc = bar.results.find((r) => r.chart).chart
+  assert.equal(bc.type, 'bar')
+  assert.deepEqual(bc.elements.map((e) => [e.label, e.group, e.value]), [['mon', 'tickets', 4], ['tue', 'tickets', 9]])
+})

@@ -179,3 +179,17 @@ test('a kill during a command ends its wait with the SDK\'s "killed" error', asy
   assert.ok(err instanceof TimeoutError, `got ${err}`)
   assert.match(err.message, /sandbox was killed or reached its end of life/)
 })
+
+test('getMetrics: the host\'s samples of the sandbox', async () => {
+  const info = await sb.getInfo()
+  const metrics = await sb.getMetrics()
+  assert.ok(metrics.length > 0)
+  const m = metrics.at(-1)
+  assert.equal(m.cpuCount, info.cpuCount)
+  assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100)
+  assert.equal(m.memTotal, info.memoryMB * 1024 * 1024)
+  assert.ok(m.memUsed > 0 && m.diskTotal > 0)
+  assert.ok(Math.abs(m.timestamp.getTime() - Date.now()) < 30_000)
+  const old = new Date(info.startedAt.getTime() - 3_600_000)
+  assert.deepEqual(await Sandbox.getMetrics(sb.sandboxId, { start: new Date(old.getTime() - 3_600_000), end: old }), [])
+})

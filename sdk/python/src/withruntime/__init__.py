@@ -119,6 +119,8 @@ from .types import (
     UsagePrices,
     UsageReport,
     UsageRow,
+    SandboxMetric,
+    FileURL,
     UsageTrial,
     VolumeMount,
 )
@@ -176,6 +178,8 @@ __all__ = [
     "MAX_FORK_COUNT",
     "KeyInfo",
     "UsageRow",
+    "SandboxMetric",
+    "FileURL",
     "UsagePrices",
     "UsageReport",
     "UsageTrial",

@@ -225,6 +225,16 @@ def usage_params(from_: When | None, to: When | None, group_by: str | None) -> l
     return q
 
 
+def window_params(from_: When | None, to: When | None) -> list[tuple[str, str]]:
+    """A from/to query (GET .../metrics); unset bounds are left out."""
+    q: list[tuple[str, str]] = []
+    if from_ is not None and from_ != "":
+        q.append(("from", _when(from_)))
+    if to is not None and to != "":
+        q.append(("to", _when(to)))
+    return q
+
+
 def list_params(state: str | None, metadata: Mapping[str, str] | None) -> list[tuple[str, str]]:
     q: list[tuple[str, str]] = []
     if state:

@@ -22,6 +22,7 @@ from .types import parse_time
 
 __all__ = [
     "CODE_INTERPRETER_TEMPLATE",
+    "DATAFRAME_MIME",
     "DEFAULT_CODE_TIMEOUT_SECONDS",
     "Execution",
     "Result",
@@ -33,6 +34,9 @@ __all__ = [
 
 #: The template whose sandboxes run code in contexts.
 CODE_INTERPRETER_TEMPLATE = "code-interpreter"
+#: The MIME type of a pandas DataFrame's columns in a result's ``data``:
+#: ``{column: [values...]}`` (see :attr:`Result.dataframe`).
+DATAFRAME_MIME = "application/vnd.withruntime.dataframe+json"
 #: The timeout of a ``run_code`` that sets none, in seconds.
 DEFAULT_CODE_TIMEOUT_SECONDS = 300
 
@@ -73,6 +77,11 @@ class Result:
     latex: str | None = None
     json: Any = None
     javascript: str | None = None
+    #: What the matplotlib figure this result shows plots, read from the
+    #: figure, as the server sent it (schema ``Chart``: ``type``, ``title``,
+    #: ``xLabel``..., ``elements`` with their values); None for anything
+    #: else.
+    chart: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Result:
@@ -84,10 +93,12 @@ class Result:
             if mime in data:
                 v = data[mime]
                 kw[attr] = v if attr == "json" or isinstance(v, str) else None
+        chart = d.get("chart")
         return cls(
             data=data,
             is_main_result=bool(d.get("isMainResult", False)),
             metadata=dict(meta) if isinstance(meta, dict) else {},
+            chart=chart if isinstance(chart, dict) else None,
             **kw,
         )
 
@@ -103,10 +114,18 @@ class Result:
         """The JPEG image, decoded (None if there is none)."""
         return base64.b64decode(self.jpeg) if self.jpeg else None
 
+    @property
+    def dataframe(self) -> dict[str, list[Any]] | None:
+        """A pandas DataFrame's columns, ``{column: [values...]}``, or None."""
+        v = self.data.get(DATAFRAME_MIME)
+        return v if isinstance(v, dict) else None
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"data": self.data, "isMainResult": self.is_main_result}
         if self.metadata:
             d["metadata"] = self.metadata
+        if self.chart is not None:
+            d["chart"] = self.chart
         return d
 
     def __str__(self) -> str:
@@ -225,6 +244,8 @@ class CodeContext:
     created_at: datetime | None
     #: How many kernels the context lost (each time with its variables).
     restarts: int = 0
+    #: Who the kernel runs as: ``"user"`` or ``"root"``.
+    user: str = "user"
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CodeContext:
@@ -235,6 +256,7 @@ class CodeContext:
             state=str(d.get("state", "")),
             created_at=parse_time(d.get("createdAt")),
             restarts=int(d.get("restarts", 0) or 0),
+            user=str(d.get("user", "") or "user"),
         )
 
 
@@ -274,8 +296,12 @@ def run_body(
     return body
 
 
-def context_body(language: str | None, cwd: str | None, env: Mapping[str, str] | None) -> dict[str, Any]:
+def context_body(
+    language: str | None, cwd: str | None, env: Mapping[str, str] | None, user: str | None = None
+) -> dict[str, Any]:
     body: dict[str, Any] = {}
+    if user:
+        body["user"] = user
     if language:
         body["language"] = language
     if cwd:

@@ -36,6 +36,8 @@ __all__ = [
     "UsageReport",
     "GroupBy",
     "parse_time",
+    "SandboxMetric",
+    "FileURL",
 ]
 
 #: Where relative paths and commands without a cwd start.
@@ -291,6 +293,33 @@ class Event:
         """The chunk's exact bytes: ``data_base64`` decoded when ``lossy``,
         else ``data`` encoded as UTF-8."""
         return _exact(self.data, self.lossy, self.data_base64)
+
+
+@dataclass(frozen=True)
+class FileURL:
+    """A signed file URL (:meth:`Files.signed_url`): it reads (GET) or
+    writes (PUT) one file of one sandbox with no API key, as the key that
+    made it, until ``expires_at``."""
+
+    #: The whole URL.
+    url: str
+    #: ``"GET"`` (read) or ``"PUT"`` (write).
+    method: str
+    path: str
+    #: ``"read"`` or ``"write"``.
+    operation: str
+    #: When the URL stops working (UTC).
+    expires_at: datetime | None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FileURL:
+        return cls(
+            url=d.get("url", ""),
+            method=d.get("method", ""),
+            path=d.get("path", ""),
+            operation=d.get("operation", ""),
+            expires_at=parse_time(d.get("expiresAt")),
+        )
 
 
 @dataclass(frozen=True)
@@ -578,6 +607,40 @@ class KeyInfo:
 
 #: How a usage report groups its rows: by UTC day, by sandbox or by API key.
 GroupBy = Literal["day", "sandbox", "key"]
+
+
+@dataclass(frozen=True)
+class SandboxMetric:
+    """One sample of a sandbox's resource use, measured by the host
+    (:meth:`Sandbox.metrics`)."""
+
+    #: When the sample was taken (UTC).
+    at: datetime | None
+    #: The number of CPUs the sandbox's programs see.
+    cpu_count: int
+    #: The CPU its own processes used since the sample before (its start
+    #: for the first), as a percentage of its vCPUs, 0-100.
+    cpu_used_percent: float
+    #: The memory it holds on the host, in bytes (its isolation layer and a
+    #: memory-backed disk included), and its memory size.
+    memory_used_bytes: int
+    memory_total_bytes: int
+    #: What its writes take on the host's disk, in bytes (0 when the driver
+    #: cannot measure it), and its disk size.
+    disk_used_bytes: int
+    disk_total_bytes: int
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SandboxMetric:
+        return cls(
+            at=parse_time(d.get("at")),
+            cpu_count=int(d.get("cpuCount", 0) or 0),
+            cpu_used_percent=float(d.get("cpuUsedPercent", 0) or 0),
+            memory_used_bytes=int(d.get("memoryUsedBytes", 0) or 0),
+            memory_total_bytes=int(d.get("memoryTotalBytes", 0) or 0),
+            disk_used_bytes=int(d.get("diskUsedBytes", 0) or 0),
+            disk_total_bytes=int(d.get("diskTotalBytes", 0) or 0),
+        )
 
 
 @dataclass(frozen=True)

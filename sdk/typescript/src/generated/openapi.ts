@@ -98,6 +98,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A sandbox's recent resource use
+         * @description The samples the metering took of the sandbox (every meter interval, 5 s by default, measured on the host),
+         *     the last hour of them at most, oldest first: CPU used since the sample before as a percentage of its vCPUs,
+         *     memory and disk used against their sizes. The history is kept in the server's memory from when it started
+         *     sampling the sandbox (a restart begins it again; the usage ledger is unaffected); a running sandbox whose last
+         *     sample is older than an interval gets one taken at the request. A stopped sandbox has none.
+         */
+        get: operations["getSandboxMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/timeout": {
         parameters: {
             query?: never;
@@ -651,6 +678,75 @@ export interface paths {
          *     `/workspace` themselves are refused with 400.
          */
         delete: operations["deleteFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/files/url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign a file URL
+         * @description Signs a URL that reads (GET) or writes (PUT) one file of the sandbox with no API key, as the calling key,
+         *     until it expires (default 1 hour, at most 7 days): for a browser download, or an upload from a program that
+         *     must not hold the key. The URL (`/v1/files/signed?...` on the server's public URL) carries the sandbox,
+         *     path, operation, expiry, key and an HMAC-SHA256 signature over all of them under a key derived from the
+         *     server's secrets key; changing any of them voids it. It is refused once expired, once the sandbox has
+         *     stopped, and once the key is revoked.
+         */
+        post: operations["createFileURL"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/signed": {
+        parameters: {
+            query: {
+                /** @description The sandbox's id, as signed. */
+                sandbox: string;
+                /** @description The file's path, as signed. */
+                path: string;
+                /** @description The operation, as signed. */
+                op: "read" | "write";
+                /** @description When the URL stops working, Unix seconds, as signed. */
+                expires: string;
+                /** @description The id of the key that signed the URL and that the operation runs as. */
+                key: string;
+                /** @description The signature over the other fields. */
+                sig: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a file through a signed URL
+         * @description What `GET /v1/sandboxes/{id}/files` answers for the signed path, as the signing key, for a URL of operation
+         *     `read` (Range and If-Range as there). Needs no API key: the URL is the credential. 401 for a signature that
+         *     does not hold (a field changed) or a revoked key, 403 for an expired URL or a `write` URL, 410 once the
+         *     sandbox has stopped.
+         */
+        get: operations["readSignedFile"];
+        /**
+         * Write a file through a signed URL
+         * @description What `PUT /v1/sandboxes/{id}/files` does for the signed path, as the signing key, for a URL of operation
+         *     `write`: the body is the file's bytes. Needs no API key; refused as the GET is, and for a `read` URL (403).
+         */
+        put: operations["writeSignedFile"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2353,6 +2449,8 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /** @description Who the kernel runs as, "user" (the default, uid 1000; also "") or "root"; the cwd must be a directory that user can enter (400 otherwise, saying so). */
+            user?: string;
         };
         /** @description A code context — one kernel and the state it keeps. */
         CodeContext: {
@@ -2362,6 +2460,8 @@ export interface components {
             language: string;
             /** @description The kernel's working directory. */
             cwd: string;
+            /** @description Who the kernel runs as, user or root. */
+            user: string;
             /**
              * @description starting (its kernel is starting), idle, busy (a cell runs), dead (its kernel was lost; the next call starts a new one and says so).
              * @enum {string}
@@ -2434,7 +2534,12 @@ export interface components {
         };
         /** @description One rich output, a MIME bundle. */
         ExecutionResult: {
-            /** @description MIME type to output. Text types (text/plain, text/html, text/markdown, image/svg+xml, text/latex) are strings; images (image/png, image/jpeg) base64 strings; application/json any JSON value. */
+            /**
+             * @description MIME type to output. Text types (text/plain, text/html, text/markdown, image/svg+xml, text/latex) are strings;
+             *     images (image/png, image/jpeg) base64 strings; application/json any JSON value. A pandas DataFrame also has
+             *     application/vnd.withruntime.dataframe+json, its columns as {"column": [value, ...]} (numbers, strings,
+             *     booleans, ISO 8601 times, null for missing; left out for a frame of more than 100,000 cells).
+             */
             data: {
                 [key: string]: unknown;
             };
@@ -2444,6 +2549,134 @@ export interface components {
             };
             /** @description This is the value of the cell's last expression (Out[N]). */
             isMainResult: boolean;
+            /** @description The data of the matplotlib figure this result shows (beside its image in data), read from the figure; absent for anything else, and for a figure whose chart could not be read. */
+            chart?: components["schemas"]["Chart"];
+        };
+        /**
+         * @description What a matplotlib figure plots, read from the figure itself (the chart types of E2B's code interpreter): one
+         *     chart per figure, or a `superchart` of one chart per axes that holds data. At most 10,000 points in all: past
+         *     that each series is thinned evenly (first and last points kept) and `truncated` is true.
+         */
+        Chart: {
+            /**
+             * @description The chart's kind; `unknown` for axes whose artists are none of the others, or a mix (title and axes only); `superchart` for a figure of several charts (in `charts`).
+             * @enum {string}
+             */
+            type: "line" | "scatter" | "bar" | "pie" | "box_and_whisker" | "superchart" | "unknown";
+            /** @description The axes' title (a superchart's, the figure's suptitle). */
+            title?: string;
+            /** @description The x axis label. A bar or box chart's x axis is always its categories', whether drawn horizontally or not. */
+            xLabel?: string;
+            /** @description The y axis label. */
+            yLabel?: string;
+            /** @description The unit in the x label ("Time (s)" or "Time [s]" gives "s"). */
+            xUnit?: string;
+            /** @description The unit in the y label. */
+            yUnit?: string;
+            /** @description The x axis scale (line, scatter, unknown) - linear, log, symlog, logit, datetime with ISO 8601 ticks and points, categorical with points naming their category, or another scale's name). */
+            xScale?: string;
+            /** @description The y axis scale, as xScale. */
+            yScale?: string;
+            /** @description The major ticks inside the view, numbers (ISO 8601 strings on a datetime axis). */
+            xTicks?: unknown[];
+            /** @description The x ticks' labels as drawn. */
+            xTickLabels?: string[];
+            /** @description The y axis's major ticks inside the view, as xTicks. */
+            yTicks?: unknown[];
+            /** @description The y ticks' labels as drawn. */
+            yTickLabels?: string[];
+            /** @description The values plotted, in drawing order (a series per line or scatter collection, a bar per bar, a slice per wedge, a box per box); empty for unknown and superchart. */
+            elements: components["schemas"]["ChartElement"][];
+            /** @description A superchart's charts, one per axes, in the figure's order. */
+            charts?: components["schemas"]["Chart"][];
+            /** @description The series held more than 10,000 points and were thinned. */
+            truncated?: boolean;
+        };
+        /** @description One thing a chart plots; its fields depend on the chart's type. */
+        ChartElement: {
+            /** @description The series' legend label ("Line N" or "Series N" without one), a bar's or box's category (its tick label, or its position as a number), or a wedge's label. */
+            label: string;
+            /** @description (line, scatter) The [x, y] pairs, each coordinate a number, a string (a category, or an ISO 8601 time) or null (missing). */
+            points?: unknown[][];
+            /** @description (bar) The bar's series, its legend label or "Group N". */
+            group?: string;
+            /** @description (bar) The bar's length. */
+            value?: number;
+            /** @description (pie) The wedge's angle, in degrees. */
+            angle?: number;
+            /** @description (pie) The wedge's radius. */
+            radius?: number;
+            /** @description (box_and_whisker) The lower whisker's end. */
+            min?: number;
+            /** @description (box_and_whisker) The box's lower edge. */
+            firstQuartile?: number;
+            /** @description (box_and_whisker) The median line. */
+            median?: number;
+            /** @description (box_and_whisker) The box's upper edge. */
+            thirdQuartile?: number;
+            /** @description (box_and_whisker) The upper whisker's end. */
+            max?: number;
+            /** @description (box_and_whisker) The fliers beyond the whiskers. */
+            outliers?: number[];
+        };
+        /** @description The body of POST /v1/sandboxes/{id}/files/url. */
+        FileURLRequest: {
+            /** @description The file, as the file routes take it (a relative path resolves under /workspace when the URL is used). */
+            path: string;
+            /**
+             * @description read (the URL answers GET with the file) or write (it takes PUT with the file's bytes).
+             * @enum {string}
+             */
+            operation: "read" | "write";
+            /** @description The URL's life in seconds, 1 to 604800 (7 days); absent or 0 is 3600. */
+            expiresInSeconds?: number;
+        };
+        /** @description A signed file URL. */
+        FileURL: {
+            /** @description The whole URL, on the server's public URL (serve --public-url, else the request's host). */
+            url: string;
+            /**
+             * @description The HTTP method the URL takes.
+             * @enum {string}
+             */
+            method: "GET" | "PUT";
+            /** @description The file, as asked. */
+            path: string;
+            /**
+             * @description The operation, as asked.
+             * @enum {string}
+             */
+            operation: "read" | "write";
+            /**
+             * Format: date-time
+             * @description When the URL stops working (UTC, whole seconds).
+             */
+            expiresAt: string;
+        };
+        /** @description A sandbox's recent resource use (GET /v1/sandboxes/{id}/metrics), oldest first. */
+        SandboxMetrics: {
+            /** @description The samples in the window asked for; empty for a stopped sandbox. */
+            metrics: components["schemas"]["SandboxMetric"][];
+        };
+        /** @description One sample of a sandbox's resource use, measured by the host (never reported from inside the sandbox). */
+        SandboxMetric: {
+            /**
+             * Format: date-time
+             * @description When the sample was taken (UTC).
+             */
+            at: string;
+            /** @description The number of CPUs the sandbox's programs see. */
+            cpuCount: number;
+            /** @description The CPU the sandbox's own processes used since the sample before (its start for the first), as a percentage of its vCPUs, 0-100; the isolation layer's share is left out, as in billing. */
+            cpuUsedPercent: number;
+            /** @description The memory the sandbox holds on the host, in bytes, its isolation layer and a memory-backed disk included. */
+            memoryUsedBytes: number;
+            /** @description Its memory size (memoryMiB), in bytes. */
+            memoryTotalBytes: number;
+            /** @description What its writes take on the host's disk, in bytes; 0 when the driver cannot measure it (a memory-backed disk). */
+            diskUsedBytes: number;
+            /** @description Its disk size (diskMiB), in bytes. */
+            diskTotalBytes: number;
         };
         /** @description An exception the cell raised, or why the call failed. */
         ExecutionError: {
@@ -3130,6 +3363,37 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+        };
+    };
+    getSandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description Leave out samples before this time, an RFC 3339 time or a UTC date (its midnight). */
+                from?: string;
+                /** @description Leave out samples after this time, an RFC 3339 time or a UTC date (through the end of that day). */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The samples. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxMetrics"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
         };
     };
     setSandboxTimeout: {
@@ -3946,6 +4210,129 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+        };
+    };
+    createFileURL: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FileURLRequest"];
+            };
+        };
+        responses: {
+            /** @description The signed URL. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileURL"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    readSignedFile: {
+        parameters: {
+            query: {
+                /** @description The sandbox's id, as signed. */
+                sandbox: string;
+                /** @description The file's path, as signed. */
+                path: string;
+                /** @description The operation, as signed. */
+                op: "read" | "write";
+                /** @description When the URL stops working, Unix seconds, as signed. */
+                expires: string;
+                /** @description The id of the key that signed the URL and that the operation runs as. */
+                key: string;
+                /** @description The signature over the other fields. */
+                sig: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's contents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description The bytes of the range asked for. */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+        };
+    };
+    writeSignedFile: {
+        parameters: {
+            query: {
+                /** @description The sandbox's id, as signed. */
+                sandbox: string;
+                /** @description The file's path, as signed. */
+                path: string;
+                /** @description The operation, as signed. */
+                op: "read" | "write";
+                /** @description When the URL stops working, Unix seconds, as signed. */
+                expires: string;
+                /** @description The id of the key that signed the URL and that the operation runs as. */
+                key: string;
+                /** @description The signature over the other fields. */
+                sig: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The file's exact bytes. */
+        requestBody?: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file as written. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileInfo"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["TooLarge"];
         };
     };
     listFiles: {

@@ -9,6 +9,7 @@ import { APIError, UnsupportedError } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { ArgsError, decodeArgs, type Args, type Field } from "./args.js";
 import { CapBuf } from "./capbuf.js";
+import { chartText } from "./chart.js";
 import type { Definition } from "./definitions.js";
 import { errorResult, type ImageOutput, type SandboxFunc, type Tool, type ToolResult } from "./result.js";
 
@@ -185,6 +186,7 @@ export function summarizeExecution(ex: Execution): [string, ImageOutput[]] {
     } else if (why) {
       out += `${label}: ${why}\n`;
     }
+    if (r.chart) out += chartText(label, r.chart);
     const t = r.text ?? "";
     if (t !== "" && (!img || r.isMainResult)) out += `${label}:\n${capped(t, MAX_RESULT_TEXT_BYTES, label).replace(/\n+$/, "")}\n`;
   }

@@ -34,6 +34,7 @@ from ..types import (
     KeyInfo,
     NetworkPolicy,
     SandboxInfo,
+    SandboxMetric,
     SecretInfo,
     UsageReport,
     UsageRow,
@@ -667,6 +668,17 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
         )
         self._info = info
         return info
+
+    async def metrics(self, from_: _http.When | None = None, to: _http.When | None = None) -> builtins.list[SandboxMetric]:
+        """The sandbox's recent resource use, oldest first: a
+        :class:`SandboxMetric` per meter interval (5 s by default) of the
+        last hour at most, measured on the host, and one taken now when the
+        last is older; only those from ``from_`` to ``to`` when given (a
+        datetime, a date, or an RFC 3339 or YYYY-MM-DD string). Empty for a
+        stopped sandbox. The history lives in the server's memory: a server
+        restart begins it again."""
+        out = await self._client._json("GET", self._path("/metrics"), params=_http.window_params(from_, to))
+        return [SandboxMetric.from_dict(m) for m in out.get("metrics") or []]
 
     async def network(self) -> NetworkPolicy:
         """The sandbox's effective (normalized) network policy, as the host

@@ -74,12 +74,19 @@ class CodeInterpreterMixin(SandboxHandle):
         return asm.finish()
 
     def create_code_context(
-        self, *, language: str | None = None, cwd: str | None = None, env: Mapping[str, str] | None = None
+        self,
+        *,
+        language: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
     ) -> CodeContext:
         """Starts a new context (its own kernel and variables) and returns it
-        once it is ready; pass it to ``run_code(context=...)``."""
+        once it is ready; pass it to ``run_code(context=...)``. ``user`` is
+        who the kernel runs as, ``"user"`` (the default) or ``"root"``; the
+        ``cwd`` must be a directory that user can enter."""
         out: Any = self._client._json(
-            "POST", self._path("/contexts"), _code.context_body(language, cwd, env), wait=_wait.KERNEL_WAIT
+            "POST", self._path("/contexts"), _code.context_body(language, cwd, env, user), wait=_wait.KERNEL_WAIT
         )
         return CodeContext.from_dict(out)
 

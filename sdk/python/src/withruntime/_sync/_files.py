@@ -18,7 +18,7 @@ from .. import _files, _http
 from .. import _io_sync as _io
 from .._io_sync import FileReader
 from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
-from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
+from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage, FileURL
 from ..watch import watch_params
 from ._watch import FileWatch
 
@@ -217,6 +217,17 @@ class Files(FileTransfer):
         return FileInfo.from_dict(
             self._s._client._json("GET", self._s._path("/files/stat"), params=self._q(path))
         )
+
+    def signed_url(self, path: str, operation: str = "read", expires_in_seconds: int | None = None) -> FileURL:
+        """A URL that reads (``operation="read"``: GET) or writes
+        (``"write"``: PUT the bytes) ``path`` with no API key, as this key,
+        for ``expires_in_seconds`` (default 3600, at most 7 days). It stops
+        working when it expires, when the sandbox stops, or when the key is
+        revoked; changing any part of it voids it."""
+        body: dict[str, Any] = {"path": path, "operation": operation}
+        if expires_in_seconds:
+            body["expiresInSeconds"] = expires_in_seconds
+        return FileURL.from_dict(self._s._client._json("POST", self._s._path("/files/url"), body))
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""

@@ -13,6 +13,7 @@ from ..code import Execution, Result
 from ..errors import UnsupportedError, WithRuntimeError
 from . import _run
 from ._cap import CapBuf
+from ._chart import chart_text
 from ._run import MAX_OUTPUT_BYTES
 
 RUN_CODE_NAME = "runtime_run_code"
@@ -137,6 +138,8 @@ def summarize(ex: Execution) -> tuple[str, list[dict[str, Any]]]:
             )
         elif why:
             out.append(f"{label}: {why}\n")
+        if r.chart is not None:
+            out.append(chart_text(label, r.chart))
         t = r.text or ""
         if t and (img is None or r.is_main_result):
             out.append(f"{label}:\n{_capped(t, MAX_RESULT_TEXT_BYTES, label).rstrip(chr(10))}\n")
