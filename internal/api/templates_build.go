@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,9 @@ import (
 //	buildArg=KEY=VALUE  an ARG's value (repeatable)
 //	internet=true       RUN steps may reach the internet
 //	allow=HOST          a host (or CIDR) RUN steps may reach (repeatable)
+//	startCommand, readyCommand, readyTimeoutSeconds, startKernel
+//	                    the template's start (templates_start.go; CMD
+//	                    gives the start command too)
 //
 // The Dockerfile is parsed before anything runs (an unsupported instruction
 // is a 400 naming it); the RUN steps run in a sandbox of this server owned
@@ -33,8 +37,14 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 		switch k {
 		case "name", "dockerfile", "buildArg", "internet", "allow":
 		default:
-			return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet and allow", k)
+			if !slices.Contains(startQuery, k) {
+				return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet, allow, startCommand, readyCommand, readyTimeoutSeconds and startKernel", k)
+			}
 		}
+	}
+	start, err := startFromQuery(q)
+	if err != nil {
+		return err
 	}
 	name := q.Get("name")
 	if err := st.CheckNew(name); err != nil {
@@ -79,10 +89,10 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 		return err
 	}
 	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: st, Images: s.cfg.Images}
-	return s.runBuild(w, r, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
+	return s.runBuild(w, r, name, s.warmBuild(r.Context(), st, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
 		return b.Build(r.Context(), dockerfile.Params{Name: name, Dockerfile: f, Context: bctx, BuildArgs: args,
-			KeyID: keyFrom(r.Context()).ID, Network: policy}, progress, output)
-	})
+			KeyID: keyFrom(r.Context()).ID, Network: policy, Start: start}, progress, output)
+	}))
 }
 
 // readContextFile returns the regular file name of a build context.

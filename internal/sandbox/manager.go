@@ -154,6 +154,9 @@ type Manager struct {
 	quota quotaState
 	// snapLocks order creates from a snapshot before its delete (snapshot.go).
 	snapLocks snapLocks
+	// warming holds the warm-ups under way, by warm image name (warm.go;
+	// guarded by mu).
+	warming map[string]*warmFlight
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.

@@ -42,8 +42,8 @@ type Fill func(ctx context.Context, rootfs string, step func(name string) (done 
 // appears under its name complete or not at all, and a failed or cancelled
 // fill leaves nothing behind. It never replaces a template: a name that is
 // taken, or that a built-in recipe builds, is errs.Conflict; an invalid name
-// is errs.Invalid.
-func (s *Store) Create(ctx context.Context, name string, fill Fill, progress func(Progress)) (info Info, err error) {
+// is errs.Invalid. opts set the rest of its record (WithStart).
+func (s *Store) Create(ctx context.Context, name string, fill Fill, progress func(Progress), opts ...CreateOption) (info Info, err error) {
 	if err := s.CheckNew(name); err != nil {
 		return Info{}, err
 	}
@@ -101,6 +101,9 @@ func (s *Store) Create(ctx context.Context, name string, fill Fill, progress fun
 	}
 	info = Info{Name: name, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), SizeBytes: size,
 		Packages: []string{}, Origin: origin}
+	for _, o := range opts {
+		o(&info)
+	}
 	if err := writeInfo(filepath.Join(tmp, infoFile), info); err != nil {
 		return Info{}, err
 	}

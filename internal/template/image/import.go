@@ -60,8 +60,9 @@ func Import(ctx context.Context, store *template.Store, name string, src Source,
 }
 
 // FromImage makes the template name from img, an image already opened
-// (e.g. with OpenArchive); src is recorded as its origin. Errors as Import's.
-func FromImage(ctx context.Context, store *template.Store, name string, img v1.Image, src Source, opts Options, progress func(template.Progress)) (template.Info, error) {
+// (e.g. with OpenArchive); src is recorded as its origin, and copts set the
+// rest of its record (template.WithStart). Errors as Import's.
+func FromImage(ctx context.Context, store *template.Store, name string, img v1.Image, src Source, opts Options, progress func(template.Progress), copts ...template.CreateOption) (template.Info, error) {
 	fill := func(ctx context.Context, dir string, step func(string) func()) (*template.Origin, error) {
 		digest, err := img.Digest()
 		if err != nil {
@@ -98,7 +99,7 @@ func FromImage(ctx context.Context, store *template.Store, name string, img v1.I
 		return &template.Origin{Image: src.Ref, Digest: digest.String(), Env: cf.Config.Env,
 			WorkingDir: cf.Config.WorkingDir, Shell: shell}, nil
 	}
-	return store.Create(ctx, name, fill, progress)
+	return store.Create(ctx, name, fill, progress, copts...)
 }
 
 func applyLayer(ctx context.Context, fl *Flattener, l v1.Layer, i, n int, src Source, step func(string) func()) error {

@@ -129,7 +129,9 @@ export type OptionsCoverRequests = [
   Nothing<Exclude<keyof Schemas["ResumeRequest"], "timeoutSeconds">>,
   Nothing<Exclude<keyof Schemas["MkdirRequest"], "path" | "parents">>,
   Nothing<Exclude<keyof Schemas["RenameRequest"], "from" | "to">>,
-  Nothing<Exclude<keyof Schemas["CreateTemplateRequest"], "name" | "fromImage">>,
+  // createTemplate: name and fromImage its arguments, start its option.
+  Nothing<Exclude<keyof Schemas["CreateTemplateRequest"], "name" | "fromImage" | "start">>,
+  Nothing<Mismatched<sdk.TemplateOptions, Pick<Schemas["CreateTemplateRequest"], "start">>>,
 ];
 
 // -- the schemas the SDK uses ---------------------------------------------------

@@ -69,7 +69,7 @@ from .errors import (
     UnsupportedError,
     WithRuntimeError,
 )
-from .templates import Template, TemplateEvent, TemplateOrigin
+from .templates import Template, TemplateEvent, TemplateOrigin, TemplateStart
 from .terminal import (
     DEFAULT_TERM,
     MAX_PTY_COLS,
@@ -155,6 +155,7 @@ __all__ = [
     "GroupBy",
     "Template",
     "TemplateOrigin",
+    "TemplateStart",
     "TemplateEvent",
     "WithRuntimeError",
     "NotConfiguredError",

@@ -1,0 +1,180 @@
+package itest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/store"
+)
+
+// warmDockerfile is a template whose start command is a web server over
+// /workspace; `curl` is in base (its ready check).
+const warmDockerfile = `FROM base
+RUN echo warm-page > /workspace/index.html && chown 1000:1000 /workspace/index.html
+CMD python3 -m http.server 8000
+`
+
+// buildWarm builds the warm template name from warmDockerfile with ready
+// check ready (and readyTimeoutSeconds timeout, "" for the default) and
+// returns the build's events.
+func (e *env) buildWarm(name, ready, timeout string) ([]api.TemplateEvent, int, []byte) {
+	e.t.Helper()
+	q := url.Values{"readyCommand": {ready}}
+	if timeout != "" {
+		q.Set("readyTimeoutSeconds", timeout)
+	}
+	return e.buildDockerfile(name, q, contextTar(e.t, map[string]string{"Dockerfile": warmDockerfile}))
+}
+
+// warmImages are the server's warm images (snapshot records of no key).
+func (e *env) warmImages() []store.Snapshot {
+	e.t.Helper()
+	all, err := e.srv.Store.ListSnapshots(context.Background(), store.SnapshotFilter{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []store.Snapshot
+	for _, sn := range all {
+		if sn.KeyID == "" {
+			out = append(out, sn)
+		}
+	}
+	return out
+}
+
+// dirDigest is a digest of every file under dir: names, modes and contents.
+func dirDigest(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	var names []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			names = append(names, p)
+		}
+		return nil
+	})
+	sort.Strings(names)
+	for _, p := range names {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(h, p+" "+fi.Mode().String()+"\n")
+		if fi.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(h, f)
+			f.Close()
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// startedProcess is the sandbox's background process running command, or
+// nil.
+func (e *env) startedProcess(id, command string) *agentapi.Process {
+	e.t.Helper()
+	var list agentapi.ProcessList
+	e.must(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/processes", nil, &list)
+	for _, p := range list.Processes {
+		if p.Command == command {
+			return &p
+		}
+	}
+	return nil
+}
+
+// TestWarmTemplate: a template whose start command is `python3 -m
+// http.server 8000` and whose ready check is `curl -sf localhost:8000`.
+// The build runs the start and saves the warm image; the first exec after
+// a create finds the server answering (the server was started before the
+// create: restored, not started by it); two creates are independent; a
+// create of another shape boots the template and starts it in place, also
+// answering at its first exec. A ready check that never passes fails the
+// build with its output, and no template is left.
+func TestWarmTemplate(t *testing.T) {
+	s := newHostileScene(t)
+	withBase(t, s.tdir)
+	e := newEnv(t, withTemplatesDir(s.tdir))
+
+	evs, status, data := e.buildWarm("web", "curl -sf localhost:8000", "")
+	if status != http.StatusOK || len(evs) == 0 || evs[len(evs)-1].Type != "template" {
+		t.Fatalf("build: %d %s", status, data)
+	}
+	sawStart := false
+	for _, ev := range evs {
+		sawStart = sawStart || (ev.Type == "step" && ev.Done && strings.HasPrefix(ev.Step, "starting the template"))
+	}
+	tpl := evs[len(evs)-1].Template
+	if !sawStart || tpl.Start == nil || tpl.Start.Command != "python3 -m http.server 8000" || tpl.Start.ReadyCommand != "curl -sf localhost:8000" {
+		t.Fatalf("the build did not start the template (step seen %v): %+v", sawStart, tpl)
+	}
+	warm := e.warmImages()
+	if len(warm) != 1 || warm[0].Template != "web" || warm[0].State != store.SnapshotReady {
+		t.Fatalf("warm images after the build: %+v", warm)
+	}
+
+	a := e.create(api.CreateSandboxRequest{Template: "web"})
+	// The first command: no wait, no retry.
+	if r := e.sh(a.ID, "curl -sf localhost:8000/index.html"); r.ExitCode != 0 || r.Stdout != "warm-page\n" {
+		t.Fatalf("the first exec after create: %+v", r)
+	}
+	p := e.startedProcess(a.ID, "python3 -m http.server 8000")
+	if p == nil || !p.Running || !p.StartedAt.Before(a.CreatedAt) {
+		t.Errorf("the server in a sandbox of the warm template should be the warm image's, started before the create (%s): %+v", a.CreatedAt, p)
+	}
+	b := e.create(api.CreateSandboxRequest{Template: "web"})
+	if r := e.sh(b.ID, `python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8000/index.html").read().decode(), end="")'`); r.ExitCode != 0 || r.Stdout != "warm-page\n" {
+		t.Fatalf("the first exec in a second sandbox: %+v", r)
+	}
+	if a.ID == b.ID {
+		t.Fatalf("two creates gave one sandbox %s", a.ID)
+	}
+	e.sh(a.ID, "echo only-a > /workspace/only-a.txt")
+	if r := e.sh(b.ID, "test -e /workspace/only-a.txt && echo SEEN; curl -s -o /dev/null -w '%{http_code}' localhost:8000/only-a.txt"); r.Stdout != "404" {
+		t.Errorf("a file written in one sandbox shows in the other: %+v", r)
+	}
+	if r := e.sh(a.ID, "curl -sf localhost:8000/only-a.txt"); r.Stdout != "only-a\n" {
+		t.Errorf("the writer's own server: %+v", r)
+	}
+	if n := len(e.warmImages()); n != 1 {
+		t.Errorf("creates made %d warm images, want the one of the build", n)
+	}
+
+	// Another shape: booted, started in place, ready at the first exec.
+	c := e.create(api.CreateSandboxRequest{Template: "web", MemoryMiB: 1024})
+	if r := e.sh(c.ID, "curl -sf localhost:8000/index.html"); r.ExitCode != 0 || r.Stdout != "warm-page\n" {
+		t.Fatalf("the first exec in a sandbox of another shape: %+v", r)
+	}
+	if p := e.startedProcess(c.ID, "python3 -m http.server 8000"); p == nil || p.StartedAt.Before(c.CreatedAt) {
+		t.Errorf("a sandbox of another shape should have started its own server: %+v", p)
+	}
+
+	// A ready check that never passes fails the build, with its output.
+	evs, status, data = e.buildWarm("broken", "echo not-yet-$((6*7)) >&2; exit 3", "2")
+	if status != http.StatusOK || len(evs) == 0 || evs[len(evs)-1].Type != "error" {
+		t.Fatalf("a build whose ready check fails: %d %s", status, data)
+	}
+	if msg := evs[len(evs)-1].Error.Message; evs[len(evs)-1].Error.Code != "bad_request" || !strings.Contains(msg, "not-yet-42") || !strings.Contains(msg, "did not pass within 2s") {
+		t.Errorf("the failed build's error: %+v", evs[len(evs)-1].Error)
+	}
+	if st, _ := e.do("GET", "/v1/templates/broken", nil); st != http.StatusNotFound {
+		t.Errorf("the template whose start failed is still there: %d", st)
+	}
+	if n := len(e.warmImages()); n != 1 {
+		t.Errorf("warm images after the failed build: %d, want 1", n)
+	}
+}
