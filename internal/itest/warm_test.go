@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -176,5 +177,135 @@ func TestWarmTemplate(t *testing.T) {
 	}
 	if n := len(e.warmImages()); n != 1 {
 		t.Errorf("warm images after the failed build: %d, want 1", n)
+	}
+
+	// A warm image another runsc wrote cannot be restored: the next create
+	// makes it again and starts from the new one; nothing half-starts.
+	old := e.warmImages()[0]
+	note := filepath.Join(e.dataDir, "gvisor", "snapshots", old.ID, "snapshot.json")
+	raw, err := os.ReadFile(note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	meta["runsc"] = "runsc version 0.0.0-another"
+	raw, _ = json.Marshal(meta)
+	if err := os.WriteFile(note, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := e.create(api.CreateSandboxRequest{Template: "web"})
+	if r := e.sh(d.ID, "curl -sf localhost:8000/index.html"); r.ExitCode != 0 || r.Stdout != "warm-page\n" {
+		t.Fatalf("the first exec after the warm image was made again: %+v", r)
+	}
+	w := e.warmImages()
+	if len(w) != 1 || w[0].ID == old.ID {
+		t.Fatalf("warm images after the remake: %+v (the old one was %s)", w, old.ID)
+	}
+	// Its server was started in the warm-up (during this create), before
+	// the new image was saved.
+	if p := e.startedProcess(d.ID, "python3 -m http.server 8000"); p == nil || !p.StartedAt.Before(w[0].CreatedAt) {
+		t.Errorf("the sandbox after the remake should be restored from the new warm image (saved %s): %+v", w[0].CreatedAt, p)
+	}
+	if _, err := os.Stat(filepath.Dir(note)); !os.IsNotExist(err) {
+		t.Errorf("the old warm image is still on disk: %v", err)
+	}
+
+	// Deleting the template deletes its warm image.
+	for _, id := range []string{a.ID, b.ID, c.ID, d.ID} {
+		e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+id, nil, nil)
+	}
+	last := e.warmImages()
+	e.must(http.StatusNoContent, "DELETE", "/v1/templates/web", nil, nil)
+	if w := e.warmImages(); len(w) != 0 {
+		t.Errorf("warm images after the template's delete: %+v", w)
+	}
+	if len(last) == 1 {
+		if _, err := os.Stat(filepath.Join(e.dataDir, "gvisor", "snapshots", last[0].ID)); !os.IsNotExist(err) {
+			t.Errorf("the deleted template's warm image is still on disk: %v", err)
+		}
+	}
+}
+
+// TestWarmTemplateHostile: root inside a sandbox made from a warm template
+// finds no trace of the warm image, cannot change it (its files on the host
+// are the same before and after, and a later sandbox has none of root's
+// changes), cannot reach another sandbox made from it (each has its own
+// address; the other's server answers on its own), and no API route names
+// the image: not listed, not found by id or name, not restorable, not
+// deletable, by an administrator's key or a tenant's.
+func TestWarmTemplateHostile(t *testing.T) {
+	in := newFakeInternet(t)
+	s := newHostileScene(t)
+	withBase(t, s.tdir)
+	e := newEnv(t, withTemplatesDir(s.tdir), withInternet(in))
+	if evs, status, data := e.buildWarm("web", "curl -sf localhost:8000", ""); status != http.StatusOK || len(evs) == 0 || evs[len(evs)-1].Type != "template" {
+		t.Fatalf("build: %d %s", status, data)
+	}
+	warm := e.warmImages()
+	if len(warm) != 1 {
+		t.Fatalf("warm images: %+v", warm)
+	}
+	image := filepath.Join(e.dataDir, "gvisor", "snapshots", warm[0].ID)
+	before := dirDigest(t, image)
+
+	allow := &api.NetworkPolicy{Allow: []string{inetAPI}}
+	a := e.create(api.CreateSandboxRequest{Template: "web", Network: allow})
+	b := e.create(api.CreateSandboxRequest{Template: "web", Network: allow})
+	aAddr, bAddr := e.sandboxAddr(a.ID), e.sandboxAddr(b.ID)
+	if aAddr == bAddr {
+		t.Fatalf("two sandboxes of the warm template share the address %s", aAddr)
+	}
+	if r := e.sh(b.ID, curl("http://"+bAddr+":8000/")); r.Stdout != "200" {
+		t.Fatalf("b's server on its own address (%s): %+v", bAddr, r)
+	}
+	if r := e.rootSh(a.ID, curl("http://"+bAddr+":8000/")); r.Stdout == "200" {
+		t.Errorf("root in %s reached %s's server at %s:8000: %+v", a.ID, b.ID, bAddr, r)
+	}
+
+	// Root looks for the image, and changes what it can: the page, the
+	// server's code, the host directory.
+	r := e.rootSh(a.ID, `find / -xdev \( -name pages.img -o -name pages_meta.img -o -name checkpoint.img -o -name snapshot.json -o -name 'warm-*' \) 2>/dev/null | head -3; `+
+		`ls /run/withruntime/host 2>/dev/null | grep -v -x -e withruntime-agent -e etc; `+
+		`touch /run/withruntime/host/x 2>/dev/null && echo WROTE-HOST; `+
+		`echo tampered > /workspace/index.html; `+
+		`f=$(python3 -c 'import http.server; print(http.server.__file__)'); echo 'raise SystemExit("tampered")' > "$f" && echo CHANGED-MODULE; sync`)
+	if strings.Contains(r.Stdout, ".img") || strings.Contains(r.Stdout, "snapshot.json") || strings.Contains(r.Stdout, "warm-") || strings.Contains(r.Stdout, "WROTE-HOST") || !strings.Contains(r.Stdout, "CHANGED-MODULE") {
+		t.Errorf("root in a sandbox of the warm template: %+v", r)
+	}
+	if after := dirDigest(t, image); after != before {
+		t.Errorf("the warm image changed while a sandbox made from it ran as root")
+	}
+	c := e.create(api.CreateSandboxRequest{Template: "web", Network: allow})
+	if r := e.sh(c.ID, `curl -sf localhost:8000/index.html; python3 -c 'import http.server; print("module ok")'`); r.Stdout != "warm-page\nmodule ok\n" {
+		t.Errorf("a later sandbox of the warm template sees root's changes in another: %+v", r)
+	}
+
+	// No route names the image.
+	tenant := e.quotaKey(api.CreateKeyRequest{Name: "warm-tenant", DailyLimitMicros: 50_000_000})
+	for _, k := range []*env{e, e.as(tenant.Secret)} {
+		var list api.SnapshotList
+		k.must(http.StatusOK, "GET", "/v1/snapshots", nil, &list)
+		for _, sn := range list.Snapshots {
+			if sn.ID == warm[0].ID {
+				t.Errorf("GET /v1/snapshots lists the warm image: %+v", sn)
+			}
+		}
+		for _, ref := range []string{warm[0].ID, warm[0].Name} {
+			if st, data := k.do("GET", "/v1/snapshots/"+ref, nil); st != http.StatusNotFound {
+				t.Errorf("GET /v1/snapshots/%s: %d %s", ref, st, data)
+			}
+			if st, data := k.do("DELETE", "/v1/snapshots/"+ref, nil); st != http.StatusNotFound {
+				t.Errorf("DELETE /v1/snapshots/%s: %d %s", ref, st, data)
+			}
+			if st, data := k.do("POST", "/v1/sandboxes", api.CreateSandboxRequest{Snapshot: ref}); st != http.StatusNotFound {
+				t.Errorf("a create from the warm image %s: %d %s", ref, st, data)
+			}
+		}
+	}
+	if w := e.warmImages(); len(w) != 1 || w[0].ID != warm[0].ID || dirDigest(t, image) != before {
+		t.Errorf("the warm image after the attempts: %+v", w)
 	}
 }
