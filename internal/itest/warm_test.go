@@ -13,10 +13,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/store"
+	"withruntime.dev/runtime/internal/template"
 )
 
 // warmDockerfile is a template whose start command is a web server over
@@ -307,5 +309,50 @@ func TestWarmTemplateHostile(t *testing.T) {
 	}
 	if w := e.warmImages(); len(w) != 1 || w[0].ID != warm[0].ID || dirDigest(t, image) != before {
 		t.Errorf("the warm image after the attempts: %+v", w)
+	}
+}
+
+// TestWarmCodeInterpreter: code-interpreter is warm (its start: the default
+// context's kernel). A create restores the warm image: the first run_code
+// finds the kernel up with numpy, pandas and matplotlib imported (the
+// context older than the sandbox), sees the create's env, and each copy's
+// random generators are seeded anew (two sandboxes draw different numbers,
+// where one saved state would draw the same).
+func TestWarmCodeInterpreter(t *testing.T) {
+	needCodeInterpreter(t)
+	e := newEnv(t)
+	var tpl api.Template
+	e.must(http.StatusOK, "GET", "/v1/templates/"+template.CodeInterpreter, nil, &tpl)
+	if tpl.Start == nil || !tpl.Start.Kernel {
+		t.Fatalf("code-interpreter's start: %+v", tpl.Start)
+	}
+	draw := agentapi.RunCodeRequest{Code: "import random, numpy, sys, os\n" +
+		"(('pandas' in sys.modules, 'matplotlib.pyplot' in sys.modules, os.environ.get('FROM_CREATE')), random.random(), float(numpy.random.rand()))"}
+	var firsts []string
+	for i := range 3 {
+		start := time.Now()
+		sb := e.create(api.CreateSandboxRequest{Template: template.CodeInterpreter, Env: map[string]string{"FROM_CREATE": "yes"}})
+		ex := e.code(sb.ID, draw)
+		took := time.Since(start)
+		got := mainText(t, ex)
+		t.Logf("create %d: create to first run_code result %v (the call %d ms): %s", i, took, ex.DurationMs, got)
+		if !strings.HasPrefix(got, "((True, True, 'yes'), ") || ex.ExecutionCount != 1 {
+			t.Fatalf("the first call in sandbox %d: %q %+v", i, got, ex)
+		}
+		firsts = append(firsts, got)
+		if i == 0 {
+			if w := e.warmImages(); len(w) != 1 || w[0].Template != template.CodeInterpreter {
+				t.Fatalf("the first create made no warm image: %+v", w)
+			}
+			continue
+		}
+		var c agentapi.Context
+		e.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID+"/contexts/"+agentapi.DefaultContextID, nil, &c)
+		if !c.CreatedAt.Before(sb.CreatedAt) {
+			t.Errorf("sandbox %d's default context (%s) is not the warm image's (the sandbox was created %s)", i, c.CreatedAt, sb.CreatedAt)
+		}
+	}
+	if firsts[1] == firsts[2] {
+		t.Errorf("two sandboxes from one warm image drew the same random numbers: %s", firsts[1])
 	}
 }

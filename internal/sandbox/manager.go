@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -157,6 +158,8 @@ type Manager struct {
 	// warming holds the warm-ups under way, by warm image name (warm.go;
 	// guarded by mu).
 	warming map[string]*warmFlight
+	// coldTemplates turns warm images off (SetWarmImages).
+	coldTemplates atomic.Bool
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.

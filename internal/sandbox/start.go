@@ -37,11 +37,14 @@ const (
 
 // runStart runs st in the sandbox whose agent tr reaches: the default code
 // context's kernel, the start command in the background, then the ready
-// check until it exits 0 or st's ready timeout passes. Errors wrapping
-// errStartFailed are the template's (with the output that says why);
-// others are the sandbox's or ctx's.
-func runStart(ctx context.Context, tr http.RoundTripper, st *template.Start) error {
-	if st.Kernel {
+// check until it exits 0 or st's ready timeout passes. inPlace says the
+// sandbox is a create's own (not a warm image's): its kernel is then left
+// to start at the first call, as in any sandbox with kernels (waiting for
+// it and its imports here would only make the create slower). Errors
+// wrapping errStartFailed are the template's (with the output that says
+// why); others are the sandbox's or ctx's.
+func runStart(ctx context.Context, tr http.RoundTripper, st *template.Start, inPlace bool) error {
+	if st.Kernel && !inPlace {
 		if err := configureVia(ctx, tr, agentapi.ConfigureRequest{WarmKernel: true}); err != nil {
 			return err
 		}

@@ -49,6 +49,11 @@ import (
 //     take snapshots, or when the image cannot be made for a reason that is
 //     not the template's (the host's disk full).
 //   - The warm pool boots warm templates from their image too (pool.go).
+//   - A create that starts the template in place leaves its kernel (Start.
+//     Kernel) to start at its first call, as any sandbox with kernels
+//     does: only a warm image is worth the wait.
+//   - SetWarmImages(false) (serve --warm-images=false) turns the images
+//     off: every create starts in place.
 //   - A warm image is the server's, like the template: it belongs to no key
 //     (store.Snapshot.KeyID ""), no API route lists, names, restores or
 //     deletes it, it is billed to no one and counts in no key's quota (the
@@ -98,7 +103,7 @@ func (m *Manager) startOf(name string) *template.Start {
 // template's warm image: the image holds a sandbox of the default shape
 // with no volume and no secret.
 func (m *Manager) warmFits(p CreateParams) bool {
-	if _, ok := m.driver.(driver.Snapshotter); !ok {
+	if _, ok := m.driver.(driver.Snapshotter); !ok || m.coldTemplates.Load() {
 		return false
 	}
 	return len(p.Volumes) == 0 && len(p.Secrets) == 0 &&
@@ -131,7 +136,7 @@ func (m *Manager) bootWarm(ctx context.Context, tpl string, spec driver.Spec, st
 	}
 	tr := agentConns(h)
 	defer tr.CloseIdleConnections()
-	if err := runStart(ctx, tr, st); err != nil {
+	if err := runStart(ctx, tr, st, true); err != nil {
 		_ = m.driver.Destroy(context.WithoutCancel(ctx), spec.ID)
 		if errors.Is(err, errStartFailed) {
 			return nil, startConflict(tpl, err)
@@ -303,7 +308,7 @@ func (m *Manager) makeWarm(ctx context.Context, tpl, rootfs string, st *template
 		}
 	}()
 	tr := agentConns(h)
-	err = runStart(ctx, tr, st)
+	err = runStart(ctx, tr, st, false)
 	tr.CloseIdleConnections()
 	if err != nil {
 		return store.Snapshot{}, err
@@ -336,6 +341,13 @@ func (m *Manager) makeWarm(ctx context.Context, tpl, rootfs string, st *template
 	return snap, nil
 }
 
+// SetWarmImages turns warm images on (the default) or off. Off, every
+// create of a warm template boots it and runs its start in place (its
+// kernel left to start at the first call), and builds save no image:
+// `serve --warm-images=false`, and the benchmark's baseline of a create
+// without one.
+func (m *Manager) SetWarmImages(on bool) { m.coldTemplates.Store(!on) }
+
 // Warm makes template name's warm image now, for a build that made the
 // template (nothing to do for one that is not warm). Errors: errs.Invalid
 // when the template's start fails (the command exited, the ready check did
@@ -351,7 +363,7 @@ func (m *Manager) Warm(ctx context.Context, name string) error {
 	if err != nil {
 		return errs.New(errs.Invalid, "template %q: %v", name, err)
 	}
-	if _, ok := m.driver.(driver.Snapshotter); !ok {
+	if _, ok := m.driver.(driver.Snapshotter); !ok || m.coldTemplates.Load() {
 		return nil // every create starts it in place
 	}
 	_, err = m.warmImage(ctx, name, rootfs, st, m.network != nil)
