@@ -356,3 +356,30 @@ func TestWarmCodeInterpreter(t *testing.T) {
 		t.Errorf("two sandboxes from one warm image drew the same random numbers: %s", firsts[1])
 	}
 }
+
+// TestWarmTemplateCLI: README's warm template example, through the CLI:
+// the Dockerfile's CMD is the start, --ready-cmd its check; the first
+// command of `sandbox run` finds the server answering; `template ls` shows
+// the start; a recipe's template takes no start flags.
+func TestWarmTemplateCLI(t *testing.T) {
+	s := newHostileScene(t)
+	withBase(t, s.tdir)
+	e := newEnv(t, withTemplatesDir(s.tdir))
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM base\nRUN echo hello > /workspace/index.html\nCMD python3 -m http.server 8000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.cli(nil, "template", "build", "web", "-f", filepath.Join(dir, "Dockerfile"), "--ready-cmd", "curl -sf localhost:8000", dir)
+	if r.code != 0 || !strings.Contains(r.stderr, "template web is warm") {
+		t.Fatalf("build: %+v", r)
+	}
+	if r := e.cli(nil, "sandbox", "run", "--template", "web", "--", "curl -s localhost:8000"); r.code != 0 || r.stdout != "hello\n" {
+		t.Errorf("the first command in a sandbox of the warm template: %+v", r)
+	}
+	if r := e.cli(nil, "template", "ls"); !strings.Contains(r.stdout, `"python3 -m http.server 8000", ready: "curl -sf localhost:8000"`) {
+		t.Errorf("template ls: %+v", r)
+	}
+	if r := e.cli(nil, "template", "build", "base", "--templates-dir", s.tdir, "--start-cmd", "sleep 1"); r.code == 0 || !strings.Contains(r.stderr, "go with -f Dockerfile or --from-image") {
+		t.Errorf("a recipe's build with --start-cmd: %+v", r)
+	}
+}
