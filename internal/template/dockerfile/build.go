@@ -73,6 +73,9 @@ type Params struct {
 // replaces its command (and its ready check, which was that command's);
 // then each field req sets wins. The result is checked (errs.Invalid).
 func StartOf(f *File, from, req *template.Start) (*template.Start, error) {
+	if err := req.Check(); err != nil {
+		return nil, err
+	}
 	var st template.Start
 	if from != nil {
 		st = *from
