@@ -383,3 +383,64 @@ func TestWarmTemplateCLI(t *testing.T) {
 		t.Errorf("a recipe's build with --start-cmd: %+v", r)
 	}
 }
+
+// TestWarmImageOnce: concurrent first creates of a warm template share one
+// warm-up (one image, every create answers with the kernel up), and the
+// image outlives a server restart: the next server's creates restore it.
+func TestWarmImageOnce(t *testing.T) {
+	needCodeInterpreter(t)
+	dataDir, err := os.MkdirTemp("/tmp", "wr-warmonce-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	e := newEnv(t, withDataDir(dataDir))
+	const n = 3
+	type made struct {
+		sb  api.Sandbox
+		ex  agentapi.Execution
+		err string
+	}
+	res := make(chan made, n)
+	for range n {
+		go func() {
+			st, data := e.do("POST", "/v1/sandboxes", api.CreateSandboxRequest{Template: template.CodeInterpreter})
+			var m made
+			if st != http.StatusCreated {
+				m.err = string(data)
+				res <- m
+				return
+			}
+			if err := json.Unmarshal(data, &m.sb); err != nil {
+				m.err = err.Error()
+			}
+			res <- m
+		}()
+	}
+	for range n {
+		m := <-res
+		if m.err != "" {
+			t.Fatalf("a concurrent create: %s", m.err)
+		}
+		if got := mainText(t, e.code(m.sb.ID, agentapi.RunCodeRequest{Code: "import sys; 'pandas' in sys.modules"})); got != "True" {
+			t.Errorf("sandbox %s: %q", m.sb.ID, got)
+		}
+	}
+	w := e.warmImages()
+	if len(w) != 1 {
+		t.Fatalf("%d concurrent creates made %d warm images: %+v", n, len(w), w)
+	}
+	e.srv.Manager.DestroyAll(context.Background())
+	e.detach()
+
+	e2 := newEnv(t, withDataDir(dataDir))
+	if w2 := e2.warmImages(); len(w2) != 1 || w2[0].ID != w[0].ID {
+		t.Fatalf("warm images after a restart: %+v, want %s kept", w2, w[0].ID)
+	}
+	sb := e2.create(api.CreateSandboxRequest{Template: template.CodeInterpreter})
+	var c agentapi.Context
+	e2.must(http.StatusOK, "GET", "/v1/sandboxes/"+sb.ID+"/contexts/"+agentapi.DefaultContextID, nil, &c)
+	if !c.CreatedAt.Before(w[0].CreatedAt) {
+		t.Errorf("after a restart the default context (%s) is not the warm image's (saved %s)", c.CreatedAt, w[0].CreatedAt)
+	}
+}
