@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 
 func newMCPCmd() *cobra.Command {
 	var template, httpAddr string
-	var allowOrigins []string
+	var allowOrigins, volumeFlags []string
 	var lease time.Duration
 	var pauseIdle bool
 	cmd := &cobra.Command{
@@ -37,6 +38,13 @@ the session uses it; a sandbox left idle for a whole lease is destroyed, and the
 next call gets a new, empty one (the result says so). With --pause-idle it is
 paused instead (saved whole: processes, memory, files; billed only for its
 image) and the session's next call resumes it where it was.
+
+With --volume NAME:PATH (NAME:PATH:ro for read-only; repeatable) each
+session's sandbox mounts that volume (withruntime volume create) at PATH, a
+directory of the template such as /data: its files outlive the session and its
+sandboxes, and every session sees the same files. The volume is resolved among
+the volumes of the key a session runs under (over HTTP, a session opened with a
+Runtime API key uses that key's). The model is told where the volumes are.
 
 By default the server speaks MCP on stdin/stdout (one session), for clients that
 start it as a command; with --http ADDR it serves streamable HTTP at
@@ -57,6 +65,14 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lease < time.Second {
 				return fmt.Errorf("--lease must be at least 1s; got %s", lease)
+			}
+			var mounts []withruntime.VolumeMount
+			for _, v := range volumeFlags {
+				m, err := parseVolumeFlag(v)
+				if err != nil {
+					return usageError{err: err, cmd: cmd}
+				}
+				mounts = append(mounts, m)
 			}
 			ctx := cmd.Context()
 			s, err := connect(ctx, template)
@@ -83,7 +99,10 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 			if err != nil {
 				return err
 			}
-			sbxOpts := withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second)}
+			if err := checkMCPVolumes(ctx, c, mounts); err != nil {
+				return err
+			}
+			sbxOpts := withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second), Volumes: mounts}
 			if pauseIdle {
 				// The lease end pauses; any request resumes (autoResume).
 				sbxOpts.OnLeaseEnd = "pause"
@@ -107,6 +126,7 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Minute, "sandbox lease, renewed while the session uses it; also the idle timeout of an HTTP session")
 	cmd.Flags().BoolVar(&pauseIdle, "pause-idle", false, "pause a session's sandbox when it has been idle for a whole lease, and resume it on the session's next call, instead of destroying it")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (such as 127.0.0.1:7781) instead of stdio")
+	cmd.Flags().StringArrayVar(&volumeFlags, "volume", nil, "mount the volume NAME at PATH in each session's sandbox, NAME:PATH or NAME:PATH:ro for read-only (see: withruntime volume; repeatable)")
 	cmd.Flags().StringArrayVar(&allowOrigins, "allow-origin", nil, "with --http, also accept requests from web pages of this origin (such as http://localhost:6274; repeatable)")
 	return cmd
 }
@@ -157,7 +177,7 @@ func (m *mcpSandboxes) server() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "withruntime", Title: "Runtime sandbox", Version: "0.1.0"},
 		&mcp.ServerOptions{
 			Instructions: "Tools that run commands and read, write and list files in an isolated Linux sandbox " +
-				"(one per session, created on first use). Relative paths resolve under /workspace.",
+				"(one per session, created on first use). Relative paths resolve under /workspace." + volumesNote(m.opts.Volumes),
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		})
 	defs := tools.Definitions()
@@ -197,7 +217,8 @@ func (m *mcpSandboxes) call(ctx context.Context, ss *mcp.ServerSession, extra *m
 	}
 	entry.mu.Lock()
 	if entry.replaced && entry.sbx != nil && err == nil {
-		text = "note: the previous sandbox's lease ended after a pause and its files are gone; this call ran in a new, empty sandbox.\n" + text
+		text = "note: the previous sandbox's lease ended after a pause and its files are gone" + keptOn(m.opts.Volumes) +
+			"; this call ran in a new, empty sandbox.\n" + text
 		entry.replaced = false
 	}
 	entry.mu.Unlock()
@@ -319,4 +340,48 @@ func (m *mcpSandboxes) closeAll() {
 		m.destroy(e)
 	}
 	m.releasing.Wait()
+}
+
+// checkMCPVolumes makes sure each volume to mount is one of the key's, so
+// that a wrong name is said at start rather than in every session's first
+// tool call.
+func checkMCPVolumes(ctx context.Context, c *withruntime.Client, mounts []withruntime.VolumeMount) error {
+	for _, m := range mounts {
+		if _, err := c.Volume(ctx, m.Name); err != nil {
+			if errors.Is(err, withruntime.ErrNotFound) {
+				return fmt.Errorf("--volume %s:%s: this key has no volume %q; make it with `withruntime volume create %s --size-mib N` (withruntime volume ls lists them)", m.Name, m.Path, m.Name, m.Name)
+			}
+			return fmt.Errorf("--volume %s:%s: %w", m.Name, m.Path, err)
+		}
+	}
+	return nil
+}
+
+// volumesNote tells the model where the session's volumes are.
+func volumesNote(mounts []withruntime.VolumeMount) string {
+	if len(mounts) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, m := range mounts {
+		p := m.Path
+		if m.ReadOnly {
+			p += " (read-only)"
+		}
+		parts = append(parts, p)
+	}
+	return " Persistent storage is mounted at " + strings.Join(parts, ", ") +
+		": files there outlive the sandbox and are shared with other sessions; everything else is lost when the sandbox ends."
+}
+
+// keptOn says which files survived a lost sandbox: those on its volumes.
+func keptOn(mounts []withruntime.VolumeMount) string {
+	if len(mounts) == 0 {
+		return ""
+	}
+	var paths []string
+	for _, m := range mounts {
+		paths = append(paths, m.Path)
+	}
+	return " (but not those under " + strings.Join(paths, ", ") + ", which are on volumes)"
 }

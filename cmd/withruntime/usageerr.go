@@ -37,6 +37,7 @@ var examples = map[string]string{
 	"withruntime volume create":       "  withruntime volume create cache --size-mib 1024\n  withruntime sandbox create --volume cache:/data",
 	"withruntime volume ls":           "  withruntime volume ls",
 	"withruntime volume rm":           "  withruntime volume rm cache",
+	"withruntime volume cp":           "  withruntime volume cp ./dataset cache:/dataset\n  withruntime volume cp cache:/results ./results",
 	"withruntime login":               "  withruntime login https://runtime.example.com",
 	"withruntime serve":               "  withruntime serve --listen 127.0.0.1:7780",
 	"withruntime logout":              "  withruntime logout",

@@ -81,7 +81,7 @@ func newVolumeCmd() *cobra.Command {
 			return s.DeleteVolume(cmd.Context(), args[0])
 		},
 	}
-	cmd.AddCommand(create, ls, rm)
+	cmd.AddCommand(create, ls, rm, newVolumeCpCmd())
 	return cmd
 }
 

@@ -12,6 +12,11 @@
 #   WITHRUNTIME_TEMPLATES_DIR  templates holding "base" and "code-interpreter" (default /var/lib/withruntime/templates)
 #   WITHRUNTIME_COMPAT_CACHE   where the installed SDKs are kept between runs
 #                              (default /var/cache/withruntime/compat-e2b)
+# Each server gets a templates directory of its own (links to the templates
+# above), so the suite's Template.build writes nowhere else. The template
+# tests build from a small image (made from the base template's files by
+# compat/e2b/imagereg, which needs Go) that a registry on a loopback port of
+# the run's own serves; its reference is COMPAT_IMAGE.
 # The domain suites (python-domain, ts-domain) run the SDKs with E2B_DOMAIN
 # alone against a second server started with --e2b-domain and TLS (a CA
 # made for the run), its names resolved to a loopback address of the run's
@@ -19,6 +24,8 @@
 # of /etc/resolv.conf (unshare): nothing leaves the host. Needs openssl
 # and unshare.
 # Usage: compat/e2b/run.sh [python|ts|python-domain|ts-domain]...   (default: all four)
+# COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k, node
+# --test-name-pattern), for a narrow run while working on one feature.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${WITHRUNTIME_COMPAT_CACHE:-/var/cache/withruntime/compat-e2b}
@@ -50,9 +57,18 @@ fi
 # A server of its own: a fresh data directory, free ports.
 data=$(mktemp -d /tmp/withruntime-compat-e2b.XXXXXX)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# own_templates DIR: DIR/templates, links to the templates (builds write there).
+own_templates() {
+	mkdir -p "$1/templates"
+	for t in "$templates"/*/; do
+		t=${t%/}
+		ln -s "$t" "$1/templates/$(basename "$t")"
+	done
+}
 api=127.0.0.1:$(free_port)
 e2b=127.0.0.1:$(free_port)
-"$bin" serve --data-dir "$data" --templates-dir "$templates" --no-build --listen "$api" --e2b-listen "$e2b" \
+own_templates "$data"
+"$bin" serve --data-dir "$data" --templates-dir "$data/templates" --no-build --listen "$api" --e2b-listen "$e2b" \
 	--pool-size 2 >"$data/server.log" 2>&1 &
 server=$!
 # destroy_all DATA API: destroy what a server's tests left running.
@@ -65,7 +81,7 @@ destroy_all() {
 		curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $key" "http://$2/v1/sandboxes/$id" || true
 	done
 }
-dserver= dns= ddata=
+dserver= dns= ddata= imagereg=
 stop() {
 	local rc=$?
 	if kill -0 "$server" 2>/dev/null; then
@@ -77,6 +93,7 @@ stop() {
 		kill "$dserver" && wait "$dserver" || true
 	fi
 	[[ -z $dns ]] || kill "$dns" 2>/dev/null || true
+	[[ -z $imagereg ]] || kill "$imagereg" 2>/dev/null || true
 	if [[ $rc -ne 0 ]]; then
 		log "server log:"; tail -n 40 "$data/server.log" >&2
 		[[ -z $ddata ]] || { log "domain server log:"; tail -n 40 "$ddata/server.log" >&2; }
@@ -104,6 +121,24 @@ wait_up "$data" "$api" "$server"
 key_a=$(tenant_key "$data" "$api" compat-e2b-a)
 key_b=$(tenant_key "$data" "$api" compat-e2b-b)
 
+# The image the template tests build from, in a registry on loopback.
+if [[ " ${suites[*]} " == *" python "* || " ${suites[*]} " == *" ts "* ]]; then
+	if (cd "$here/../.." && go build -o "$data/imagereg" ./compat/e2b/imagereg) >&2; then
+		"$data/imagereg" -rootfs "$templates/base/rootfs" >"$data/image.ref" 2>"$data/imagereg.log" &
+		imagereg=$!
+		for _ in $(seq 300); do
+			[[ -s $data/image.ref ]] && break
+			kill -0 "$imagereg" 2>/dev/null || break
+			sleep 0.1
+		done
+		COMPAT_IMAGE=$(head -n 1 "$data/image.ref" 2>/dev/null || true)
+		[[ -n $COMPAT_IMAGE ]] || { log "imagereg did not start:"; cat "$data/imagereg.log" >&2; }
+		export COMPAT_IMAGE
+	else
+		log "cannot build compat/e2b/imagereg (Go is needed): the template tests that build from an image are skipped"
+	fi
+fi
+
 # The domain mode's server: TLS for api.DOMAIN and *.DOMAIN on port 443 of
 # a loopback address of its own, named by dns.py.
 start_domain() {
@@ -126,7 +161,8 @@ start_domain() {
 	printf 'nameserver %s\noptions timeout:1 attempts:2\n' "$daddr" >"$ddata/resolv.conf"
 	python3 "$here/dns.py" "$daddr" "$domain" >"$ddata/dns.log" 2>&1 &
 	dns=$!
-	"$bin" serve --data-dir "$ddata" --templates-dir "$templates" --no-build --listen "$dapi" --e2b-listen "$daddr:443" \
+	own_templates "$ddata"
+	"$bin" serve --data-dir "$ddata" --templates-dir "$ddata/templates" --no-build --listen "$dapi" --e2b-listen "$daddr:443" \
 		--e2b-domain "$domain" --e2b-tls-cert "$tls/server.pem" --e2b-tls-key "$tls/server.key" \
 		--pool-size 0 >"$ddata/server.log" 2>&1 &
 	dserver=$!
@@ -137,7 +173,7 @@ start_domain() {
 # trusted, and /etc/resolv.conf naming dns.py (in a mount namespace of its
 # own: the host's file is untouched).
 in_domain() {
-	env -u E2B_API_URL -u E2B_SANDBOX_URL -u COMPAT_OTHER_API_KEY -u PYTHONPATH \
+	env -u E2B_API_URL -u E2B_SANDBOX_URL -u COMPAT_OTHER_API_KEY -u COMPAT_IMAGE -u PYTHONPATH \
 		E2B_DOMAIN=$domain E2B_API_KEY=$dkey SSL_CERT_FILE=$ddata/tls/bundle.pem NODE_EXTRA_CA_CERTS=$ddata/tls/ca.pem \
 		unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/resolv.conf && exec "$@"' "$ddata/resolv.conf" "$@"
 }
@@ -145,8 +181,8 @@ in_domain() {
 export E2B_API_URL=http://$e2b E2B_SANDBOX_URL=http://$e2b E2B_API_KEY=$key_a COMPAT_OTHER_API_KEY=$key_b
 for s in "${suites[@]}"; do
 	case $s in
-	python) (cd "$here/python" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider tests) ;;
-	ts) (cd "$here/ts" && npm test --silent) ;;
+	python) (cd "$here/python" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider ${COMPAT_ONLY:+-k "$COMPAT_ONLY"} tests) ;;
+	ts) (cd "$here/ts" && if [[ -n ${COMPAT_ONLY:-} ]]; then node --test --test-concurrency=1 --test-name-pattern="$COMPAT_ONLY" test/; else npm test --silent; fi) ;;
 	python-domain) start_domain; (cd "$here/python" && in_domain "$venv/bin/pytest" -q -p no:cacheprovider domain) ;;
 	ts-domain) start_domain; (cd "$here/ts" && in_domain node --test --test-concurrency=1 domain/) ;;
 	*) log "unknown suite $s (python, ts, python-domain or ts-domain)"; exit 2 ;;

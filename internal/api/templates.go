@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +64,12 @@ func (s *Server) local() (*template.Store, error) {
 		"build the template on a host (`withruntime template build`, or create one through a host's server) and push it with `withruntime template push NAME` (delete it in the registry)")
 }
 
+// MaxPrivateTemplates is how many templates a tenant key (one with a daily
+// spending limit) may hold; each is private to it.
+const MaxPrivateTemplates = 16
+
 func toTemplate(t template.Info) Template {
-	out := Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Start: toTemplateStart(t.Start)}
+	out := Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Private: t.Owner != "", Start: toTemplateStart(t.Start)}
 	if o := t.Origin; o != nil {
 		out.Origin = &TemplateOrigin{Image: o.Image, Digest: o.Digest, Env: o.Env, WorkingDir: o.WorkingDir, Shell: o.Shell}
 	}
@@ -96,8 +101,11 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set(HeaderTemplatesNote, note)
 	}
 	out := TemplateList{Templates: make([]Template, 0, len(infos)), Note: note}
+	key := keyFrom(r.Context()).ID
 	for _, t := range infos {
-		out.Templates = append(out.Templates, toTemplate(t))
+		if t.UsableBy(key) {
+			out.Templates = append(out.Templates, toTemplate(t))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -109,7 +117,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("%v", err)
 	}
 	info, err := s.cfg.Templates.Get(name)
-	if errors.Is(err, template.ErrNotFound) {
+	if errors.Is(err, template.ErrNotFound) || (err == nil && !info.UsableBy(keyFrom(r.Context()).ID)) {
 		return notFound("no template %q; list them with GET /v1/templates", name)
 	}
 	if err != nil {
@@ -119,19 +127,71 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// deleteTemplate refuses while sandboxes (or the warm pool) use it.
+// templateOwner is the key a new template made by request r is private to:
+// a tenant key's are always its own (and it may hold MaxPrivateTemplates),
+// another key's when it asks (private); "" makes it shared.
+func (s *Server) templateOwner(r *http.Request, st *template.Store, private bool) (string, error) {
+	key := keyFrom(r.Context()).ID
+	if !tenantOf(r.Context()) {
+		if private {
+			return key, nil
+		}
+		return "", nil
+	}
+	all, err := st.List()
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for _, t := range all {
+		if t.Owner == key {
+			n++
+		}
+	}
+	if n >= MaxPrivateTemplates {
+		return "", errs.New(errs.Quota, "templates quota: a key with a daily spending limit may hold %d templates and this one holds %d; delete one (DELETE /v1/templates/NAME) first", MaxPrivateTemplates, n)
+	}
+	return key, nil
+}
+
+// privateQuery reads ?private= of an upload or a Dockerfile build.
+func privateQuery(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("private")
+	if !r.URL.Query().Has("private") {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("private=%q: write true or false", v)
+	}
+	return b, nil
+}
+
+// deleteTemplate refuses while sandboxes (or the warm pool) use it. A key
+// deletes the templates private to it; shared ones, only a key without a
+// daily limit; another key's private one is not found.
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	st, err := s.local()
 	if err != nil {
 		return err
 	}
+	if err := template.ValidName(name); err != nil {
+		return badRequest("%v", err)
+	}
+	key := keyFrom(r.Context()).ID
+	if info, err := st.Get(name); err == nil && !info.UsableBy(key) {
+		return notFound("no template %q; list them with GET /v1/templates", name)
+	} else if err == nil && info.Owner == "" && tenantOf(r.Context()) {
+		return errs.New(errs.Forbidden, "template %q is the server's, shared by every key; a key with a daily spending limit deletes only its own templates", name)
+	}
 	err = st.Delete(r.Context(), name, func() error {
 		if _, pooled := s.cfg.Manager.PoolStatus()[name]; pooled {
 			return errs.New(errs.Conflict, "template %q has a warm pool (serve --pool-templates); restart the server without it first", name)
 		}
 		var users []string
-		for _, state := range []string{store.StateStarting, store.StateRunning} {
+		// A paused sandbox needs its template to resume.
+		for _, state := range []string{store.StateStarting, store.StateRunning, store.StatePaused} {
 			sbs, err := s.cfg.Store.ListSandboxes(r.Context(), store.SandboxFilter{State: state})
 			if err != nil {
 				return err
@@ -146,7 +206,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 			if len(users) > 5 {
 				users = append(users[:5], "…")
 			}
-			return errs.New(errs.Conflict, "template %q is used by %d running sandbox(es) (%s); delete them first", name, len(users), strings.Join(users, ", "))
+			return errs.New(errs.Conflict, "template %q is used by %d running or paused sandbox(es) (%s); delete them first", name, len(users), strings.Join(users, ", "))
 		}
 		return nil
 	})
@@ -175,6 +235,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 	if ct == ContentTypeTar && r.URL.Query().Has("dockerfile") {
 		return s.buildDockerfile(w, r, st)
 	}
+	var owner string
 	var (
 		name  string
 		src   image.Source
@@ -183,9 +244,13 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 	)
 	if ct == ContentTypeTar {
 		for k := range r.URL.Query() {
-			if k != "name" && k != "image" && !slices.Contains(startQuery, k) {
-				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL, startCommand, readyCommand, readyTimeoutSeconds and startKernel (or ?dockerfile=PATH for a build context)", k)
+			if k != "name" && k != "image" && k != "private" && !slices.Contains(startQuery, k) {
+				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL, ?private=true, startCommand, readyCommand, readyTimeoutSeconds and startKernel (or ?dockerfile=PATH for a build context)", k)
 			}
+		}
+		private, err := privateQuery(r)
+		if err != nil {
+			return err
 		}
 		if start, err = startFromQuery(r.URL.Query()); err != nil {
 			return err
@@ -199,6 +264,9 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("image label is over 1024 bytes")
 		}
 		if err := st.CheckNew(name); err != nil {
+			return err
+		}
+		if owner, err = s.templateOwner(r, st, private); err != nil {
 			return err
 		}
 		spool, err := s.spool(r, st.Dir)
@@ -221,13 +289,16 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		if err := st.CheckNew(name); err != nil {
 			return err
 		}
+		var err error
+		if owner, err = s.templateOwner(r, st, req.Private); err != nil {
+			return err
+		}
 		if start, err = startFromWire(req.Start); err != nil {
 			return err
 		}
 		if image.IsLocal(req.FromImage) {
 			return badRequest("fromImage %q is a path: the server does not read files on a caller's behalf; upload the image instead (POST /v1/templates?name=NAME with Content-Type application/x-tar and a `docker save` tarball as the body; `withruntime template build NAME --from-image PATH` does this)", req.FromImage)
 		}
-		var err error
 		if src, err = image.ParseSource(req.FromImage); err != nil {
 			return err
 		}
@@ -236,7 +307,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return s.runBuild(w, r, name, s.warmBuild(r.Context(), st, name, func(progress func(template.Progress), _ func(string)) (template.Info, error) {
-		return image.FromImage(r.Context(), st, name, img, src, s.cfg.Images, progress, template.WithStart(start))
+		return image.FromImage(r.Context(), st, name, img, src, s.cfg.Images, progress, template.OwnedBy(owner), template.WithStart(start))
 	}))
 }
 

@@ -24,6 +24,7 @@ import (
 //	buildArg=KEY=VALUE  an ARG's value (repeatable)
 //	internet=true       RUN steps may reach the internet
 //	allow=HOST          a host (or CIDR) RUN steps may reach (repeatable)
+//	private=true        the template is the key's only (a tenant key's always are)
 //	startCommand, readyCommand, readyTimeoutSeconds, startKernel
 //	                    the template's start (templates_start.go; CMD
 //	                    gives the start command too)
@@ -35,10 +36,10 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 	q := r.URL.Query()
 	for k := range q {
 		switch k {
-		case "name", "dockerfile", "buildArg", "internet", "allow":
+		case "name", "dockerfile", "buildArg", "internet", "allow", "private":
 		default:
 			if !slices.Contains(startQuery, k) {
-				return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet, allow, startCommand, readyCommand, readyTimeoutSeconds and startKernel", k)
+				return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet, allow, private, startCommand, readyCommand, readyTimeoutSeconds and startKernel", k)
 			}
 		}
 	}
@@ -48,6 +49,14 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 	}
 	name := q.Get("name")
 	if err := st.CheckNew(name); err != nil {
+		return err
+	}
+	private, err := privateQuery(r)
+	if err != nil {
+		return err
+	}
+	owner, err := s.templateOwner(r, st, private)
+	if err != nil {
 		return err
 	}
 	dfPath, err := rootfs.Clean(q.Get("dockerfile"))
@@ -91,7 +100,7 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: st, Images: s.cfg.Images}
 	return s.runBuild(w, r, name, s.warmBuild(r.Context(), st, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
 		return b.Build(r.Context(), dockerfile.Params{Name: name, Dockerfile: f, Context: bctx, BuildArgs: args,
-			KeyID: keyFrom(r.Context()).ID, Network: policy, Start: start}, progress, output)
+			KeyID: keyFrom(r.Context()).ID, Owner: owner, Network: policy, Start: start}, progress, output)
 	}))
 }
 

@@ -14,7 +14,8 @@ import (
 // something if the key cannot get around it. A tenant key sees and uses only
 // the sandboxes it created (others' answer 404, as if they did not exist),
 // sees only its own usage, manages and uses only its own secrets (others'
-// answer 404; see secrets.go), and cannot manage keys (403) — it could
+// answer 404; see secrets.go), makes only templates private to itself and
+// deletes only those (templates.go), and cannot manage keys (403) — it could
 // otherwise make itself a key without a limit or revoke others. Keys
 // without a limit administer the server.
 
@@ -22,12 +23,10 @@ type limitedCtx struct{}
 
 // adminRoutes are the routes a tenant key may not use.
 var adminRoutes = map[string]bool{
-	"POST /v1/keys":               true,
-	"GET /v1/keys":                true,
-	"DELETE /v1/keys/{id}":        true,
-	"POST /v1/templates":          true,
-	"DELETE /v1/templates/{name}": true,
-	"GET /metrics":                true,
+	"POST /v1/keys":        true,
+	"GET /v1/keys":         true,
+	"DELETE /v1/keys/{id}": true,
+	"GET /metrics":         true,
 	// Device login approvals make keys.
 	"GET /v1/device/requests/{userCode}": true,
 	"POST /v1/device/approve":            true,
@@ -52,7 +51,7 @@ func (s *Server) scope(r *http.Request, key store.Key, route string) (context.Co
 		return ctx, nil
 	}
 	if adminRoutes[route] {
-		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys or templates; use a key without a limit (the server's local key) for that")
+		return nil, errs.New(errs.Forbidden, "this key has a daily spending limit, so it cannot manage keys; use a key without a limit (the server's local key) for that")
 	}
 	_, pattern, _ := strings.Cut(route, " ")
 	if strings.HasPrefix(pattern, "/v1/sandboxes/{id}") {

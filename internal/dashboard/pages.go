@@ -230,6 +230,18 @@ func (d *Dashboard) templates(w http.ResponseWriter, r *http.Request, s *signed)
 	d.render(w, http.StatusOK, "templates", v)
 }
 
+// volumes lists the signed-in key's volumes (every key sees only its own,
+// as the API answers it) with their size and the bytes their files take.
+func (d *Dashboard) volumes(w http.ResponseWriter, r *http.Request, s *signed) {
+	v := s.view("Volumes", "volumes")
+	var vl api.VolumeList
+	if err := d.call(r.Context(), s.key, "GET", "/v1/volumes", nil, &vl); err != nil {
+		v.Error = err.Error()
+	}
+	v.Data = vl.Volumes
+	d.render(w, http.StatusOK, "volumes", v)
+}
+
 type keysData struct {
 	Keys      []api.Key
 	Created   *api.Key

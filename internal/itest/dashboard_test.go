@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -214,4 +215,56 @@ func TestDashboardSecurity(t *testing.T) {
 	if resp, _ := admin.req("GET", "/ui/sandboxes", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("a signed-out session's cookie still works: %d", resp.StatusCode)
 	}
+}
+
+// TestDashboardVolumes: the Volumes page lists the signed-in key's volumes
+// with their size, the bytes their files take and the sandboxes that mount
+// them; a tenant sees only its own (what GET /v1/volumes answers it).
+func TestDashboardVolumes(t *testing.T) {
+	e := newEnv(t)
+	e.createVolume("dashvol", 32)
+	e.must(http.StatusOK, "PUT", "/v1/volumes/dashvol/files?path=blob", strings.Repeat("x", 300<<10), nil)
+	sb := e.create(withVolumes(api.VolumeMount{Name: "dashvol", Path: "/data"}))
+	var v api.Volume
+	e.must(http.StatusOK, "GET", "/v1/volumes/dashvol", nil, &v)
+	tenant := e.asTenant("dash-tenant")
+	tenant.createVolume("tenantvol", 16)
+
+	admin := e.browser()
+	admin.signIn(e.key)
+	resp, body := admin.req("GET", "/ui/volumes", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("volumes page: %d %s", resp.StatusCode, body)
+	}
+	row := regexp.MustCompile(`(?s)<tr data-volume="dashvol">.*?</tr>`).FindString(body)
+	for _, want := range []string{v.ID, ">ready<", "32 MiB", humanSize(v.UsedBytes) + " of " + humanSize(v.CapacityBytes), `href="/ui/sandboxes/` + sb.ID + `"`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the dashvol row does not show %q:\n%s", want, row)
+		}
+	}
+	if v.UsedBytes < 300<<10 {
+		t.Errorf("usedBytes %d after a 300 KiB upload", v.UsedBytes)
+	}
+	if strings.Contains(body, "tenantvol") || !strings.Contains(body, `href="/ui/volumes" class="on"`) {
+		t.Errorf("the administrator's page shows a tenant's volume, or no Volumes menu entry:\n%s", body)
+	}
+
+	other := e.browser()
+	other.signIn(tenant.key)
+	_, body = other.req("GET", "/ui/volumes", nil)
+	if !strings.Contains(body, `<tr data-volume="tenantvol">`) || strings.Contains(body, "dashvol") || !strings.Contains(body, "16 MiB") {
+		t.Errorf("the tenant's page:\n%s", body)
+	}
+}
+
+// humanSize is the dashboard's "bytes" formatting (1024-based, one decimal).
+func humanSize(n int64) string {
+	f := float64(n)
+	for _, u := range []string{"B", "KiB", "MiB", "GiB"} {
+		if f < 1024 || u == "GiB" {
+			return fmt.Sprintf("%.1f %s", f, u)
+		}
+		f /= 1024
+	}
+	return ""
 }

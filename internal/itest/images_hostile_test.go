@@ -199,7 +199,6 @@ func TestImageBadInput(t *testing.T) {
 		{"unreachable registry", api.CreateTemplateRequest{Name: "u", FromImage: "127.0.0.1:1/x:1"}, nil, 400, "cannot reach its registry"},
 		{"unknown field", map[string]string{"name": "x", "from": "y"}, nil, 400, `unknown field "from"`},
 		{"bad tarball", "this is not a tarball", []string{"Content-Type", api.ContentTypeTar}, 400, "not a usable `docker save` tarball"},
-		{"tenant", api.CreateTemplateRequest{Name: "t", FromImage: reg + "/small:1"}, []string{"Authorization", "Bearer " + tenant.Secret}, 403, "cannot manage keys or templates"},
 	}
 	for _, c := range cases {
 		path := "/v1/templates"
@@ -211,8 +210,22 @@ func TestImageBadInput(t *testing.T) {
 			t.Errorf("%s: %d %s\nwant %d saying %q", c.name, status, data, c.status, c.want)
 		}
 	}
-	if status, data := e.do("DELETE", "/v1/templates/small", nil, "Authorization", "Bearer "+tenant.Secret); status != 403 {
-		t.Errorf("tenant DELETE: %d %s", status, data)
+	// A tenant key makes templates private to itself and deletes only
+	// those; the server's shared ones are not its to delete.
+	tenantAuth := []string{"Authorization", "Bearer " + tenant.Secret}
+	var priv api.Template
+	status, data := e.do("POST", "/v1/templates", api.CreateTemplateRequest{Name: "t", FromImage: reg + "/small:1"}, tenantAuth...)
+	if status != http.StatusCreated || json.Unmarshal(data, &priv) != nil || !priv.Private {
+		t.Errorf("a tenant's template: %d %s; want 201, private", status, data)
+	}
+	if status, data := e.do("GET", "/v1/templates/t", nil); status != 404 {
+		t.Errorf("another key GETs the tenant's template: %d %s", status, data)
+	}
+	if status, data := e.do("DELETE", "/v1/templates/small", nil, tenantAuth...); status != 403 {
+		t.Errorf("tenant DELETE of a shared template: %d %s", status, data)
+	}
+	if status, data := e.do("DELETE", "/v1/templates/t", nil, tenantAuth...); status != http.StatusNoContent {
+		t.Errorf("tenant DELETE of its own template: %d %s", status, data)
 	}
 	if status, data := e.do("DELETE", "/v1/templates/nope", nil); status != 404 {
 		t.Errorf("DELETE a missing template: %d %s", status, data)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,8 @@ const busySeconds = 5
 const busyVCPU = 0.5
 
 // TestMeteringCPUAndMemory: a busy command in a sandbox of half a vCPU is
-// billed half a CPU-second per second while it runs (within 5%, over the metered
+// held to half a CPU-second per second while it runs, and gets and is
+// billed exactly that when the host has CPU to spare (within 5%, over the metered
 // intervals that fall wholly inside its run, so that starting the command
 // and the idle seconds around it do not blur the figure); an idle sandbox is
 // billed at the CPU floor; both are billed memory at their size for their
@@ -81,9 +83,10 @@ func TestMeteringCPUAndMemory(t *testing.T) {
 	busy := e.create(api.CreateSandboxRequest{CPU: busyVCPU, MemoryMiB: 256, TimeoutSeconds: 120})
 	idle := e.create(api.CreateSandboxRequest{CPU: 1, MemoryMiB: 1024, TimeoutSeconds: 120})
 	time.Sleep(1500 * time.Millisecond) // a sample or two before the work
-	start := time.Now()
+	start, idleBefore := time.Now(), hostIdleSeconds(t)
 	res := e.sh(busy.ID, fmt.Sprintf("timeout %d sh -c 'while :; do :; done'; true", busySeconds))
-	end := time.Now()
+	end, idleAfter := time.Now(), hostIdleSeconds(t)
+	spare := (idleAfter - idleBefore) / end.Sub(start).Seconds() // cores idle, on average, while the loop ran
 	if res.ExitCode != 0 {
 		t.Fatalf("busy loop: %+v", res)
 	}
@@ -104,10 +107,18 @@ func TestMeteringCPUAndMemory(t *testing.T) {
 	// The host's CPU (billed + gVisor's overhead) is the busyVCPU granted;
 	// the billed part is what the loop itself got of it.
 	rate := (window[0].CPUSeconds + window[0].OverheadCPUSeconds) / window[0].WallSeconds
-	t.Logf("busy loop: host %.3f CPU-s over %.3f s inside it = %.3f vCPU, of which billed %.3f CPU-s, overhead %.3f (load average: %s)",
-		window[0].CPUSeconds+window[0].OverheadCPUSeconds, window[0].WallSeconds, rate, window[0].CPUSeconds, window[0].OverheadCPUSeconds, loadavg())
-	if math.Abs(rate-busyVCPU) > 0.05*busyVCPU {
-		t.Errorf("a busy command in a sandbox of %.1f vCPU cost the host %.3f CPU-seconds per second, want %.1f within 5%%", busyVCPU, rate, busyVCPU)
+	t.Logf("busy loop: host %.3f CPU-s over %.3f s inside it = %.3f vCPU, of which billed %.3f CPU-s, overhead %.3f (host cores idle meanwhile %.2f; load average: %s)",
+		window[0].CPUSeconds+window[0].OverheadCPUSeconds, window[0].WallSeconds, rate, window[0].CPUSeconds, window[0].OverheadCPUSeconds, spare, loadavg())
+	// The quota is a ceiling the host always holds it to. It is also what
+	// the loop gets whenever the host has CPU to spare; on a host saturated
+	// by other work (CI once ran this at load 11 on 2 cores: 0.404) the loop
+	// gets less, and the ledger must say less, which the billed checks below
+	// hold either way.
+	if rate > 1.05*busyVCPU {
+		t.Errorf("a busy command in a sandbox of %.1f vCPU cost the host %.3f CPU-seconds per second, over its quota", busyVCPU, rate)
+	}
+	if spare >= 0.25 && rate < 0.95*busyVCPU {
+		t.Errorf("a busy command in a sandbox of %.1f vCPU cost the host %.3f CPU-seconds per second while %.2f cores were idle, want %.1f within 5%%", busyVCPU, rate, spare, busyVCPU)
 	}
 	if window[0].CPUSeconds <= 0 || window[0].OverheadCPUSeconds <= 0 {
 		t.Errorf("busy loop: billed %.3f CPU-s, overhead %.3f: want both counted", window[0].CPUSeconds, window[0].OverheadCPUSeconds)
@@ -265,6 +276,22 @@ func TestDailySpendingLimit(t *testing.T) {
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// hostIdleSeconds is the host's idle CPU time so far, in core-seconds
+// (/proc/stat's idle and iowait, in USER_HZ = 100 ticks per second).
+func hostIdleSeconds(t *testing.T) float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]) // cpu user nice system idle iowait ...
+	if len(f) < 6 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat's first line: %q", f)
+	}
+	idle, _ := strconv.ParseFloat(f[4], 64)
+	iowait, _ := strconv.ParseFloat(f[5], 64)
+	return (idle + iowait) / 100
+}
 
 func loadavg() string {
 	b, _ := os.ReadFile("/proc/loadavg")

@@ -40,7 +40,8 @@ func (e *env) buildWarm(name, ready, timeout string) ([]api.TemplateEvent, int, 
 	return e.buildDockerfile(name, q, contextTar(e.t, map[string]string{"Dockerfile": warmDockerfile}))
 }
 
-// warmImages are the server's warm images (snapshot records of no key).
+// warmImages are the server's warm images (snapshot records named
+// warm:...).
 func (e *env) warmImages() []store.Snapshot {
 	e.t.Helper()
 	all, err := e.srv.Store.ListSnapshots(context.Background(), store.SnapshotFilter{})
@@ -49,7 +50,7 @@ func (e *env) warmImages() []store.Snapshot {
 	}
 	var out []store.Snapshot
 	for _, sn := range all {
-		if sn.KeyID == "" {
+		if strings.HasPrefix(sn.Name, "warm:") {
 			out = append(out, sn)
 		}
 	}
@@ -309,6 +310,38 @@ func TestWarmTemplateHostile(t *testing.T) {
 	}
 	if w := e.warmImages(); len(w) != 1 || w[0].ID != warm[0].ID || dirDigest(t, image) != before {
 		t.Errorf("the warm image after the attempts: %+v", w)
+	}
+
+	// A tenant's template is private, and so is its warm image: held by
+	// the tenant (its bytes in the tenant's disk use), named by no route
+	// of the tenant's either.
+	te := e.as(tenant.Secret)
+	if evs, status, data := te.buildWarm("tweb", "curl -sf localhost:8000", ""); status != http.StatusOK || len(evs) == 0 || evs[len(evs)-1].Type != "template" || !evs[len(evs)-1].Template.Private {
+		t.Fatalf("the tenant's build: %d %s", status, data)
+	}
+	var mine store.Snapshot
+	for _, sn := range e.warmImages() {
+		if sn.Template == "tweb" {
+			mine = sn
+		}
+	}
+	if mine.KeyID != tenant.ID || mine.Bytes == 0 || warm[0].KeyID != "" {
+		t.Fatalf("warm images' holders: the tenant's template's %q (%d bytes; want %s), the shared one's %q (want none)", mine.KeyID, mine.Bytes, tenant.ID, warm[0].KeyID)
+	}
+	if use, err := e.srv.Store.KeyUse(context.Background(), tenant.ID); err != nil || use.SnapshotBytes != mine.Bytes {
+		t.Errorf("the tenant's disk use: %+v %v, want its warm image's %d bytes", use, err, mine.Bytes)
+	}
+	var list api.SnapshotList
+	te.must(http.StatusOK, "GET", "/v1/snapshots", nil, &list)
+	if len(list.Snapshots) != 0 {
+		t.Errorf("the tenant lists %+v", list.Snapshots)
+	}
+	if st, data := te.do("GET", "/v1/snapshots/"+mine.ID, nil); st != http.StatusNotFound {
+		t.Errorf("the tenant gets its template's warm image: %d %s", st, data)
+	}
+	tsb := te.create(api.CreateSandboxRequest{Template: "tweb"})
+	if r := te.sh(tsb.ID, "curl -sf localhost:8000/index.html"); r.Stdout != "warm-page\n" {
+		t.Errorf("the first exec in the tenant's warm template: %+v", r)
 	}
 }
 

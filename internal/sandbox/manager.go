@@ -35,6 +35,14 @@ type Templates interface {
 	RootFS(name string) (string, error)
 }
 
+// TemplateUser may be implemented by Templates whose templates can be
+// private to one API key (template.Store): CheckUse returns nil when key
+// keyID may boot template name, and otherwise the error of a missing
+// template (nothing says another key's exists).
+type TemplateUser interface {
+	CheckUse(name, keyID string) error
+}
+
 // TemplateEnv may be implemented by Templates: the environment a
 // template's sandboxes start with (an image's Env), under the create's own.
 type TemplateEnv interface {
@@ -285,6 +293,12 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		return store.Sandbox{}, err
 	}
 	defer p.hold.release()
+	if tu, ok := m.templates.(TemplateUser); ok && p.snapshot == nil {
+		// A snapshot's template was its own key's when it was taken.
+		if err := tu.CheckUse(p.Template, p.KeyID); err != nil {
+			return store.Sandbox{}, errs.New(errs.Invalid, "template %q: %v", p.Template, err)
+		}
+	}
 	m.addTemplateEnv(&p)
 	rootfs, err := m.templates.RootFS(p.Template)
 	if err != nil {

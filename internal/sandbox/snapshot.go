@@ -220,13 +220,11 @@ func (m *Manager) GetSnapshot(ctx context.Context, scope SnapshotScope, ref stri
 		if err == nil && scope.Tenant && sn.KeyID != scope.KeyID {
 			err = store.ErrNotFound
 		}
-	} else if scope.KeyID != warmKey {
-		sn, err = m.store.SnapshotByName(ctx, scope.KeyID, ref)
 	} else {
-		err = store.ErrNotFound
+		sn, err = m.store.SnapshotByName(ctx, scope.KeyID, ref)
 	}
 	if err == nil && isWarm(sn) {
-		err = store.ErrNotFound // the server's own (warm.go): no caller's
+		err = store.ErrNotFound // a template's (warm.go): no caller's
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Snapshot{}, errs.New(errs.NotFound, "no snapshot %q; list yours with GET /v1/snapshots", ref)
@@ -248,7 +246,7 @@ func (m *Manager) ListSnapshots(ctx context.Context, scope SnapshotScope, source
 	}
 	out := all[:0]
 	for _, sn := range all {
-		if !isWarm(sn) { // the server's own (warm.go)
+		if !isWarm(sn) { // a template's (warm.go)
 			out = append(out, sn)
 		}
 	}

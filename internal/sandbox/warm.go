@@ -58,23 +58,25 @@ import (
 //     create from a snapshot of an idle base sandbox to python3's first
 //     output was 0.98x a cold create's (bench/README.md, snapshot): a
 //     restore saves nothing where nothing was started.
-//   - A warm image is the server's, like the template: it belongs to no key
-//     (store.Snapshot.KeyID ""), no API route lists, names, restores or
-//     deletes it, it is billed to no one and counts in no key's quota (the
-//     host's free disk admits it). It lives in the driver's snapshot
-//     directory, where nothing inside any sandbox can name or write it.
+//   - A warm image is held like its template: a shared template's by no key
+//     (store.Snapshot.KeyID ""), a private template's by its owner, in whose
+//     disk quota its bytes count (the host's free disk admits every image);
+//     it is billed to no one. Its name ("warm:" and a hash) is one no
+//     snapshot of a caller can have (':' is not allowed in those), and no
+//     API route lists, names, restores or deletes it. It lives in the
+//     driver's snapshot directory, where nothing inside any sandbox can name
+//     or write it.
 
-// TemplateStarts may be implemented by Templates: a template's start, nil
-// for a template that is not warm (template.Store implements it).
-type TemplateStarts interface {
-	StartOf(name string) (*template.Start, error)
+// TemplateInfos may be implemented by Templates: a template's record
+// (template.Store implements it), whose Start makes it warm and whose Owner
+// holds its warm image.
+type TemplateInfos interface {
+	Get(name string) (template.Info, error)
 }
 
-// warmKey is the KeyID of warm images' snapshot records: no key's.
-const warmKey = ""
-
-// warmNamePrefix starts a warm image's name (its record's Name).
-const warmNamePrefix = "warm-"
+// warmNamePrefix starts a warm image's name (its record's Name): with ':',
+// which no snapshot a caller names may contain (snapshotName).
+const warmNamePrefix = "warm:"
 
 // warmLease is the lease backstop of a warm-up sandbox: it ends itself
 // after it should a server die during the warm-up.
@@ -92,15 +94,22 @@ var errStartFailed = errors.New("the template's start failed")
 // startOf is template name's start, nil when it is not warm (or the
 // templates cannot say).
 func (m *Manager) startOf(name string) *template.Start {
-	ts, ok := m.templates.(TemplateStarts)
-	if !ok {
-		return nil
-	}
-	st, err := ts.StartOf(name)
-	if err != nil || st.IsZero() {
-		return nil
-	}
+	st, _ := m.warmOf(name)
 	return st
+}
+
+// warmOf is template name's start (nil when it is not warm) and the key
+// that holds its warm image ("" for a shared template).
+func (m *Manager) warmOf(name string) (*template.Start, string) {
+	ti, ok := m.templates.(TemplateInfos)
+	if !ok {
+		return nil, ""
+	}
+	info, err := ti.Get(name)
+	if err != nil || info.Start.IsZero() {
+		return nil, ""
+	}
+	return info.Start, info.Owner
 }
 
 // warmFits says whether a create of p (defaults applied) may restore its
@@ -207,7 +216,8 @@ type warmFlight struct {
 // it). Errors wrapping errStartFailed are the template's.
 func (m *Manager) warmImage(ctx context.Context, tpl, rootfs string, st *template.Start, withNet bool) (store.Snapshot, error) {
 	name := m.warmName(tpl, rootfs, st, withNet)
-	if sn, err := m.store.SnapshotByName(ctx, warmKey, name); err == nil && sn.State == store.SnapshotReady {
+	_, owner := m.warmOf(tpl)
+	if sn, err := m.store.SnapshotByName(ctx, owner, name); err == nil && sn.State == store.SnapshotReady {
 		return sn, nil
 	}
 	m.mu.Lock()
@@ -234,7 +244,7 @@ func (m *Manager) warmImage(ctx context.Context, tpl, rootfs string, st *templat
 				case <-wctx.Done():
 				}
 			}()
-			f.sn, f.err = m.lookOrMakeWarm(wctx, tpl, rootfs, st, withNet, name)
+			f.sn, f.err = m.lookOrMakeWarm(wctx, tpl, owner, rootfs, st, withNet, name)
 			m.mu.Lock()
 			delete(m.warming, name)
 			m.mu.Unlock()
@@ -250,14 +260,14 @@ func (m *Manager) warmImage(ctx context.Context, tpl, rootfs string, st *templat
 	}
 }
 
-// lookOrMakeWarm returns the warm image name, made now unless another
-// server on the store made it meanwhile.
-func (m *Manager) lookOrMakeWarm(ctx context.Context, tpl, rootfs string, st *template.Start, withNet bool, name string) (store.Snapshot, error) {
-	if sn, err := m.store.SnapshotByName(ctx, warmKey, name); err == nil && sn.State == store.SnapshotReady {
+// lookOrMakeWarm returns the warm image name, held by owner, made now
+// unless another server on the store made it meanwhile.
+func (m *Manager) lookOrMakeWarm(ctx context.Context, tpl, owner, rootfs string, st *template.Start, withNet bool, name string) (store.Snapshot, error) {
+	if sn, err := m.store.SnapshotByName(ctx, owner, name); err == nil && sn.State == store.SnapshotReady {
 		return sn, nil
 	}
 	start := m.now()
-	sn, err := m.makeWarm(ctx, tpl, rootfs, st, withNet, name)
+	sn, err := m.makeWarm(ctx, tpl, owner, rootfs, st, withNet, name)
 	if err != nil {
 		m.log.Warn("warm template: no warm image", "template", tpl, "err", err)
 		return sn, err
@@ -269,8 +279,9 @@ func (m *Manager) lookOrMakeWarm(ctx context.Context, tpl, rootfs string, st *te
 
 // makeWarm boots a sandbox of template tpl (the default shape, no key, a
 // network that lets nothing out when withNet), runs its start st, saves it
-// as the warm image name and destroys it.
-func (m *Manager) makeWarm(ctx context.Context, tpl, rootfs string, st *template.Start, withNet bool, name string) (store.Snapshot, error) {
+// as the warm image name held by owner (admitted against its disk quota)
+// and destroys it.
+func (m *Manager) makeWarm(ctx context.Context, tpl, owner, rootfs string, st *template.Start, withNet bool, name string) (store.Snapshot, error) {
 	ss, err := m.snapshotter()
 	if err != nil {
 		return store.Snapshot{}, err
@@ -318,17 +329,17 @@ func (m *Manager) makeWarm(ctx context.Context, tpl, rootfs string, st *template
 		return store.Snapshot{}, err
 	}
 	sb := store.Sandbox{ID: id, MemoryMiB: l.DefaultMemoryMiB, DiskMiB: l.DefaultDiskMiB}
-	hold, err := m.admitSnapshot(ctx, warmKey, sb)
+	hold, err := m.admitSnapshot(ctx, owner, sb)
 	if err != nil {
 		return store.Snapshot{}, err
 	}
 	defer hold.release()
-	snap := store.Snapshot{ID: newSnapshotID(), KeyID: warmKey, Name: name, SourceID: id, Template: tpl,
+	snap := store.Snapshot{ID: newSnapshotID(), KeyID: owner, Name: name, SourceID: id, Template: tpl,
 		Mode: SnapshotFull, State: store.SnapshotCreating, CPU: l.DefaultCPU, MemoryMiB: l.DefaultMemoryMiB,
 		DiskMiB: l.DefaultDiskMiB, Driver: m.driver.Name(), CreatedAt: m.now().UTC().Truncate(time.Millisecond)}
 	if err := m.store.InsertSnapshot(ctx, snap); err != nil {
 		if errors.Is(err, store.ErrDuplicate) { // another server made it meanwhile
-			return m.store.SnapshotByName(ctx, warmKey, name)
+			return m.store.SnapshotByName(ctx, owner, name)
 		}
 		return store.Snapshot{}, err
 	}
@@ -415,9 +426,9 @@ func (m *Manager) warmImages(ctx context.Context) []store.Snapshot {
 	return out
 }
 
-// isWarm says snapshot sn is a warm image (the server's own).
+// isWarm says snapshot sn is a warm image (no caller's snapshot).
 func isWarm(sn store.Snapshot) bool {
-	return sn.KeyID == warmKey && strings.HasPrefix(sn.Name, warmNamePrefix)
+	return strings.HasPrefix(sn.Name, warmNamePrefix)
 }
 
 // recoverWarm deletes, at a start, the warm images no create would use:

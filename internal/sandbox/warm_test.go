@@ -67,7 +67,9 @@ func TestWarmImagesHidden(t *testing.T) {
 	defer m.Close()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, sn := range []store.Snapshot{
-		{ID: "snap_warm", KeyID: warmKey, Name: warmNamePrefix + "0123", Template: "web", Mode: SnapshotFull, State: store.SnapshotReady, Driver: "counting", CreatedAt: now},
+		{ID: "snap_warm", KeyID: "", Name: warmNamePrefix + "0123", Template: "web", Mode: SnapshotFull, State: store.SnapshotReady, Driver: "counting", CreatedAt: now},
+		// A private template's, held by its owner.
+		{ID: "snap_warmprivate", KeyID: "key_a", Name: warmNamePrefix + "4567", Template: "mine", Mode: SnapshotFull, State: store.SnapshotReady, Driver: "counting", CreatedAt: now},
 		{ID: "snap_mine", KeyID: "key_a", Name: "mine", Template: "base", Mode: SnapshotFull, State: store.SnapshotReady, Driver: "counting", CreatedAt: now},
 	} {
 		if err := st.InsertSnapshot(ctx, sn); err != nil {
@@ -80,11 +82,11 @@ func TestWarmImagesHidden(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, sn := range list {
-			if sn.ID == "snap_warm" {
-				t.Errorf("%+v lists the warm image", scope)
+			if isWarm(sn) {
+				t.Errorf("%+v lists the warm image %s", scope, sn.ID)
 			}
 		}
-		for _, ref := range []string{"snap_warm", warmNamePrefix + "0123"} {
+		for _, ref := range []string{"snap_warm", warmNamePrefix + "0123", "snap_warmprivate", warmNamePrefix + "4567"} {
 			if _, err := m.GetSnapshot(ctx, scope, ref); !errors.Is(err, errs.NotFound) {
 				t.Errorf("%+v gets %s: %v", scope, ref, err)
 			}
@@ -95,5 +97,12 @@ func TestWarmImagesHidden(t *testing.T) {
 	}
 	if _, err := st.GetSnapshot(ctx, "snap_warm"); err != nil {
 		t.Errorf("the warm image's record: %v", err)
+	}
+	if list, _ := m.ListSnapshots(ctx, SnapshotScope{KeyID: "key_a", Tenant: true}, ""); len(list) != 1 || list[0].ID != "snap_mine" {
+		t.Errorf("the owner's snapshots: %+v, want its own one", list)
+	}
+	// A caller cannot name a snapshot as a warm image is named.
+	if err := checkSnapshotParams(&SnapshotParams{Name: warmNamePrefix + "0123"}); !errors.Is(err, errs.Invalid) {
+		t.Errorf("a snapshot named like a warm image: %v", err)
 	}
 }

@@ -77,7 +77,8 @@ type E2BOptions struct {
 // --e2b-listen. Close it when done (it stops the directory watchers it
 // holds).
 func (s *Server) E2BHandler(opts E2BOptions) (http.Handler, func()) {
-	h := e2b.New(e2b.Config{API: s.api, Store: s.Store, Log: s.log, Domain: opts.Domain, PublicTraffic: opts.PublicTraffic})
+	h := e2b.New(e2b.Config{API: s.api, Store: s.Store, Log: s.log, Domain: opts.Domain, PublicTraffic: opts.PublicTraffic,
+		SpoolDir: s.dataDir})
 	return s.Metrics.Middleware(h), h.Close
 }
 

@@ -37,12 +37,20 @@ type Origin struct {
 // the func that reports it done. It returns the Origin to record.
 type Fill func(ctx context.Context, rootfs string, step func(name string) (done func())) (*Origin, error)
 
+// CreateOption changes what Create records.
+type CreateOption func(*Info)
+
+// OwnedBy makes the new template private to the API key keyID (Info.Owner);
+// "" leaves it shared.
+func OwnedBy(keyID string) CreateOption { return func(i *Info) { i.Owner = keyID } }
+
 // Create makes the new template name with fill, with the same guarantees as
 // a recipe build: it is written in a temporary directory of the store and
 // appears under its name complete or not at all, and a failed or cancelled
 // fill leaves nothing behind. It never replaces a template: a name that is
 // taken, or that a built-in recipe builds, is errs.Conflict; an invalid name
-// is errs.Invalid. opts set the rest of its record (WithStart).
+// is errs.Invalid. opts set what it records beside the fill's Origin (the
+// owner: OwnedBy; the start: WithStart).
 func (s *Store) Create(ctx context.Context, name string, fill Fill, progress func(Progress), opts ...CreateOption) (info Info, err error) {
 	if err := s.CheckNew(name); err != nil {
 		return Info{}, err

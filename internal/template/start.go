@@ -128,9 +128,6 @@ func WithStart(s *Start) CreateOption {
 	}
 }
 
-// CreateOption sets a part of a template Create makes.
-type CreateOption func(*Info)
-
 // StartOf returns template name's start: nil for a template that is not
 // warm. Errors as Get.
 func (s *Store) StartOf(name string) (*Start, error) {

@@ -54,7 +54,15 @@ type Info struct {
 	// before they are handed out (start.go). For a recipe's template it is
 	// the recipe's.
 	Start *Start `json:"start,omitempty"`
+	// Owner is the id of the API key the template is private to: only
+	// that key sees it, boots sandboxes from it, builds FROM it and deletes
+	// it (see UsableBy). Empty: the server's, shared by every key.
+	Owner string `json:"owner,omitempty"`
 }
+
+// UsableBy reports whether key keyID may see and use the template: a
+// shared one (no Owner) or one of its own.
+func (i Info) UsableBy(keyID string) bool { return i.Owner == "" || i.Owner == keyID }
 
 // Progress reports that a build step begins (Done false) or has finished
 // successfully (Done true). A step that fails reports no Done; the error is
@@ -148,6 +156,27 @@ func (s *Store) Get(name string) (Info, error) {
 	return info, nil
 }
 
+// GetFor is Get as key keyID sees the store: another key's private
+// template is not found, with the same error as a missing one (nothing
+// says it exists).
+func (s *Store) GetFor(name, keyID string) (Info, error) {
+	info, err := s.Get(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if !info.UsableBy(keyID) {
+		return Info{}, notFound(name, "")
+	}
+	return info, nil
+}
+
+// CheckUse returns nil when key keyID may boot sandboxes from template
+// name, and the error of a missing template otherwise (see GetFor).
+func (s *Store) CheckUse(name, keyID string) error {
+	_, err := s.GetFor(name, keyID)
+	return err
+}
+
 // RootFS returns the absolute path of a built template's root filesystem,
 // symlinks resolved.
 func (s *Store) RootFS(name string) (string, error) {
@@ -178,7 +207,8 @@ func (s *Store) List() ([]Info, error) {
 	}
 	out := []Info{}
 	for _, e := range entries {
-		if !e.IsDir() || ValidName(e.Name()) != nil {
+		// A template directory may be a symlink to another store's.
+		if (!e.IsDir() && e.Type()&fs.ModeSymlink == 0) || ValidName(e.Name()) != nil {
 			continue
 		}
 		info, err := s.Get(e.Name())

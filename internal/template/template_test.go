@@ -693,3 +693,36 @@ func TestBuildBase(t *testing.T) {
 		t.Errorf("leftovers: %v", l)
 	}
 }
+
+// TestPrivateTemplate: a template made OwnedBy a key is found by GetFor and
+// CheckUse for that key only; for another key they answer exactly as for a
+// missing template, and shared templates are every key's.
+func TestPrivateTemplate(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	fill := func(ctx context.Context, rootfs string, step func(string) func()) (*Origin, error) {
+		return &Origin{Image: "test"}, os.WriteFile(filepath.Join(rootfs, "f"), []byte("x"), 0o644)
+	}
+	if _, err := s.Create(context.Background(), "mine", fill, nil, OwnedBy("key_a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(context.Background(), "shared", fill, nil); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.GetFor("mine", "key_a")
+	if err != nil || info.Owner != "key_a" || !info.UsableBy("key_a") || info.UsableBy("key_b") {
+		t.Fatalf("GetFor by its owner: %+v %v", info, err)
+	}
+	_, missing := s.GetFor("nothing", "key_b")
+	_, other := s.GetFor("mine", "key_b")
+	if !errors.Is(other, ErrNotFound) || strings.ReplaceAll(other.Error(), "mine", "nothing") != missing.Error() {
+		t.Errorf("another key's template: %v; want the missing template's error (%v)", other, missing)
+	}
+	if err := s.CheckUse("mine", "key_b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("CheckUse by another key: %v", err)
+	}
+	for _, k := range []string{"key_a", "key_b", ""} {
+		if err := s.CheckUse("shared", k); err != nil {
+			t.Errorf("CheckUse of a shared template by %q: %v", k, err)
+		}
+	}
+}

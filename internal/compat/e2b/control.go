@@ -39,7 +39,8 @@ func (s *Server) controlRoutes() {
 			}
 			// The key before the body, as E2B's API: an unknown key is 401
 			// whatever it sends (the native API would check the body first).
-			if _, err := auth.Authenticate(r.Context(), s.cfg.Store, key); err != nil {
+			k, err := auth.Authenticate(r.Context(), s.cfg.Store, key)
+			if err != nil {
 				if errors.Is(err, errs.Unauthorized) {
 					writeError(w, http.StatusUnauthorized, "%v", err)
 				} else {
@@ -50,7 +51,7 @@ func (s *Server) controlRoutes() {
 			if id := r.PathValue("id"); id != "" {
 				r.SetPathValue("id", runtimeID(id))
 			}
-			f(w, r, who{token: key})
+			f(w, r, who{token: key, keyID: k.ID})
 		})
 	}
 	h("POST /sandboxes", s.create)
@@ -71,6 +72,7 @@ func (s *Server) controlRoutes() {
 	h("POST /sandboxes/{id}/fork", s.fork)
 	h("GET /snapshots", s.listSnapshots)
 	h("DELETE /templates/{templateID}", s.deleteTemplate)
+	s.templateRoutes(h)
 	s.control.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"message": "Health check successful"})
 	})
@@ -122,13 +124,25 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	if req.Timeout != nil {
 		timeout = *req.Timeout
 	}
-	snap, err := s.snapshotOf(r.Context(), as, req.TemplateID)
+	// The key's own E2B template (Template.build) of that alias or id
+	// first, then a snapshot of that id or name, then Runtime's templates.
+	tplName, tpl, err := s.runtimeTemplate(r.Context(), as, req.TemplateID)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	in := api.CreateSandboxRequest{Template: cmp.Or(s.cfg.Templates[req.TemplateID], req.TemplateID),
+	snap := ""
+	if tpl == nil {
+		if snap, err = s.snapshotOf(r.Context(), as, req.TemplateID); err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
+	}
+	in := api.CreateSandboxRequest{Template: tplName,
 		TimeoutSeconds: timeout, Env: req.EnvVars, Metadata: req.Metadata, Network: net}
+	if tpl != nil {
+		in.CPU, in.MemoryMiB = float64(tpl.CPUCount), tpl.MemoryMiB
+	}
 	if snap != "" {
 		in.Template, in.Snapshot = "", snap
 	}

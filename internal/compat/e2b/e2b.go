@@ -11,7 +11,11 @@
 //     /refreshes, POST /v2/sandboxes/{id}/connect and /sandboxes/{id}/connect,
 //     GET /sandboxes/{id}/metrics, PUT /sandboxes/{id}/network, and
 //     snapshots and fork (snapshot.go): POST /sandboxes/{id}/snapshots and
-//     /fork, GET /snapshots, DELETE /templates/{id} (a snapshot's).
+//     /fork, GET /snapshots, DELETE /templates/{id} (a snapshot's, or a
+//     template's); template builds (templates.go): POST /v3/templates,
+//     GET /templates/{id}/files/{hash} and the upload links' PUT,
+//     POST /v2/templates/{id}/builds/{build}, GET .../status and .../logs,
+//     GET /templates, /v2/templates, /templates/{id}, /templates/aliases/{alias}.
 //     Authenticated by X-API-KEY; errors are {"code": HTTP status, "message"}.
 //   - the data plane ("envd", E2B_SANDBOX_URL): requests that carry the
 //     sandbox's access token (X-Access-Token, handed out at create and
@@ -36,6 +40,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"withruntime.dev/runtime/internal/metrics"
 	"withruntime.dev/runtime/internal/store"
@@ -78,6 +83,10 @@ type Config struct {
 	// create does not say (network.allowPublicTraffic); E2B's default is
 	// true.
 	PublicTraffic bool
+	// SpoolDir holds the files E2B template builds upload, as unnamed
+	// files (O_TMPFILE) that vanish with the server (default: the
+	// system's temporary directory).
+	SpoolDir string
 }
 
 // Server is the facade; an http.Handler.
@@ -90,6 +99,14 @@ type Server struct {
 	watches *watchers
 	// code serves the code interpreter's port (49999); nil: not served.
 	code http.Handler
+	// builds and uploads are the template builds (templates.go).
+	builds  *buildSet
+	uploads *uploadSet
+	// ctx lives as long as the facade: builds run under it; stop ends
+	// them and wg waits for them.
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 }
 
 // New returns the facade's handler.
@@ -101,15 +118,22 @@ func New(cfg Config) *Server {
 		cfg.Templates = map[string]string{"base": "base", "code-interpreter-v1": "code-interpreter"}
 	}
 	s := &Server{cfg: cfg, api: apiClient{h: cfg.API}, control: http.NewServeMux(),
-		procs: newProcTags(), watches: newWatchers()}
+		procs: newProcTags(), watches: newWatchers(), builds: newBuildSet(), uploads: newUploadSet()}
+	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.controlRoutes()
 	s.code = s.codeHandler()
 	s.envd = s.envdHandler()
 	return s
 }
 
-// Close stops the watchers the Python SDK left behind.
-func (s *Server) Close() { s.watches.closeAll() }
+// Close stops the watchers the Python SDK left behind and the template
+// builds running (each leaves nothing behind), and removes the uploads.
+func (s *Server) Close() {
+	s.watches.closeAll()
+	s.stop()
+	s.wg.Wait()
+	s.uploads.closeAll()
+}
 
 // ServeHTTP sends a data-plane request (one that carries a sandbox access
 // token or names a sandbox, or an envd-only path) to envd and the rest to

@@ -36,6 +36,9 @@ type apiClient struct{ h http.Handler }
 type who struct {
 	token string
 	key   *store.Key
+	// keyID is the id of token's key (control-plane requests), for the
+	// facade's own records kept per key (E2B templates).
+	keyID string
 }
 
 // apiError is an error answer of the API: its status, code and message,

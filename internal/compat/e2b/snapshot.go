@@ -137,6 +137,17 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, as who) {
 // delete_snapshot calls with a snapshot id.
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request, as who) {
 	ref := r.PathValue("templateID")
+	if t, err := s.templateOf(r.Context(), as, ref); err == nil {
+		if err := s.deleteE2BTemplate(r.Context(), as, t); err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	} else if asAPIError(err).Status != http.StatusNotFound {
+		s.writeAPIError(w, r, err)
+		return
+	}
 	err := s.api.json(r.Context(), as, "DELETE", "/v1/snapshots/"+url.PathEscape(ref), nil, nil)
 	if err == nil {
 		w.WriteHeader(http.StatusNoContent)
@@ -147,10 +158,10 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request, as who) 
 		return
 	}
 	if _, isTpl := s.cfg.Templates[ref]; isTpl || s.api.json(r.Context(), as, "GET", "/v1/templates/"+url.PathEscape(ref), nil, nil) == nil {
-		writeError(w, http.StatusNotImplemented, "deleting template %q is not supported by Runtime's E2B-compatible API (only snapshots are deleted here); use Runtime's DELETE /v1/templates/%s", ref, ref)
+		writeError(w, http.StatusNotImplemented, "deleting template %q is not supported by Runtime's E2B-compatible API (it deletes the templates Template.build made, and snapshots); use Runtime's DELETE /v1/templates/%s", ref, ref)
 		return
 	}
-	writeError(w, http.StatusNotFound, "no snapshot %q: list yours with Sandbox.list_snapshots()", ref)
+	writeError(w, http.StatusNotFound, "no snapshot or template %q: this API key has no such snapshot (Sandbox.list_snapshots() lists them) and built no template of that name or id", ref)
 }
 
 // snapshotOf is the snapshot a create's templateID names, or "" when it

@@ -53,8 +53,12 @@ type Params struct {
 	Context Context
 	// BuildArgs set ARGs.
 	BuildArgs map[string]string
-	// KeyID owns the build sandbox.
+	// KeyID owns the build sandbox; FROM finds only the templates it may
+	// use (template.Info.UsableBy).
 	KeyID string
+	// Owner, when set, is the key the new template is private to
+	// (template.OwnedBy); "": shared.
+	Owner string
 	// Network is the RUN steps' network policy (nil: nothing reachable).
 	Network *egress.Policy
 	// MemoryMiB, DiskMiB and CPU size the build sandbox (0: 2048 MiB,
@@ -120,7 +124,7 @@ func (b *Builder) Build(ctx context.Context, p Params, progress func(template.Pr
 	// FROM: a template of this server, or an image imported for the build.
 	from := f.From
 	fromDone := step("FROM " + from)
-	if _, err := b.Store.Get(from); err != nil {
+	if _, err := b.Store.GetFor(from, p.KeyID); err != nil {
 		if !errors.Is(err, template.ErrNotFound) && template.ValidName(from) == nil {
 			return template.Info{}, err
 		}
@@ -138,7 +142,7 @@ func (b *Builder) Build(ctx context.Context, p Params, progress func(template.Pr
 		defer func() { _ = b.Store.Delete(context.WithoutCancel(ctx), tmp, nil) }()
 		from = tmp
 	}
-	fromInfo, err := b.Store.Get(from)
+	fromInfo, err := b.Store.GetFor(from, p.KeyID)
 	if err != nil {
 		return template.Info{}, err
 	}
@@ -273,7 +277,7 @@ func (b *Builder) Build(ctx context.Context, p Params, progress func(template.Pr
 			pr.Elapsed += offset
 			progress(pr)
 		}
-	}, template.WithStart(warm))
+	}, template.OwnedBy(p.Owner), template.WithStart(warm))
 }
 
 // state is what the instructions so far set.
@@ -426,7 +430,7 @@ func (b *Builder) step(ctx context.Context, ag *agentClient, f *File, p Params, 
 			return err
 		}
 		defer tf.Close()
-		if _, err := p.Context.copyTar(tf, in.Cmd, words[:len(words)-1], dst, uid, gid); err != nil {
+		if _, err := p.Context.copyTar(tf, in.Cmd, words[:len(words)-1], dst, uid, gid, in.Chmod); err != nil {
 			return err
 		}
 		size, err := tf.Seek(0, io.SeekCurrent)

@@ -41,8 +41,9 @@ var archiveSuffixes = []string{".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", "
 
 // copyTar writes to w a tar of what `COPY srcs... dst` (or ADD) puts into
 // the image, names relative to the root, owned by uid:gid. dst is absolute
-// (made so with the WORKDIR). It returns how many entries it wrote.
-func (c Context) copyTar(w io.Writer, cmd string, srcs []string, dst string, uid, gid int) (int, error) {
+// (made so with the WORKDIR). mode, when not -1, is every file's and
+// directory's mode (--chmod). It returns how many entries it wrote.
+func (c Context) copyTar(w io.Writer, cmd string, srcs []string, dst string, uid, gid int, mode int64) (int, error) {
 	var pats []string
 	glob := false
 	for _, s := range srcs {
@@ -136,6 +137,9 @@ func (c Context) copyTar(w io.Writer, cmd string, srcs []string, dst string, uid
 			Uid: uid, Gid: gid, ModTime: h.ModTime, Linkname: h.Linkname, Size: h.Size, Format: tar.FormatPAX}
 		if out.Name == "" {
 			return nil
+		}
+		if mode >= 0 && h.Typeflag != tar.TypeSymlink {
+			out.Mode = mode
 		}
 		if h.Typeflag == tar.TypeDir {
 			out.Name += "/"

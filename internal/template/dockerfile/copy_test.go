@@ -87,7 +87,7 @@ func TestCopyTar(t *testing.T) {
 		{"COPY", []string{"."}, "/ctx", 0, "ctx/ 0:0 ctx/Dockerfile 0:0=FROM base ctx/app/ 0:0 ctx/app/lib/x.py 0:0=x ctx/app/main.py 0:0=print(1) ctx/link 0:0->app/main.py ctx/notes.txt 0:0=n ctx/requirements.txt 0:0=six"},
 	} {
 		var buf bytes.Buffer
-		if _, err := c.copyTar(&buf, tc.cmd, tc.srcs, tc.dst, tc.uid, tc.uid); err != nil {
+		if _, err := c.copyTar(&buf, tc.cmd, tc.srcs, tc.dst, tc.uid, tc.uid, -1); err != nil {
 			t.Errorf("%s %v %s: %v", tc.cmd, tc.srcs, tc.dst, err)
 			continue
 		}
@@ -103,10 +103,36 @@ func TestCopyTar(t *testing.T) {
 		{"ADD", "https://example.test/x", "adding from a URL is not supported"},
 		{"ADD", "x.tar.gz", "ADD does not unpack archives"},
 	} {
-		_, err := c.copyTar(io.Discard, tc.cmd, []string{tc.src}, "/x", 0, 0)
+		_, err := c.copyTar(io.Discard, tc.cmd, []string{tc.src}, "/x", 0, 0, -1)
 		if !errors.Is(err, errs.Invalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %s: %v; want %q", tc.cmd, tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestCopyTarChmod: --chmod sets every copied file's and directory's
+// mode; a symlink keeps its own.
+func TestCopyTarChmod(t *testing.T) {
+	c := testContext(t)
+	var buf bytes.Buffer
+	if _, err := c.copyTar(&buf, "COPY", []string{"app", "link"}, "/srv/", 0, 0, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	var got []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %o", h.Name, h.Mode))
+	}
+	sort.Strings(got)
+	if want := "srv/ 750,srv/lib/x.py 750,srv/link 644,srv/main.py 750"; strings.Join(got, ",") != want {
+		t.Errorf("modes: %s, want %s", strings.Join(got, ","), want)
 	}
 }
 

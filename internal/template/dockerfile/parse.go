@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
@@ -38,6 +39,9 @@ type Instruction struct {
 	JSON bool
 	// Chown is COPY/ADD's --chown value, if any.
 	Chown string
+	// Chmod is COPY/ADD's --chmod mode (octal, such as 0755), or -1: the
+	// files keep the context's modes.
+	Chmod int64
 }
 
 // File is a parsed Dockerfile.
@@ -103,12 +107,18 @@ func Parse(r io.Reader) (*File, error) {
 		if why, ok := unsupported[cmd]; ok {
 			return nil, bad("%s is not supported: %s", cmd, why)
 		}
-		in := Instruction{Cmd: cmd, Line: n.StartLine, Original: n.Original, Args: args, JSON: n.Attributes["json"]}
+		in := Instruction{Cmd: cmd, Line: n.StartLine, Original: n.Original, Args: args, JSON: n.Attributes["json"], Chmod: -1}
 		for _, fl := range n.Flags {
 			name, val, _ := strings.Cut(strings.TrimPrefix(fl, "--"), "=")
 			switch {
 			case (cmd == "COPY" || cmd == "ADD") && name == "chown":
 				in.Chown = val
+			case (cmd == "COPY" || cmd == "ADD") && name == "chmod":
+				m, err := strconv.ParseInt(val, 8, 32)
+				if err != nil || m < 0 || m > 0o7777 {
+					return nil, bad("--chmod=%s: give an octal mode from 0 to 7777, such as 0755", val)
+				}
+				in.Chmod = m
 			case cmd == "FROM" && name == "platform" && (val == "linux/amd64" || val == "$BUILDPLATFORM" || val == "$TARGETPLATFORM"):
 			default:
 				return nil, bad("the flag %s of %s is not supported", fl, cmd)

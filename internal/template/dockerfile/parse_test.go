@@ -16,7 +16,7 @@ ARG VERSION=1.2
 ENV A=1 B="two words"
 ENV LEGACY value with spaces
 WORKDIR /app
-COPY --chown=1000:1000 requirements.txt ./
+COPY --chown=1000:1000 --chmod=0640 requirements.txt ./
 RUN pip install -r requirements.txt && \
     echo done
 RUN ["python3", "-c", "print(1)"]
@@ -45,7 +45,7 @@ USER user
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("steps:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if f.Steps[4].Chown != "1000:1000" || !f.Steps[6].JSON || f.Steps[5].JSON {
+	if f.Steps[4].Chown != "1000:1000" || f.Steps[4].Chmod != 0o640 || f.Steps[5].Chmod != -1 || !f.Steps[6].JSON || f.Steps[5].JSON {
 		t.Errorf("flags: %+v", f.Steps)
 	}
 }
@@ -89,6 +89,8 @@ func TestParseRefuses(t *testing.T) {
 		"ENV A=1\n":                                       "ENV comes before FROM",
 		"# nothing\n":                                     "no instructions",
 		"FROM a\nWORKDIR\n":                               "",
+		"FROM a\nCOPY --chmod=u+x a b\n":                  "--chmod=u+x: give an octal mode",
+		"FROM a\nCOPY --chmod=17777 a b\n":                "--chmod=17777: give an octal mode",
 	} {
 		_, err := Parse(strings.NewReader(src))
 		if err == nil || !errors.Is(err, errs.Invalid) || !strings.Contains(err.Error(), want) {

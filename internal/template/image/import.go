@@ -36,8 +36,9 @@ type Options struct {
 // (errs.NotFound for a missing image, errs.Invalid for a wrong platform or a
 // broken one), then its layers are pulled and flattened one by one (a
 // refused layer is a *LayerError: errs.Invalid or errs.TooLarge). Nothing is
-// left behind on error. progress, if not nil, gets the steps.
-func Import(ctx context.Context, store *template.Store, name string, src Source, opts Options, progress func(template.Progress)) (template.Info, error) {
+// left behind on error. progress, if not nil, gets the steps; create says
+// what the template records beside its origin (template.OwnedBy).
+func Import(ctx context.Context, store *template.Store, name string, src Source, opts Options, progress func(template.Progress), create ...template.CreateOption) (template.Info, error) {
 	if err := store.CheckNew(name); err != nil {
 		return template.Info{}, err
 	}
@@ -56,13 +57,14 @@ func Import(ctx context.Context, store *template.Store, name string, src Source,
 			inner(p)
 		}
 	}
-	return FromImage(ctx, store, name, img, src, opts, progress)
+	return FromImage(ctx, store, name, img, src, opts, progress, create...)
 }
 
 // FromImage makes the template name from img, an image already opened
-// (e.g. with OpenArchive); src is recorded as its origin, and copts set the
-// rest of its record (template.WithStart). Errors as Import's.
-func FromImage(ctx context.Context, store *template.Store, name string, img v1.Image, src Source, opts Options, progress func(template.Progress), copts ...template.CreateOption) (template.Info, error) {
+// (e.g. with OpenArchive); src is recorded as its origin, and create set
+// the rest of its record (template.OwnedBy, template.WithStart). Errors as
+// Import's.
+func FromImage(ctx context.Context, store *template.Store, name string, img v1.Image, src Source, opts Options, progress func(template.Progress), create ...template.CreateOption) (template.Info, error) {
 	fill := func(ctx context.Context, dir string, step func(string) func()) (*template.Origin, error) {
 		digest, err := img.Digest()
 		if err != nil {
@@ -99,7 +101,7 @@ func FromImage(ctx context.Context, store *template.Store, name string, img v1.I
 		return &template.Origin{Image: src.Ref, Digest: digest.String(), Env: cf.Config.Env,
 			WorkingDir: cf.Config.WorkingDir, Shell: shell}, nil
 	}
-	return store.Create(ctx, name, fill, progress, copts...)
+	return store.Create(ctx, name, fill, progress, create...)
 }
 
 func applyLayer(ctx context.Context, fl *Flattener, l v1.Layer, i, n int, src Source, step func(string) func()) error {

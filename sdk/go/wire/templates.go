@@ -19,6 +19,10 @@ type Template struct {
 	// Origin says where a template made from an image or a Dockerfile came
 	// from; absent for one built from a built-in recipe (base).
 	Origin *TemplateOrigin `json:"origin,omitempty"`
+	// Private says the template is the key's that made it: no other key
+	// sees it, boots it, builds from it or deletes it (absent: shared by
+	// every key of the server).
+	Private bool `json:"private,omitempty"`
 	// Start, when present, makes the template warm: what its sandboxes
 	// run before they are handed out (code-interpreter's: its kernel).
 	Start *TemplateStart `json:"start,omitempty"`
@@ -86,6 +90,9 @@ type CreateTemplateRequest struct {
 	// Images on the caller's disk are uploaded instead (Content-Type
 	// ContentTypeTar): the server never reads paths on a caller's behalf.
 	FromImage string `json:"fromImage"`
+	// Private makes the template the key's only (Template.Private); a key
+	// with a daily spending limit makes only private ones.
+	Private bool `json:"private,omitempty"`
 	// Start, when set, makes the template warm (TemplateStart); the build
 	// then runs it once and fails when its ready check does not pass.
 	Start *TemplateStart `json:"start,omitempty"`

@@ -144,6 +144,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                         urllib.request.urlopen(req, timeout=30).close()
                     except OSError:
                         pass
+            # Volumes too: each holds a loop device and a mount on the host.
+            status, body = _get(url + "/v1/volumes", srv.key)
+            if status == 200:
+                for v in json.loads(body).get("volumes", []):
+                    req = urllib.request.Request(
+                        f"{url}/v1/volumes/{v['name']}",
+                        method="DELETE",
+                        headers={"Authorization": "Bearer " + srv.key},
+                    )
+                    try:
+                        urllib.request.urlopen(req, timeout=30).close()
+                    except OSError:
+                        pass
         finally:
             proc.terminate()
             try:

@@ -1,6 +1,7 @@
 import type { CallOptions, HttpClient } from "./http.js";
 import { RangeNotSatisfiableError, WithRuntimeError } from "./errors.js";
 import type { FileInfo, FileListPage, Schemas } from "./types.js";
+import { watch, type FileWatch, type WatchOptions } from "./watch.js";
 
 /** A listing page's entry count when ListPageOptions.limit is not given. */
 export const DEFAULT_LIST_LIMIT = 1000;
@@ -111,25 +112,35 @@ function toBody(data: FileData): NonNullable<RequestInit["body"]> {
 }
 
 /**
- * The file API of one sandbox (sandbox.files). Paths are absolute inside the
- * sandbox, or relative to /workspace. Errors: NotFoundError (no such file or
- * parent), BadRequestError (a directory where a file is wanted, or the
- * reverse; a path with NUL), ConflictError (the destination exists),
- * TooLargeError (over the server's upload cap), NoSpaceError, and
- * LeaseEndedError / SandboxStoppedError.
+ * Downloads, uploads and listings over a file API: a sandbox's (Files) or a
+ * volume's (VolumeFiles), whose routes are the same under their API path
+ * (`.../files`, `.../files/list`).
  */
-export class Files {
-  readonly #c: HttpClient;
-  readonly #base: string;
+export class FileTransfer {
+  protected readonly c: HttpClient;
+  protected readonly base: string;
 
-  /** Use sandbox.files. */
-  constructor(client: HttpClient, sandboxPath: string) {
-    this.#c = client;
-    this.#base = sandboxPath;
+  /** Use sandbox.files or client.volumeFiles(name). */
+  constructor(client: HttpClient, base: string) {
+    this.c = client;
+    this.base = base;
   }
 
-  #query(route: string, path: string, extra: Record<string, string> = {}): string {
-    return `${this.#base}/files${route}?${new URLSearchParams({ path, ...extra }).toString()}`;
+  protected query(route: string, path: string, extra: Record<string, string> = {}): string {
+    return `${this.base}/files${route}?${new URLSearchParams({ path, ...extra }).toString()}`;
+  }
+
+  /** Whether offset is the size of the file at path: a read from there gives nothing rather than RangeNotSatisfiableError. */
+  protected atEnd(_path: string, _offset: number, _opts: CallOptions): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  /** The listing's query, less path (Files adds depth). */
+  protected listQuery(opts: ListPageOptions): Record<string, string> {
+    const q: Record<string, string> = {};
+    if (opts.limit !== undefined) q["limit"] = String(Math.trunc(opts.limit));
+    if (opts.cursor) q["cursor"] = opts.cursor;
+    return q;
   }
 
   /**
@@ -146,9 +157,9 @@ export class Files {
     const headers = rangeHeader(path, opts);
     let resp: Response;
     try {
-      resp = await this.#c.request("GET", this.#query("", path), { accept: "application/octet-stream", signal: opts.signal, headers });
+      resp = await this.c.request("GET", this.query("", path), { accept: "application/octet-stream", signal: opts.signal, headers });
     } catch (err) {
-      if (err instanceof RangeNotSatisfiableError && offset > 0 && (await this.stat(path, opts)).size === offset) {
+      if (err instanceof RangeNotSatisfiableError && offset > 0 && (await this.atEnd(path, offset, opts))) {
         return emptyStream(); // at the end: nothing left
       }
       throw err;
@@ -183,7 +194,7 @@ export class Files {
   /** A regular file's whole content (or a part of it: opts.offset, opts.length), as bytes. */
   async readFile(path: string, opts: ReadOptions = {}): Promise<Uint8Array> {
     if (opts.offset === undefined && opts.length === undefined) {
-      const resp = await this.#c.request("GET", this.#query("", path), { accept: "application/octet-stream", signal: opts.signal });
+      const resp = await this.c.request("GET", this.query("", path), { accept: "application/octet-stream", signal: opts.signal });
       return new Uint8Array(await resp.arrayBuffer());
     }
     return new Uint8Array(await new Response(await this.open(path, opts)).arrayBuffer());
@@ -202,7 +213,7 @@ export class Files {
    * and owned by the sandbox user; a replaced one keeps its mode and owner.
    */
   async write(path: string, data: FileData, opts: CallOptions = {}): Promise<FileInfo> {
-    const resp = await this.#c.request("PUT", this.#query("", path), {
+    const resp = await this.c.request("PUT", this.query("", path), {
       body: toBody(data),
       contentType: "application/octet-stream",
       accept: "application/json",
@@ -216,6 +227,64 @@ export class Files {
     return this.write(path, data, opts);
   }
 
+  /** Every entry of a listing, following its pages (list). */
+  protected async listAll(path: string, opts: ListOptions): Promise<FileInfo[]> {
+    const out: FileInfo[] = [];
+    let cursor: string | undefined;
+    let read = 0;
+    for (;;) {
+      const page = await this.page(path, { ...opts, limit: MAX_LIST_LIMIT, cursor });
+      out.push(...page.entries);
+      if (!page.truncated) return out;
+      for (const e of page.entries) read += e.path.length + e.name.length + (e.target?.length ?? 0) + 128;
+      if (read > MAX_LIST_BYTES) {
+        throw new WithRuntimeError(`withruntime: listing ${path}: over ${out.length} entries, more than list holds; walk it with entries`);
+      }
+      cursor = page.next;
+    }
+  }
+
+  /** One page of a listing (listPage). */
+  protected async page(path: string, opts: ListPageOptions): Promise<FileListPage> {
+    const page = await this.c.json<FileListPage>("GET", this.query("/list", path, this.listQuery(opts)), undefined, opts.signal);
+    page.entries ??= [];
+    if (page.truncated && (page.entries.length === 0 || !page.next || page.next === opts.cursor)) {
+      throw new WithRuntimeError(
+        `withruntime: listing ${path}: a page that does not move the listing forward (was the sandbox's agent replaced from inside?)`,
+      );
+    }
+    return page;
+  }
+
+  /** Every entry of a listing, a page at a time as the iteration goes (entries). */
+  protected async *walk(path: string, opts: ListOptions): AsyncGenerator<FileInfo, void, undefined> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.page(path, { ...opts, limit: MAX_LIST_LIMIT, cursor });
+      yield* page.entries;
+      if (!page.truncated) return;
+      cursor = page.next;
+    }
+  }
+}
+
+/**
+ * The file API of one sandbox (sandbox.files). Paths are absolute inside the
+ * sandbox, or relative to /workspace. Errors: NotFoundError (no such file or
+ * parent), BadRequestError (a directory where a file is wanted, or the
+ * reverse; a path with NUL), ConflictError (the destination exists),
+ * TooLargeError (over the server's upload cap), NoSpaceError, and
+ * LeaseEndedError / SandboxStoppedError.
+ */
+export class Files extends FileTransfer {
+  protected override async atEnd(path: string, offset: number, opts: CallOptions): Promise<boolean> {
+    return (await this.stat(path, opts)).size === offset;
+  }
+
+  protected override listQuery(opts: ListPageOptions): Record<string, string> {
+    return { depth: String(Math.max(1, Math.trunc(opts.depth ?? 1))), ...super.listQuery(opts) };
+  }
+
   /**
    * Lists a directory ("" for /workspace) down to opts.depth levels (default
    * 1: its direct children), every entry, in listing order: by path compared
@@ -225,20 +294,8 @@ export class Files {
    * holding at most about 256 MiB of entries; walk a larger listing with
    * entries.
    */
-  async list(path = "", opts: ListOptions = {}): Promise<FileInfo[]> {
-    const out: FileInfo[] = [];
-    let cursor: string | undefined;
-    let read = 0;
-    for (;;) {
-      const page = await this.listPage(path, { ...opts, limit: MAX_LIST_LIMIT, cursor });
-      out.push(...page.entries);
-      if (!page.truncated) return out;
-      for (const e of page.entries) read += e.path.length + e.name.length + (e.target?.length ?? 0) + 128;
-      if (read > MAX_LIST_BYTES) {
-        throw new WithRuntimeError(`withruntime: listing ${path}: over ${out.length} entries, more than list holds; walk it with files.entries`);
-      }
-      cursor = page.next;
-    }
+  list(path = "", opts: ListOptions = {}): Promise<FileInfo[]> {
+    return this.listAll(path, opts);
   }
 
   /**
@@ -249,18 +306,8 @@ export class Files {
    * BadRequestError for a cursor no listing gave, a depth or limit out of
    * range, or a path that is not a directory.
    */
-  async listPage(path = "", opts: ListPageOptions = {}): Promise<FileListPage> {
-    const q: Record<string, string> = { depth: String(Math.max(1, Math.trunc(opts.depth ?? 1))) };
-    if (opts.limit !== undefined) q["limit"] = String(Math.trunc(opts.limit));
-    if (opts.cursor) q["cursor"] = opts.cursor;
-    const page = await this.#c.json<FileListPage>("GET", this.#query("/list", path, q), undefined, opts.signal);
-    page.entries ??= [];
-    if (page.truncated && (page.entries.length === 0 || !page.next || page.next === opts.cursor)) {
-      throw new WithRuntimeError(
-        `withruntime: listing ${path}: a page that does not move the listing forward (was the sandbox's agent replaced from inside?)`,
-      );
-    }
-    return page;
+  listPage(path = "", opts: ListPageOptions = {}): Promise<FileListPage> {
+    return this.page(path, opts);
   }
 
   /**
@@ -268,43 +315,64 @@ export class Files {
    * at a time as the iteration goes (for await), so a directory of any size
    * is walked in bounded memory.
    */
-  async *entries(path = "", opts: ListOptions = {}): AsyncGenerator<FileInfo, void, undefined> {
-    let cursor: string | undefined;
-    for (;;) {
-      const page = await this.listPage(path, { ...opts, limit: MAX_LIST_LIMIT, cursor });
-      yield* page.entries;
-      if (!page.truncated) return;
-      cursor = page.next;
-    }
+  entries(path = "", opts: ListOptions = {}): AsyncGenerator<FileInfo, void, undefined> {
+    return this.walk(path, opts);
   }
 
   /** Describes one path (a symlink itself, not its target). */
   stat(path: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("GET", this.#query("/stat", path), undefined, opts.signal);
+    return this.c.json<FileInfo>("GET", this.query("/stat", path), undefined, opts.signal);
   }
 
   /** Removes a file, a symlink or an empty directory. */
   async remove(path: string, opts: CallOptions = {}): Promise<void> {
-    await this.#c.json("DELETE", this.#query("", path), undefined, opts.signal);
+    await this.c.json("DELETE", this.query("", path), undefined, opts.signal);
   }
 
   /** Removes path and, if it is a directory, everything in it. The server refuses / and /workspace themselves. */
   async removeAll(path: string, opts: CallOptions = {}): Promise<void> {
-    await this.#c.json("DELETE", this.#query("", path, { recursive: "true" }), undefined, opts.signal);
+    await this.c.json("DELETE", this.query("", path, { recursive: "true" }), undefined, opts.signal);
   }
 
   /** Creates one directory owned by the sandbox user; its parent must exist. */
   mkdir(path: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("POST", `${this.#base}/files/mkdir`, { path } satisfies Schemas["MkdirRequest"], opts.signal);
+    return this.c.json<FileInfo>("POST", `${this.base}/files/mkdir`, { path } satisfies Schemas["MkdirRequest"], opts.signal);
   }
 
   /** Creates a directory and any missing parents, like mkdir -p; an existing directory is not an error. */
   mkdirAll(path: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("POST", `${this.#base}/files/mkdir`, { path, parents: true } satisfies Schemas["MkdirRequest"], opts.signal);
+    return this.c.json<FileInfo>("POST", `${this.base}/files/mkdir`, { path, parents: true } satisfies Schemas["MkdirRequest"], opts.signal);
   }
 
   /** Moves from to to, replacing to if it is a file and creating its missing parents, and returns to's description. */
   rename(from: string, to: string, opts: CallOptions = {}): Promise<FileInfo> {
-    return this.#c.json<FileInfo>("POST", `${this.#base}/files/rename`, { from, to } satisfies Schemas["RenameRequest"], opts.signal);
+    return this.c.json<FileInfo>("POST", `${this.base}/files/rename`, { from, to } satisfies Schemas["RenameRequest"], opts.signal);
+  }
+
+  /**
+   * Watches the directory path (absolute, or relative to /workspace; "" for
+   * /workspace) and, with opts.recursive, every directory under it, and
+   * resolves once the watch is in place: every change made after that is
+   * reported, however short-lived (a file created and removed at once is a
+   * create and a remove), from inotify inside the sandbox. A rename within
+   * the watch is one event with oldPath and path. Events wait in a queue of
+   * WATCH_QUEUE_EVENTS on the server for a client that reads slowly; past it
+   * an "overflow" event says how many were dropped. Changes another sandbox
+   * makes to a shared volume are not seen.
+   *
+   * ```ts
+   * await using w = await sbx.files.watch("src", { recursive: true });
+   * for await (const ev of w) {
+   *   if (ev.type === "rename") console.log(ev.oldPath, "->", ev.path);
+   * }
+   * ```
+   *
+   * Stop it with close(), `await using`, leaving the loop, or opts.signal
+   * (see FileWatch). Throws NotFoundError (no such directory),
+   * BadRequestError (not a directory; a recursive tree of more than 8192
+   * directories), LeaseEndedError / SandboxStoppedError.
+   */
+  watch(path = "", opts: WatchOptions = {}): Promise<FileWatch> {
+    return watch(this.c, this.base, path, opts);
   }
 }

@@ -41,7 +41,18 @@ export * from "./errors.js";
 export { eventData, stderrData, stdoutData, type Command, type ExecToOptions, type OutputSink } from "./exec.js";
 export { DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_RESPONSE_TIMEOUT_SECONDS } from "./wait.js";
 export { configured, deviceLogin, loginURL, DEFAULT_SERVER_URL, type SavedConnection } from "./login.js";
-export { Files, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type FileData, type ListOptions, type ListPageOptions, type ReadOptions } from "./files.js";
+export {
+  Files,
+  FileTransfer,
+  DEFAULT_LIST_LIMIT,
+  MAX_LIST_LIMIT,
+  type FileData,
+  type ListOptions,
+  type ListPageOptions,
+  type ReadOptions,
+} from "./files.js";
+export { FileWatch, WATCH_MAX_DIRS, WATCH_QUEUE_EVENTS, type WatchOptions } from "./watch.js";
+export { VolumeFiles, MAX_VOLUME_MOUNTS, MIN_VOLUME_MIB, type VolumeListPageOptions } from "./volumes.js";
 export { Client, ForkResult, Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
 export { MAX_FORK_COUNT, type ForkAnswer, type ForkOptions, type SnapshotListOptions, type SnapshotOptions } from "./snapshots.js";
 export {

@@ -22,6 +22,8 @@ import { HttpClient, type CallOptions, type ClientOptions } from "./http.js";
 import * as snapshots from "./snapshots.js";
 import type { ForkOptions, SnapshotListOptions, SnapshotOptions } from "./snapshots.js";
 import * as templates from "./templates.js";
+import * as vols from "./volumes.js";
+import { VolumeFiles } from "./volumes.js";
 import { Pty } from "./terminal.js";
 import type {
   BuildTemplateOptions,
@@ -41,6 +43,8 @@ import type {
   UploadTemplateOptions,
   UsageReport,
   UsageRow,
+  VolumeInfo,
+  VolumeMount,
 } from "./types.js";
 import { BOOT_WAIT, CHECKPOINT_WAIT, runWait } from "./wait.js";
 
@@ -99,11 +103,16 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
   /** Whether any request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
   autoResume?: boolean;
   /**
-   * The key's volumes (created with POST /v1/volumes) to mount, each at its
-   * absolute path, read-write unless readOnly; at most 8. Their files
-   * outlive the sandbox.
+   * The key's volumes (Client.createVolume) to mount, each at its absolute
+   * path, read-write unless readOnly (writes inside then fail with EROFS);
+   * at most 8, at paths apart from each other, not / and not in /proc,
+   * /sys, /dev, /run, /tmp or /etc, each a directory the template has (in
+   * the base template /data, /mnt or /srv: a sandbox never adds one to its
+   * template). Their files outlive the sandbox; several sandboxes may mount
+   * one volume at once. A sandbox with volumes starts cold (never from the
+   * warm pool). A volume that is not the key's is a NotFoundError.
    */
-  volumes?: CreateSandboxRequest["volumes"];
+  volumes?: VolumeMount[];
   /**
    * Start from this snapshot (its id, or its name among the key's
    * snapshots; see Sandbox.snapshot) instead of booting the template: its
@@ -690,6 +699,40 @@ export class Client extends HttpClient {
    */
   deleteSnapshot(ref: string, opts: CallOptions = {}): Promise<void> {
     return snapshots.deleteSnapshot(this, ref, opts.signal);
+  }
+
+  /**
+   * Makes the key's empty volume `name` (1 to 63 letters, digits, '.', '_',
+   * '-', starting with a letter or digit) of `sizeMiB` MiB (at least 16),
+   * a hard quota on its files, and resolves to it, ready to mount
+   * (`Sandbox.create({ volumes: [{ name, path: "/data" }] })`). Throws
+   * BadRequestError (a bad name or size), ConflictError (the key has a
+   * volume of that name), NoSpaceError (the key's disk quota or the host's
+   * disk; the message says which), UnsupportedError (the server's driver
+   * keeps no volumes: Kubernetes).
+   */
+  createVolume(name: string, sizeMiB: number, opts: CallOptions = {}): Promise<VolumeInfo> {
+    return vols.createVolume(this, name, sizeMiB, opts.signal);
+  }
+
+  /** The key's volumes by name, with the bytes their files take and the sandboxes that mount them (every key sees only its own). */
+  volumes(opts: CallOptions = {}): Promise<VolumeInfo[]> {
+    return vols.listVolumes(this, opts.signal);
+  }
+
+  /** The key's volume `name`. Throws NotFoundError (none, or another key's). */
+  getVolume(name: string, opts: CallOptions = {}): Promise<VolumeInfo> {
+    return vols.getVolume(this, name, opts.signal);
+  }
+
+  /** Deletes the key's volume `name` and its files, for good. Throws ConflictError while a sandbox that is not stopped (a paused one too) mounts it, naming them; NotFoundError. */
+  deleteVolume(name: string, opts: CallOptions = {}): Promise<void> {
+    return vols.deleteVolume(this, name, opts.signal);
+  }
+
+  /** The files of the key's volume `name`, without a sandbox (see VolumeFiles); nothing is asked of the server until a call. */
+  volumeFiles(name: string): VolumeFiles {
+    return new VolumeFiles(this, name);
   }
 
   /** The server's templates by name. Throws UnauthorizedError. */

@@ -93,6 +93,31 @@ export interface SecretInfo extends Schema<"Secret"> {}
  */
 export interface SnapshotInfo extends Schema<"Snapshot"> {}
 
+/**
+ * A volume: storage that outlives sandboxes, owned by the key that made it
+ * and named among its volumes. Its size in MiB is a hard quota on its files,
+ * counted in the key's disk quota and billed at the storage price; usedBytes
+ * and capacityBytes are bytes; mountedBy names the sandboxes (not stopped)
+ * that mount it. (Schema `Volume`.)
+ */
+export interface VolumeInfo extends Schema<"Volume"> {}
+
+/** A volume a sandbox mounts: its name, the absolute path inside the sandbox, and whether it is read-only. (Schema `VolumeMount`.) */
+export interface VolumeMount extends Schema<"VolumeMount"> {}
+
+/**
+ * One change a file watch reports (Files.watch): "create", "write"
+ * (contents changed), "remove", "rename" (`oldPath` to `path`), "chmod"
+ * (mode, owner or times changed) or "overflow" (`dropped` events were lost,
+ * 0 when the sandbox's kernel lost an unknown number); `path` is absolute
+ * inside the sandbox, `time` RFC 3339 UTC with nanoseconds. (Schema
+ * `WatchEvent`.)
+ */
+export interface WatchEvent extends Omit<Schema<"WatchEvent">, "type" | "code" | "message"> {
+  /** What happened. The stream's other lines never reach you: "ready" is read before Files.watch resolves, heartbeats are skipped, and an "error" line (with its code and message) is thrown as the APIError of its code. */
+  type: Exclude<Schemas["WatchEvent"]["type"], "ready" | "heartbeat" | "error">;
+}
+
 /** An API key as the server describes it; limits in micro-dollars per UTC day, quotas in MiB and sandboxes. (Schema `Key`.) */
 export interface KeyInfo extends Schema<"Key"> {}
 

@@ -123,6 +123,10 @@ export async function startServer(): Promise<TestServer> {
       const r = await fetch(`${url}/v1/sandboxes?state=running`, { headers: auth });
       const { sandboxes } = (await r.json()) as { sandboxes: { id: string }[] };
       await Promise.all(sandboxes.map((s) => fetch(`${url}/v1/sandboxes/${s.id}`, { method: "DELETE", headers: auth })));
+      // Volumes too: each holds a loop device and a mount on the host.
+      const v = await fetch(`${url}/v1/volumes`, { headers: auth });
+      const { volumes } = (await v.json()) as { volumes: { name: string }[] };
+      await Promise.all(volumes.map((x) => fetch(`${url}/v1/volumes/${encodeURIComponent(x.name)}`, { method: "DELETE", headers: auth })));
     } catch {
       // the server is gone already; below
     }

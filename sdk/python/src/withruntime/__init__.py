@@ -15,7 +15,9 @@ The server is found in ``WITHRUNTIME_URL`` / ``WITHRUNTIME_API_KEY``, else
 :class:`Client`. ``withruntime.tools`` gives a model the four Runtime tools;
 ``withruntime.templates`` says how to make templates from images and
 Dockerfiles; ``withruntime.terminal`` how to drive a program on a terminal
-(``sbx.pty``).
+(``sbx.pty``); ``withruntime.volumes`` what volumes are (storage that
+outlives sandboxes); ``withruntime.watch`` how ``sbx.files.watch`` reports
+changes.
 """
 
 from ._async import (
@@ -23,13 +25,26 @@ from ._async import (
     AsyncExecStream,
     AsyncFileReader,
     AsyncFiles,
+    AsyncFileWatch,
     AsyncForkResult,
     AsyncPty,
     AsyncSandbox,
     AsyncTerminal,
+    AsyncVolumeFiles,
 )
 from ._config import ENV_API_KEY, ENV_URL, config_path
-from ._sync import Client, ExecStream, FileReader, Files, ForkResult, Pty, Sandbox, Terminal
+from ._sync import (
+    Client,
+    ExecStream,
+    FileReader,
+    Files,
+    FileWatch,
+    ForkResult,
+    Pty,
+    Sandbox,
+    Terminal,
+    VolumeFiles,
+)
 from .code import (
     CODE_INTERPRETER_TEMPLATE,
     DEFAULT_CODE_TIMEOUT_SECONDS,
@@ -107,6 +122,8 @@ from .types import (
     UsageTrial,
     VolumeMount,
 )
+from .volumes import MAX_VOLUME_MOUNTS, MIN_VOLUME_MIB, VolumeInfo
+from .watch import WATCH_MAX_DIRS, WATCH_QUEUE_EVENTS, WatchEvent
 
 __version__ = "0.1.0"
 
@@ -136,6 +153,16 @@ __all__ = [
     "DEFAULT_TERM",
     "SandboxInfo",
     "VolumeMount",
+    "VolumeInfo",
+    "VolumeFiles",
+    "AsyncVolumeFiles",
+    "MIN_VOLUME_MIB",
+    "MAX_VOLUME_MOUNTS",
+    "FileWatch",
+    "AsyncFileWatch",
+    "WatchEvent",
+    "WATCH_QUEUE_EVENTS",
+    "WATCH_MAX_DIRS",
     "ExecResult",
     "Event",
     "ErrorInfo",

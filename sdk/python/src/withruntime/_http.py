@@ -15,6 +15,7 @@ import httpx
 
 from .errors import APIError, WithRuntimeError, api_error, status_of_code
 from .types import NetworkPolicy
+from .volumes import VolumeMountArg, mounts_body
 
 NDJSON = "application/x-ndjson"
 OCTET = "application/octet-stream"
@@ -109,6 +110,7 @@ def create_body(
     on_lease_end: str | None = None,
     auto_resume: bool | None = None,
     snapshot: str | None = None,
+    volumes: Sequence[VolumeMountArg] | None = None,
 ) -> dict[str, Any]:
     """The body of POST /v1/sandboxes. Unset (None) fields are left out and
     take the server's defaults. ``network`` is sent only when it differs
@@ -129,6 +131,7 @@ def create_body(
             "onLeaseEnd": on_lease_end or None,
             "autoResume": bool(auto_resume) if auto_resume is not None else None,
             "snapshot": snapshot or None,
+            "volumes": mounts_body(volumes) if volumes else None,
         }
     )
     if network is not None:
@@ -307,6 +310,7 @@ _CREATE_OPTIONS = (
     "max_cost_micros",
     "on_lease_end",
     "auto_resume",
+    "volumes",
 )
 
 

@@ -120,6 +120,9 @@ class Template:
     #: Where a template made from an image or a Dockerfile came from; None
     #: for one built from a built-in recipe (``base``).
     origin: TemplateOrigin | None = None
+    #: True when the template is the key's that made it: no other key sees,
+    #: boots, builds from or deletes it; False when every key shares it.
+    private: bool = False
     #: For a warm template, what its sandboxes run before they are handed
     #: out (``code-interpreter``'s: its kernel); None otherwise.
     start: TemplateStart | None = None
@@ -134,6 +137,7 @@ class Template:
             created_at=parse_time(d.get("createdAt")),
             size_bytes=int(d.get("sizeBytes", 0) or 0),
             origin=TemplateOrigin.from_dict(o) if isinstance(o, Mapping) else None,
+            private=bool(d.get("private", False)),
             start=TemplateStart.from_dict(st) if isinstance(st, Mapping) else None,
             _raw=dict(d),
         )

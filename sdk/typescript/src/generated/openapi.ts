@@ -1276,7 +1276,8 @@ export interface paths {
         };
         /**
          * List templates
-         * @description Lists the templates built on this server, sorted by name. A server
+         * @description Lists the templates built on this server that the key may use (the
+         *     shared ones and its own private ones), sorted by name. A server
          *     with `--driver kubernetes` lists the templates in its registry
          *     instead: the repositories under its template image prefix that the
          *     registry's catalog API (`GET /v2/_catalog`) names, each resolved
@@ -1292,8 +1293,15 @@ export interface paths {
         put?: never;
         /**
          * Make a template from a container image or a Dockerfile
-         * @description Makes the new template `name` from a linux/amd64 container image
-         *     (admin keys only). Either a JSON body names an image in a registry
+         * @description Makes the new template `name` from a linux/amd64 container image.
+         *     With `private` (the JSON field, or `?private=true` for an upload or a
+         *     Dockerfile build) the template is the key's only: no other key lists
+         *     it, gets it, boots sandboxes from it, builds `FROM` it or deletes it
+         *     (each answers as for a missing template), and `Template.private`
+         *     says so. A key with a daily spending limit (a tenant key) makes only
+         *     private templates, at most 16 (429 `quota_exceeded` past them;
+         *     delete one first); a key without a limit makes shared ones unless it
+         *     asks. Either a JSON body names an image in a registry
          *     the server can reach (pulled with the registry credentials of the
          *     user the server runs as: its docker config), or the body is the
          *     image itself, a `docker save` tarball (`Content-Type:
@@ -1373,7 +1381,8 @@ export interface paths {
         };
         /**
          * Get a template
-         * @description One template, with its origin when it was made from an image. A
+         * @description One template, with its origin when it was made from an image
+         *     (another key's private template answers 404, as a missing one). A
          *     server with `--driver kubernetes` answers from the template's image
          *     in its registry (the `template.json` that `withruntime template push`
          *     put in its label), resolved as creates resolve it and cached.
@@ -1383,7 +1392,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a template
-         * @description Deletes a template (admin keys only). Refused with 409 while sandboxes that are starting or running use it, or while the warm pool serves it; a create racing the delete fails. A server with `--driver kubernetes` refuses every delete with 409 (its templates are images in a registry; delete the image there).
+         * @description Deletes a template. A key deletes the templates private to it; a shared one only a key without a daily spending limit deletes (403 for a tenant key); another key's private template answers 404, as a missing one. Refused with 409 while sandboxes that are starting, running or paused use it, or while the warm pool serves it; a create racing the delete fails. A server with `--driver kubernetes` refuses every delete with 409 (its templates are images in a registry; delete the image there).
          */
         delete: operations["deleteTemplate"];
         options?: never;
@@ -2583,6 +2592,8 @@ export interface components {
              */
             sizeBytes: number;
             origin?: components["schemas"]["TemplateOrigin"];
+            /** @description The template is the key's that made it; no other key sees, boots, builds from or deletes it (absent when it is shared by every key of the server). */
+            private?: boolean;
             start?: components["schemas"]["TemplateStart"];
         };
         /**
@@ -2628,6 +2639,8 @@ export interface components {
             name: string;
             /** @description A registry image, `[HOST[:PORT]/]REPO[:TAG|@sha256:DIGEST]`, linux/amd64. */
             fromImage: string;
+            /** @description The template is the key's only (`Template.private`); a key with a daily spending limit makes only private templates. */
+            private?: boolean;
             start?: components["schemas"]["TemplateStart"];
         };
         /** @description One line of the NDJSON stream of POST /v1/templates. */
@@ -2834,7 +2847,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The key has a daily spending limit, and such keys may not manage keys or templates (`forbidden`). */
+        /** @description The key has a daily spending limit, and such keys may not manage keys or the server's shared templates (`forbidden`). */
         AdminOnly: {
             headers: {
                 [name: string]: unknown;
@@ -4942,6 +4955,8 @@ export interface operations {
                 readyTimeoutSeconds?: number;
                 /** @description Start the default code context's kernel before the warm image is saved (TemplateStart.kernel). */
                 startKernel?: boolean;
+                /** @description An upload's or a Dockerfile build's template is the key's only (see `Template.private`; a tenant key's always are). */
+                private?: boolean;
             };
             header?: never;
             path?: never;
@@ -4974,10 +4989,18 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["AdminOnly"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            /** @description A tenant key already holds 16 templates (`quota_exceeded`); delete one first. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["Internal"];
         };
     };

@@ -38,16 +38,18 @@ from ..types import (
     UsageReport,
     UsageRow,
 )
+from ..volumes import VolumeMountArg
 from ._code import AsyncCodeInterpreterMixin
 from ._files import AsyncFiles
 from ._pty import AsyncPty
 from ._snapshots import AsyncSandboxSnapshotsMixin, AsyncSnapshotsMixin
 from ._templates import AsyncTemplatesMixin
+from ._volumes import AsyncVolumesMixin
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
 
-class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin):
+class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin, AsyncVolumesMixin):
     """A connection to one Runtime server. Safe to share between threads.
 
     ``Client()`` finds the server in ``base_url``/``api_key``, else
@@ -72,7 +74,10 @@ class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin):
     Templates (root filesystems from images and Dockerfiles) are managed
     with the template methods (see :mod:`withruntime.templates`); snapshots
     with :meth:`snapshots`, :meth:`get_snapshot` and :meth:`delete_snapshot`
-    (taken with :meth:`Sandbox.snapshot`).
+    (taken with :meth:`Sandbox.snapshot`); volumes, storage that outlives
+    sandboxes, with :meth:`create_volume`, :meth:`volumes`,
+    :meth:`get_volume`, :meth:`delete_volume` and :meth:`volume_files` (see
+    :mod:`withruntime.volumes`).
 
     :class:`~withruntime.AsyncClient` is its asyncio twin (an
     ``httpx.AsyncClient`` underneath): the same methods, awaited, and
@@ -128,6 +133,7 @@ class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin):
         on_lease_end: str | None = None,
         auto_resume: bool | None = None,
         snapshot: str | None = None,
+        volumes: Sequence[VolumeMountArg] | None = None,
     ) -> AsyncSandbox:
         """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
         body = _http.create_body(
@@ -144,6 +150,7 @@ class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin):
             on_lease_end=on_lease_end,
             auto_resume=auto_resume,
             snapshot=snapshot,
+            volumes=volumes,
         )
         info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body, wait=_wait.BOOT_WAIT))
         return AsyncSandbox(self, info.id, info)
@@ -461,6 +468,7 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
         on_lease_end: str | None = None,
         auto_resume: bool | None = None,
         snapshot: str | None = None,
+        volumes: Sequence[VolumeMountArg] | None = None,
         client: AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -496,6 +504,18 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
         theirs. A snapshot that is not found (or is another key's) raises
         NotFoundError.
 
+        ``volumes`` mounts the key's volumes (:meth:`Client.create_volume`),
+        each a :class:`~withruntime.VolumeMount` (``VolumeMount("cache",
+        "/cache", read_only=True)``) or its dict (``{"name", "path",
+        "readOnly"}``); at most 8, at absolute paths apart from each other,
+        not ``/`` and not in /proc, /sys, /dev, /run, /tmp or /etc, each a
+        directory the template has (in the base template /data, /mnt or
+        /srv: a sandbox never adds one to its template). Their
+        files outlive the sandbox (see :mod:`withruntime.volumes`). A
+        sandbox with volumes starts cold (never from the server's warm
+        pool). A volume that is not the key's raises NotFoundError; one
+        being created, deleted or damaged ConflictError.
+
         The server is ``client``'s, else the one found by ``Client(base_url,
         api_key)``. Raises BadRequestError (invalid options, unknown
         template or secret), CostCapError, SpendingLimitError (the key's
@@ -519,6 +539,7 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
                 on_lease_end=on_lease_end,
                 auto_resume=auto_resume,
                 snapshot=snapshot,
+                volumes=volumes,
             )
         except BaseException:
             if owns:

@@ -1,5 +1,7 @@
-"""The file API of a sandbox (``sbx.files``): Files and AsyncFiles;
-``_sync/_files.py`` is generated from ``_async/_files.py`` (see _client.py). A download's reader is
+"""The file API of a sandbox (``sbx.files``): Files and AsyncFiles, over
+FileTransfer and AsyncFileTransfer (downloads, uploads and listings, which a
+volume's files share: ``_volumes.py``); ``_sync/_files.py`` is generated
+from ``_async/_files.py`` (see _client.py). A download's reader is
 flavour-specific and hand-written: FileReader (a binary file object) in
 _io_sync.py, AsyncFileReader (``async for``) in _io_async.py."""
 
@@ -15,25 +17,27 @@ from .. import _io_async as _io
 from .._io_async import AsyncFileReader
 from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
 from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
+from ..watch import watch_params
+from ._watch import AsyncFileWatch
 
 if TYPE_CHECKING:
     from ._base import AsyncSandboxHandle
 
-__all__ = ["AsyncFiles"]
+__all__ = ["AsyncFiles", "AsyncFileTransfer"]
 
 
-class AsyncFiles:
-    """The file API of one sandbox (``sbx.files``). Paths are absolute inside
-    the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
-    file or parent), BadRequestError (a directory where a file is wanted, or
-    the reverse), ConflictError, TooLargeError, NoSpaceError, and
-    LeaseEndedError / SandboxStoppedError. The async one's methods are
-    awaited; its :meth:`open` gives an AsyncFileReader (``async for``), its
-    :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
-    may be async."""
+class AsyncFileTransfer:
+    """Downloads, uploads and listings over a file API: a sandbox's
+    (:class:`Files`) or a volume's (:class:`VolumeFiles`), whose routes are
+    the same under their handle's path (``.../files``, ``.../files/list``)."""
 
-    def __init__(self, sandbox: AsyncSandboxHandle) -> None:
-        self._s = sandbox
+    def __init__(self, handle: AsyncSandboxHandle) -> None:
+        self._s = handle
+
+    async def _at_end(self, path: str, offset: int) -> bool:
+        """Whether ``offset`` is the size of the file at ``path`` (a read
+        from there gives nothing rather than RangeNotSatisfiableError)."""
+        return False
 
     def _q(self, path: str, **extra: str) -> list[tuple[str, str]]:
         return [("path", path), *extra.items()]
@@ -63,7 +67,7 @@ class AsyncFiles:
                 stream=True,
             )
         except RangeNotSatisfiableError:
-            if offset and (await self.stat(path)).size == offset:
+            if offset and await self._at_end(path, offset):
                 return AsyncFileReader(None, path)  # at the end: nothing left
             raise
         try:
@@ -130,6 +134,54 @@ class AsyncFiles:
         """Writes ``text`` to the file at ``path`` in ``encoding``."""
         return await self.write(path, text.encode(encoding))
 
+    # listing
+
+    async def _list_page(self, path: str, q: builtins.list[tuple[str, str]], cursor: str | None) -> FileListPage:
+        page = FileListPage.from_dict(await self._s._client._json("GET", self._s._path("/files/list"), params=q) or {})
+        _files.check_page(path, page, cursor)
+        return page
+
+    async def _list_all(self, path: str, depth: int) -> builtins.list[FileInfo]:
+        out: builtins.list[FileInfo] = []
+        cursor, read = None, 0
+        while True:
+            page = await self._page(path, depth, MAX_LIST_LIMIT, cursor)
+            out.extend(page.entries)
+            if not page.truncated:
+                return out
+            read += _files.page_bytes(page)
+            if read > _files.MAX_LIST_BYTES:
+                raise _files.over_list_cap(path, len(out))
+            cursor = page.next
+
+    async def _entries(self, path: str, depth: int) -> AsyncIterator[FileInfo]:
+        cursor = None
+        while True:
+            page = await self._page(path, depth, MAX_LIST_LIMIT, cursor)
+            for e in page.entries:
+                yield e
+            if not page.truncated:
+                return
+            cursor = page.next
+
+    async def _page(self, path: str, depth: int, limit: int | None, cursor: str | None) -> FileListPage:
+        q = _files.list_params(path, depth, limit, cursor)
+        return await self._list_page(path, q, cursor)
+
+
+class AsyncFiles(AsyncFileTransfer):
+    """The file API of one sandbox (``sbx.files``). Paths are absolute inside
+    the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
+    file or parent), BadRequestError (a directory where a file is wanted, or
+    the reverse), ConflictError, TooLargeError, NoSpaceError, and
+    LeaseEndedError / SandboxStoppedError. The async one's methods are
+    awaited; its :meth:`open` gives an AsyncFileReader (``async for``), its
+    :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
+    may be async."""
+
+    async def _at_end(self, path: str, offset: int) -> bool:
+        return (await self.stat(path)).size == offset
+
     # directories and metadata
 
     async def list(self, path: str = "", depth: int = 1) -> builtins.list[FileInfo]:
@@ -139,17 +191,7 @@ class AsyncFiles:
         then its next sibling; at depth 1, by name). It follows the server's
         pages (:meth:`list_page`) to the last, holding at most about 256 MiB
         of entries; walk a larger listing with :meth:`entries`."""
-        out: builtins.list[FileInfo] = []
-        cursor, read = None, 0
-        while True:
-            page = await self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
-            out.extend(page.entries)
-            if not page.truncated:
-                return out
-            read += _files.page_bytes(page)
-            if read > _files.MAX_LIST_BYTES:
-                raise _files.over_list_cap(path, len(out))
-            cursor = page.next
+        return await self._list_all(path, depth)
 
     async def list_page(
         self, path: str = "", depth: int = 1, limit: int | None = None, cursor: str | None = None
@@ -160,23 +202,13 @@ class AsyncFiles:
         the page before. Raises BadRequestError for a cursor no listing
         gave, a depth or limit out of range, or a path that is not a
         directory."""
-        q = _files.list_params(path, depth, limit, cursor)
-        page = FileListPage.from_dict(await self._s._client._json("GET", self._s._path("/files/list"), params=q) or {})
-        _files.check_page(path, page, cursor)
-        return page
+        return await self._page(path, depth, limit, cursor)
 
-    async def entries(self, path: str = "", depth: int = 1) -> AsyncIterator[FileInfo]:
+    def entries(self, path: str = "", depth: int = 1) -> AsyncIterator[FileInfo]:
         """Every entry of a directory's listing (as :meth:`list`), fetched a
         page of 10000 at a time as the iteration goes, so a directory of any
         size is walked in bounded memory."""
-        cursor = None
-        while True:
-            page = await self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
-            for e in page.entries:
-                yield e
-            if not page.truncated:
-                return
-            cursor = page.next
+        return self._entries(path, depth)
 
     async def stat(self, path: str) -> FileInfo:
         """Describes one path (a symlink itself, not its target)."""
@@ -218,3 +250,36 @@ class AsyncFiles:
         return FileInfo.from_dict(
             await self._s._client._json("POST", self._s._path("/files/rename"), {"from": src, "to": dst})
         )
+
+    # watching
+
+    @_io.context_factory
+    async def watch(self, path: str = "", recursive: bool = False) -> AsyncFileWatch:
+        """Watches the directory ``path`` (absolute, or relative to
+        /workspace; ``""`` for /workspace) and, with ``recursive``, every
+        directory under it, and returns once the watch is in place: every
+        change made after it returns is reported, however short-lived, from
+        inotify inside the sandbox (see :mod:`withruntime.watch`)::
+
+            with sbx.files.watch("data", recursive=True) as w:
+                for ev in w:
+                    if ev.type == "rename":
+                        print(ev.old_path, "->", ev.path)
+
+        (async: ``async with sbx.files.watch(...) as w`` and ``async for``,
+        or ``w = await sbx.files.watch(...)``.) Stop it with ``close()``
+        (``aclose()``) or the ``with`` block. Raises NotFoundError (no such
+        directory), BadRequestError (not a directory; a recursive tree of
+        more than 8192 directories), LeaseEndedError /
+        SandboxStoppedError."""
+        c = self._s._client
+        resp = await c._send(
+            "GET", self._s._path("/files/watch"), params=watch_params(path, recursive), accept=_http.NDJSON, stream=True
+        )
+        w = AsyncFileWatch(c.base_url, resp)
+        try:
+            await w._start()
+        except BaseException:
+            await w.aclose()
+            raise
+        return w

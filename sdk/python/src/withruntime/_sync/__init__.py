@@ -7,16 +7,19 @@ Sandbox, ...) is generated from it by ``sdk/python/scripts/generate.sh``.
 Modules, bottom to top: ``_base`` (what the features need of the
 client, as protocols), ``_files`` (the file API), ``_code`` (the code
 interpreter's methods), ``_templates`` (the template methods), then
-``_pty`` (terminals), ``_snapshots`` (snapshots and fork), then ``_client`` (the client, the sandbox handle and
-the exec stream), which uses them."""
+``_watch`` (a file watch) under ``_files``, ``_volumes`` (volumes and their
+files) over it, ``_pty`` (terminals), ``_snapshots`` (snapshots and fork), then ``_client`` (the client, the sandbox
+handle and the exec stream), which uses them."""
 
 from .._io_sync import FileReader
 from ._client import Client, ExecStream, Sandbox
 from ._code import CodeInterpreterMixin
-from ._files import Files
+from ._files import Files, FileTransfer
 from ._pty import Pty, Terminal
 from ._snapshots import ForkResult, SandboxSnapshotsMixin, SnapshotsMixin
 from ._templates import TemplatesMixin
+from ._volumes import VolumeFiles, VolumesMixin
+from ._watch import FileWatch
 
 __all__ = [
     "Client",
@@ -31,4 +34,8 @@ __all__ = [
     "ForkResult",
     "SnapshotsMixin",
     "SandboxSnapshotsMixin",
+    "FileTransfer",
+    "FileWatch",
+    "VolumeFiles",
+    "VolumesMixin",
 ]

@@ -1,7 +1,9 @@
 # GENERATED from withruntime/_async/_files.py by sdk/python/scripts/generate.sh (unasync); do not edit.
 # Change the async source and run sdk/python/scripts/generate.sh to regenerate.
-"""The file API of a sandbox (``sbx.files``): Files and AsyncFiles;
-``_sync/_files.py`` is generated from ``_async/_files.py`` (see _client.py). A download's reader is
+"""The file API of a sandbox (``sbx.files``): Files and AsyncFiles, over
+FileTransfer and AsyncFileTransfer (downloads, uploads and listings, which a
+volume's files share: ``_volumes.py``); ``_sync/_files.py`` is generated
+from ``_async/_files.py`` (see _client.py). A download's reader is
 flavour-specific and hand-written: FileReader (a binary file object) in
 _io_sync.py, AsyncFileReader (``async for``) in _io_async.py."""
 
@@ -17,25 +19,27 @@ from .. import _io_sync as _io
 from .._io_sync import FileReader
 from ..errors import NotFoundError, RangeNotSatisfiableError, WithRuntimeError
 from ..types import MAX_LIST_LIMIT, FileInfo, FileListPage
+from ..watch import watch_params
+from ._watch import FileWatch
 
 if TYPE_CHECKING:
     from ._base import SandboxHandle
 
-__all__ = ["Files"]
+__all__ = ["Files", "FileTransfer"]
 
 
-class Files:
-    """The file API of one sandbox (``sbx.files``). Paths are absolute inside
-    the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
-    file or parent), BadRequestError (a directory where a file is wanted, or
-    the reverse), ConflictError, TooLargeError, NoSpaceError, and
-    LeaseEndedError / SandboxStoppedError. The async one's methods are
-    awaited; its :meth:`open` gives an AsyncFileReader (``async for``), its
-    :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
-    may be async."""
+class FileTransfer:
+    """Downloads, uploads and listings over a file API: a sandbox's
+    (:class:`Files`) or a volume's (:class:`VolumeFiles`), whose routes are
+    the same under their handle's path (``.../files``, ``.../files/list``)."""
 
-    def __init__(self, sandbox: SandboxHandle) -> None:
-        self._s = sandbox
+    def __init__(self, handle: SandboxHandle) -> None:
+        self._s = handle
+
+    def _at_end(self, path: str, offset: int) -> bool:
+        """Whether ``offset`` is the size of the file at ``path`` (a read
+        from there gives nothing rather than RangeNotSatisfiableError)."""
+        return False
 
     def _q(self, path: str, **extra: str) -> list[tuple[str, str]]:
         return [("path", path), *extra.items()]
@@ -65,7 +69,7 @@ class Files:
                 stream=True,
             )
         except RangeNotSatisfiableError:
-            if offset and (self.stat(path)).size == offset:
+            if offset and self._at_end(path, offset):
                 return FileReader(None, path)  # at the end: nothing left
             raise
         try:
@@ -132,6 +136,54 @@ class Files:
         """Writes ``text`` to the file at ``path`` in ``encoding``."""
         return self.write(path, text.encode(encoding))
 
+    # listing
+
+    def _list_page(self, path: str, q: builtins.list[tuple[str, str]], cursor: str | None) -> FileListPage:
+        page = FileListPage.from_dict(self._s._client._json("GET", self._s._path("/files/list"), params=q) or {})
+        _files.check_page(path, page, cursor)
+        return page
+
+    def _list_all(self, path: str, depth: int) -> builtins.list[FileInfo]:
+        out: builtins.list[FileInfo] = []
+        cursor, read = None, 0
+        while True:
+            page = self._page(path, depth, MAX_LIST_LIMIT, cursor)
+            out.extend(page.entries)
+            if not page.truncated:
+                return out
+            read += _files.page_bytes(page)
+            if read > _files.MAX_LIST_BYTES:
+                raise _files.over_list_cap(path, len(out))
+            cursor = page.next
+
+    def _entries(self, path: str, depth: int) -> Iterator[FileInfo]:
+        cursor = None
+        while True:
+            page = self._page(path, depth, MAX_LIST_LIMIT, cursor)
+            for e in page.entries:
+                yield e
+            if not page.truncated:
+                return
+            cursor = page.next
+
+    def _page(self, path: str, depth: int, limit: int | None, cursor: str | None) -> FileListPage:
+        q = _files.list_params(path, depth, limit, cursor)
+        return self._list_page(path, q, cursor)
+
+
+class Files(FileTransfer):
+    """The file API of one sandbox (``sbx.files``). Paths are absolute inside
+    the sandbox, or relative to ``/workspace``. Raises NotFoundError (no such
+    file or parent), BadRequestError (a directory where a file is wanted, or
+    the reverse), ConflictError, TooLargeError, NoSpaceError, and
+    LeaseEndedError / SandboxStoppedError. The async one's methods are
+    awaited; its :meth:`open` gives an AsyncFileReader (``async for``), its
+    :meth:`entries` is ``async for``, and ``dst.write`` and upload sources
+    may be async."""
+
+    def _at_end(self, path: str, offset: int) -> bool:
+        return (self.stat(path)).size == offset
+
     # directories and metadata
 
     def list(self, path: str = "", depth: int = 1) -> builtins.list[FileInfo]:
@@ -141,17 +193,7 @@ class Files:
         then its next sibling; at depth 1, by name). It follows the server's
         pages (:meth:`list_page`) to the last, holding at most about 256 MiB
         of entries; walk a larger listing with :meth:`entries`."""
-        out: builtins.list[FileInfo] = []
-        cursor, read = None, 0
-        while True:
-            page = self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
-            out.extend(page.entries)
-            if not page.truncated:
-                return out
-            read += _files.page_bytes(page)
-            if read > _files.MAX_LIST_BYTES:
-                raise _files.over_list_cap(path, len(out))
-            cursor = page.next
+        return self._list_all(path, depth)
 
     def list_page(
         self, path: str = "", depth: int = 1, limit: int | None = None, cursor: str | None = None
@@ -162,23 +204,13 @@ class Files:
         the page before. Raises BadRequestError for a cursor no listing
         gave, a depth or limit out of range, or a path that is not a
         directory."""
-        q = _files.list_params(path, depth, limit, cursor)
-        page = FileListPage.from_dict(self._s._client._json("GET", self._s._path("/files/list"), params=q) or {})
-        _files.check_page(path, page, cursor)
-        return page
+        return self._page(path, depth, limit, cursor)
 
     def entries(self, path: str = "", depth: int = 1) -> Iterator[FileInfo]:
         """Every entry of a directory's listing (as :meth:`list`), fetched a
         page of 10000 at a time as the iteration goes, so a directory of any
         size is walked in bounded memory."""
-        cursor = None
-        while True:
-            page = self.list_page(path, depth, limit=MAX_LIST_LIMIT, cursor=cursor)
-            for e in page.entries:
-                yield e
-            if not page.truncated:
-                return
-            cursor = page.next
+        return self._entries(path, depth)
 
     def stat(self, path: str) -> FileInfo:
         """Describes one path (a symlink itself, not its target)."""
@@ -220,3 +252,36 @@ class Files:
         return FileInfo.from_dict(
             self._s._client._json("POST", self._s._path("/files/rename"), {"from": src, "to": dst})
         )
+
+    # watching
+
+    @_io.context_factory
+    def watch(self, path: str = "", recursive: bool = False) -> FileWatch:
+        """Watches the directory ``path`` (absolute, or relative to
+        /workspace; ``""`` for /workspace) and, with ``recursive``, every
+        directory under it, and returns once the watch is in place: every
+        change made after it returns is reported, however short-lived, from
+        inotify inside the sandbox (see :mod:`withruntime.watch`)::
+
+            with sbx.files.watch("data", recursive=True) as w:
+                for ev in w:
+                    if ev.type == "rename":
+                        print(ev.old_path, "->", ev.path)
+
+        (async: ``async with sbx.files.watch(...) as w`` and ``async for``,
+        or ``w = await sbx.files.watch(...)``.) Stop it with ``close()``
+        (``aclose()``) or the ``with`` block. Raises NotFoundError (no such
+        directory), BadRequestError (not a directory; a recursive tree of
+        more than 8192 directories), LeaseEndedError /
+        SandboxStoppedError."""
+        c = self._s._client
+        resp = c._send(
+            "GET", self._s._path("/files/watch"), params=watch_params(path, recursive), accept=_http.NDJSON, stream=True
+        )
+        w = FileWatch(c.base_url, resp)
+        try:
+            w._start()
+        except BaseException:
+            w.close()
+            raise
+        return w

@@ -1,0 +1,121 @@
+package e2b
+
+import (
+	"strings"
+	"testing"
+
+	"withruntime.dev/runtime/internal/template/dockerfile"
+)
+
+const hashA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+// TestTranslate: E2B's steps become a Dockerfile that Runtime's builder
+// parses, with E2B's defaults (user "user" in /home/user), a RUN's user
+// for that RUN only, COPY from the upload's place in the context with its
+// owner and mode, ENV as build-only ARGs, quoted so that nothing expands.
+func TestTranslate(t *testing.T) {
+	spec := buildSpec{FromImage: "e2bdev/base", Steps: []buildStep{
+		{Type: "RUN", Args: []string{"echo hi > /tmp/x"}},
+		{Type: "RUN", Args: []string{"apt-get update", "root"}},
+		{Type: "COPY", Args: []string{"app dir/a$b.txt", "./dest/", "", "0755"}, FilesHash: hashA},
+		{Type: "ENV", Args: []string{"GREETING", `say "hi" $HOME \n`, "B", "2"}},
+		{Type: "WORKDIR", Args: []string{"/srv/app"}},
+		{Type: "USER", Args: []string{"root"}},
+		{Type: "COPY", Args: []string{"x", "/y", "user", ""}, FilesHash: hashA},
+		{Type: "RUN", Args: []string{"line one\nline two"}},
+	}}
+	tr, err := spec.translate("base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `FROM base
+USER user
+WORKDIR /home/user
+RUN echo hi > /tmp/x
+USER root
+RUN apt-get update
+USER user
+COPY --chown=user --chmod=0755 ["\"files/` + hashA + `/app dir/a\\$b.txt\"","\"./dest/\""]
+ARG GREETING="say \"hi\" \$HOME \\n"
+ARG B="2"
+WORKDIR "/srv/app"
+USER root
+COPY --chown=user ["\"files/` + hashA + `/x\"","\"/y\""]
+RUN ["/bin/sh","-c","if [ -x /bin/bash ]; then exec /bin/bash -c \"$0\"; fi; exec /bin/sh -c \"$0\"","line one\nline two"]
+`
+	if tr.dockerfile != want {
+		t.Errorf("Dockerfile:\n%s\nwant:\n%s", tr.dockerfile, want)
+	}
+	if len(tr.hashes) != 1 || tr.hashes[0] != hashA || tr.hashStep[hashA] != 3 {
+		t.Errorf("hashes %v, first step %v", tr.hashes, tr.hashStep)
+	}
+	if tr.steps[1] != 0 || tr.steps[5] != 2 || tr.steps[8] != 3 || tr.steps[14] != 8 {
+		t.Errorf("lines to steps: %v", tr.steps)
+	}
+	f, err := dockerfile.Parse(strings.NewReader(tr.dockerfile))
+	if err != nil {
+		t.Fatalf("the builder refuses the Dockerfile: %v", err)
+	}
+	if f.From != "base" || len(f.Steps) != 13 || f.Steps[6].Chmod != 0o755 || f.Steps[6].Chown != "user" || !f.Steps[12].JSON {
+		t.Errorf("parsed: %+v", f)
+	}
+}
+
+// TestTranslateRefuses: what Runtime's builder cannot do is refused by
+// name, with the step's number.
+func TestTranslateRefuses(t *testing.T) {
+	for _, c := range []struct {
+		spec buildSpec
+		want string
+	}{
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "ADD", Args: []string{"a", "b"}}}}, `step 1 (ADD a b): the step type "ADD" is not supported`},
+		{buildSpec{FromImage: "x", StartCmd: "npm start", ReadyCmd: "true"}, "startCmd and readyCmd (set_start_cmd, set_ready_cmd) are not supported"},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "RUN", Args: []string{"id", "postgres"}}}}, `step 1 (RUN id postgres): user "postgres": Runtime runs build steps as root or user`},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "COPY", Args: []string{"a", "/b"}, FilesHash: "nothex"}}}, `filesHash "nothex" is not a SHA-256`},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "COPY", Args: []string{"../a", "/b"}, FilesHash: hashA}}}, "must be a path inside the template's file context"},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "COPY", Args: []string{"a", "/b", "", "u+x"}, FilesHash: hashA}}}, `mode "u+x": give an octal mode`},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "ENV", Args: []string{"1A", "x"}}}}, `"1A" is not a variable name`},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "ENV", Args: []string{"A", "two\nlines"}}}}, "holds a newline"},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "ENV", Args: []string{"A"}}}}, "ENV takes names and values in pairs"},
+		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "RUN"}}}, "RUN takes a command"},
+	} {
+		_, err := c.spec.translate("base")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want %q", c.spec, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		spec buildSpec
+		want string
+	}{
+		{buildSpec{}, "give fromImage or fromTemplate"},
+		{buildSpec{FromImage: "a", FromTemplate: "b"}, "not both"},
+		{buildSpec{FromImage: "a", FromImageRegistry: []byte(`{"type":"registry","username":"u","password":"p"}`)}, "fromImageRegistry (registry credentials"},
+		{buildSpec{FromImage: "/tmp/image.tar"}, "is a path"},
+		{buildSpec{FromImage: "UPPER::case"}, "is not a valid reference"},
+	} {
+		_, err := c.spec.checkFrom()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want %q", c.spec, err, c.want)
+		}
+	}
+	if ref, err := (buildSpec{FromImage: "e2bdev/base"}).checkFrom(); err != nil || ref != "" {
+		t.Errorf("E2B's base image: %q %v; want Runtime's base template", ref, err)
+	}
+}
+
+func TestParseName(t *testing.T) {
+	for in, want := range map[string]string{"my-app": "my-app", "my_app:default": "my_app", "a": "a"} {
+		if got, err := parseName(in, nil); err != nil || got != want {
+			t.Errorf("%q: %q %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]string{"app:v1": `tag "v1"`, "team/app": "namespaced names", "App": "give 1-50 characters", "": "give 1-50"} {
+		if _, err := parseName(in, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want %q", in, err, want)
+		}
+	}
+	if _, err := parseName("app", []string{"stable"}); err == nil || !strings.Contains(err.Error(), `tag "stable"`) {
+		t.Errorf("tags: %v", err)
+	}
+}
