@@ -37,7 +37,10 @@
 //	             if missing): run_code `x=1` in a warm context against an
 //	             exec of python3 -c 'x=1' in the same sandbox; the first
 //	             matplotlib chart of a new context; create to the first
-//	             run_code result, cold and from a pool whose kernels are warm
+//	             run_code result, cold from the template's warm image
+//	             against cold without one (the kernel started by the call,
+//	             as before warm templates), and from a pool whose kernels
+//	             are warm
 //
 // Everything it creates lives under /tmp/wr-bench-suite, in runsc roots
 // there, in cgroups named after its sandboxes, and in network namespaces,

@@ -36,8 +36,15 @@ bash, or /bin/sh when the image has no bash, and start with the image's environm
 
 With -f, build the new template NAME from a Dockerfile and the build context CONTEXT (default .,
 less what its .dockerignore excludes): FROM a template of the server or an image, then RUN, ENV,
-WORKDIR, USER, COPY, ADD (files from the context) and ARG. RUN steps run in a sandbox on the server,
-with the network --internet and --allow give them (none by default).`,
+WORKDIR, USER, COPY, ADD (files from the context), ARG and CMD. RUN steps run in a sandbox on the server,
+with the network --internet and --allow give them (none by default).
+
+A template with a start is warm (with -f or --from-image): the build boots a sandbox of it, runs
+--start-cmd (a Dockerfile's CMD by default) in the background, runs --ready-cmd until it exits 0
+(at most --ready-timeout seconds, default 60; if it never does the build fails with its last
+output), and saves that sandbox; every create of the template starts from the save, so the first
+command finds the server answering. Example:
+  withruntime template build web -f Dockerfile --start-cmd 'python3 -m http.server 8000' --ready-cmd 'curl -sf localhost:8000'`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bf.file != "" && fromImage != "" {
@@ -54,7 +61,10 @@ with the network --internet and --allow give them (none by default).`,
 				return errors.New("a build CONTEXT goes with -f Dockerfile")
 			}
 			if fromImage != "" {
-				return buildFromImage(cmd.Context(), args[0], fromImage)
+				return buildFromImage(cmd.Context(), args[0], fromImage, bf.startFlags())
+			}
+			if bf.startFlags() != nil {
+				return errors.New("--start-cmd, --ready-cmd, --ready-timeout and --start-kernel go with -f Dockerfile or --from-image: a built-in recipe's template has its recipe's start (" + template.CodeInterpreter + ": its kernel); to make a warm template of your own, build FROM one (a Dockerfile of FROM base and CMD) with these flags")
 			}
 			if os.Getenv("WITHRUNTIME_URL") != "" {
 				return errors.New("templates are built on the server's host: run `withruntime template build` there (without WITHRUNTIME_URL)")
@@ -102,6 +112,10 @@ with the network --internet and --allow give them (none by default).`,
 	build.Flags().StringArrayVar(&bf.buildArgs, "build-arg", nil, "an ARG's value, KEY=VALUE (repeatable)")
 	build.Flags().BoolVar(&bf.internet, "internet", false, "let RUN steps reach the internet")
 	build.Flags().StringArrayVar(&bf.allow, "allow", nil, "a host or CIDR that RUN steps may reach (repeatable)")
+	build.Flags().StringVar(&bf.start.Command, "start-cmd", "", "with -f or --from-image: the template's start command, run in the background in every sandbox before it is handed out (a Dockerfile's CMD by default)")
+	build.Flags().StringVar(&bf.start.ReadyCommand, "ready-cmd", "", "with a start: a command run until it exits 0 before the template's warm snapshot is taken")
+	build.Flags().Int64Var(&bf.start.ReadyTimeoutSeconds, "ready-timeout", 0, "seconds --ready-cmd may take to pass (default 60, at most 600)")
+	build.Flags().BoolVar(&bf.start.Kernel, "start-kernel", false, "with a start: also start the default code context's kernel with the usual imports (a template with ipykernel)")
 	build.Flags().BoolVar(&missing, "missing", false, "with a recipe: build only if the template is missing or was built from another version of its recipe")
 	build.Flags().StringVar(&dir, "templates-dir", os.Getenv("WITHRUNTIME_TEMPLATES_DIR"), "with a recipe: the directory of templates to build in, without a server (default: the server's, DATA_DIR/templates)")
 	build.Flags().StringVar(&fromImage, "from-image", "", "make the template from this container image (a registry reference, oci-layout:DIR or FILE.tar)")

@@ -29,6 +29,18 @@ type buildFlags struct {
 	buildArgs []string
 	internet  bool
 	allow     []string
+	// start is --start-cmd, --ready-cmd, --ready-timeout, --start-kernel
+	// (with -f or --from-image).
+	start api.TemplateStart
+}
+
+// startFlags is the build's start, nil when no flag gave one.
+func (f buildFlags) startFlags() *api.TemplateStart {
+	if f.start == (api.TemplateStart{}) {
+		return nil
+	}
+	st := f.start
+	return &st
 }
 
 // buildFromDockerfile sends the build context (the directory dir, less what
@@ -67,6 +79,9 @@ func buildFromDockerfile(ctx context.Context, tname, dir string, f buildFlags) e
 	for _, h := range f.allow {
 		q.Add("allow", h)
 	}
+	for k, v := range client.StartQuery(f.startFlags()) {
+		q[k] = v
+	}
 	s, err := connect(ctx, "")
 	if err != nil {
 		return err
@@ -94,6 +109,7 @@ func buildFromDockerfile(ctx context.Context, tname, dir string, f buildFlags) e
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "withruntime: template %s built, %d MiB; use it with --template %s\n", t.Name, t.SizeBytes>>20, t.Name)
+	printWarm(t)
 	return nil
 }
 

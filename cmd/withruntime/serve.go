@@ -36,6 +36,7 @@ func newServeCmd() *cobra.Command {
 	var noBuild bool
 	var meter func() sandbox.MeterConfig
 	var pool sandbox.PoolConfig
+	var warmImages bool
 	var maxSandboxes int
 	var pausedRetention time.Duration
 	var quotas func(*sandbox.Limits) error
@@ -91,7 +92,7 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := server.Open(ctx, server.Config{Driver: drv, SandboxTemplates: sbTemplates, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, Limits: lim,
+			srv, err := server.Open(ctx, server.Config{Driver: drv, SandboxTemplates: sbTemplates, Elector: el, OrphanGrace: orphanGrace, DataDir: data, Store: storeDSN, TemplatesDir: templates, MaxUploadBytes: maxUpload, Log: log, Metering: meter(), Pool: pool, NoWarmImages: !warmImages, Limits: lim,
 				Egress: server.EgressConfig{SandboxCAs: sandboxCAs, PodProxyListen: podProxyListen,
 					MaxProxyConns: egressShares.MaxProxyConns, ProxyConnsPerKey: egressShares.ProxyConnsPerKey,
 					ProxyConnsPerSandbox: egressShares.ProxyConnsPerSandbox, DNSRate: egressShares.DNSRate},
@@ -178,6 +179,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().IntVar(&pool.NetworkSlots, "network-slots", sandbox.DefaultNetworkSlots, "sandbox networks (namespace, veth, nftables rules) kept prepared, so a create only sets its policy (0: none)")
 	cmd.Flags().DurationVar(&pool.MaxAge, "pool-max-age", 10*time.Minute, "replace a pooled sandbox that waited this long")
 	cmd.Flags().StringSliceVar(&pool.Templates, "pool-templates", []string{"base"}, "templates that get a warm pool")
+	cmd.Flags().BoolVar(&warmImages, "warm-images", true, "start the sandboxes of warm templates (a start command and ready check, or code-interpreter's kernel) from a snapshot taken once with the start done; false: every create runs the start in place")
 	cmd.Flags().StringVar(&secretsKey, "secrets-key-file", os.Getenv(server.SecretsKeyEnv), "file of the key that seals secret values in the database (64 hex characters, mode 0600; created if missing) (default DATA_DIR/secrets.key)")
 	cmd.Flags().BoolVar(&rotateKey, "rotate-secrets-key", false, "make a new secrets key at start, re-seal every secret value with it and replace the key file, then serve")
 	cmd.Flags().BoolVar(&discardSecrets, "discard-unreadable-secrets", false, "delete the secrets sealed with a key this server does not have (a lost key) instead of refusing to start")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // pulled by the server; a local OCI layout or `docker save` tarball is read
 // here and uploaded as a tarball, so that the server never reads a path on
 // a caller's behalf.
-func buildFromImage(ctx context.Context, tname, ref string) error {
+func buildFromImage(ctx context.Context, tname, ref string, start *api.TemplateStart) error {
 	if err := template.ValidName(tname); err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func buildFromImage(ctx context.Context, tname, ref string) error {
 	var t api.Template
 	if !src.Local() {
 		fmt.Fprintf(os.Stderr, "withruntime: making template %s from %s (pulled by the server)\n", tname, ref)
-		t, err = s.CreateTemplate(ctx, api.CreateTemplateRequest{Name: tname, FromImage: ref}, onStep)
+		t, err = s.CreateTemplate(ctx, api.CreateTemplateRequest{Name: tname, FromImage: ref, Start: start}, onStep)
 	} else {
 		var body io.ReadCloser
 		if body, err = localImage(ctx, src); err != nil {
@@ -57,7 +58,7 @@ func buildFromImage(ctx context.Context, tname, ref string) error {
 		}
 		defer body.Close()
 		fmt.Fprintf(os.Stderr, "withruntime: making template %s from %s (uploading it to the server)\n", tname, ref)
-		t, err = s.UploadTemplate(ctx, tname, ref, body, onStep)
+		t, err = s.UploadTemplate(ctx, tname, ref, start, body, onStep)
 	}
 	if err != nil {
 		return err
@@ -67,10 +68,36 @@ func buildFromImage(ctx context.Context, tname, ref string) error {
 		msg += " (" + t.Origin.Digest + ")"
 	}
 	fmt.Fprintf(os.Stderr, "%s, %d MiB; use it with --template %s\n", msg, t.SizeBytes>>20, t.Name)
+	printWarm(t)
 	if t.Origin != nil && t.Origin.Shell == "" {
 		fmt.Fprintln(os.Stderr, "withruntime: note: the image has no /bin/sh, so only argv commands run in it (not shell command lines)")
 	}
 	return nil
+}
+
+// printWarm says, for a warm template, what its sandboxes start with.
+func printWarm(t api.Template) {
+	if t.Start != nil {
+		fmt.Fprintf(os.Stderr, "withruntime: template %s is warm: its sandboxes start from a snapshot taken with %s\n", t.Name, startText(t.Start))
+	}
+}
+
+// startText says what a template's start runs, for messages and template ls.
+func startText(st *api.TemplateStart) string {
+	if st == nil {
+		return "-"
+	}
+	var parts []string
+	if st.Kernel {
+		parts = append(parts, "kernel")
+	}
+	if st.Command != "" {
+		parts = append(parts, fmt.Sprintf("%q", st.Command))
+	}
+	if st.ReadyCommand != "" {
+		parts = append(parts, fmt.Sprintf("ready: %q", st.ReadyCommand))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // localImage returns a `docker save` tarball of a local image: the file
@@ -124,9 +151,9 @@ func newTemplateLsCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT\tFROM")
+			fmt.Fprintln(tw, "NAME\tSIZE\tBUILT\tFROM\tSTART")
 			for _, t := range l.Templates {
-				fmt.Fprintf(tw, "%s\t%dMiB\t%s\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime), originText(t))
+				fmt.Fprintf(tw, "%s\t%dMiB\t%s\t%s\t%s\n", t.Name, t.SizeBytes>>20, t.CreatedAt.Local().Format(time.DateTime), originText(t), startText(t.Start))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

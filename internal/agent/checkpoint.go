@@ -130,6 +130,7 @@ func (s *Server) awaitCheckpoint(ctx context.Context, f io.ReadCloser, lease tim
 	case outcome == checkpointRestored:
 		s.log.Info("restored from a checkpoint")
 		s.lease.set(time.Now().Add(restoredLeaseBackstop))
+		s.restoredKernels()
 	default:
 		s.log.Info("checkpoint over", "outcome", outcome)
 		s.lease.set(lease)

@@ -47,6 +47,10 @@ type codeContext struct {
 	// pendingEnv is env a configure gave while the kernel already ran: set
 	// in its os.environ before the next call.
 	pendingEnv map[string]string
+	// reseed says the sandbox was restored from a checkpoint since the
+	// kernel's last call: its random generators are seeded again before
+	// the next one (restoredKernels).
+	reseed bool
 }
 
 func (c *codeContext) acquire(ctx context.Context) error {
@@ -431,13 +435,59 @@ func (s *Server) warmKernel(ctx context.Context) {
 	s.log.Info("default kernel warm", "importSeconds", time.Since(start).Seconds())
 }
 
-// applyPendingEnv sets the env a configure gave after k started (the
-// caller holds the slot).
+// reseedCode seeds a kernel's random generators again from the OS
+// (Python's random module, and numpy's global one where numpy is
+// imported), binding no name: after a restore every copy of a kernel
+// would go on from one saved state. Generators a program made itself
+// (random.Random(), numpy's default_rng() before the save) are not
+// reached (docs/behaviour.md says so).
+const reseedCode = "__import__('random').seed(); " +
+	"(lambda np: np is not None and np.random.seed())(__import__('sys').modules.get('numpy'))"
+
+// restoredKernels reseeds every context's kernel: the sandbox was just
+// restored from a checkpoint (a pause's resume, a snapshot's copy, a warm
+// template's create). Each is marked first, so that a call that gets the
+// context before the reseed here does it itself (applyPendingEnv), and
+// reseeded in the background, so that the first call does not wait for it.
+func (s *Server) restoredKernels() {
+	s.ctxs.mu.Lock()
+	all := make([]*codeContext, 0, len(s.ctxs.byID))
+	for _, c := range s.ctxs.byID {
+		c.mu.Lock()
+		c.reseed = true
+		c.mu.Unlock()
+		all = append(all, c)
+	}
+	s.ctxs.mu.Unlock()
+	for _, c := range all {
+		go func() {
+			if err := c.acquire(context.Background()); err != nil {
+				return
+			}
+			defer c.release()
+			c.mu.Lock()
+			k, reseed := c.k, c.reseed && c.k != nil && !c.deleted
+			if reseed {
+				c.reseed = false
+			}
+			c.mu.Unlock()
+			if reseed && !k.exited() {
+				s.runSilent(c, k, reseedCode)
+			}
+		}()
+	}
+}
+
+// applyPendingEnv sets the env a configure gave after k started, and
+// reseeds its generators after a restore (the caller holds the slot).
 func (s *Server) applyPendingEnv(c *codeContext, k *kernel) {
 	c.mu.Lock()
-	env := c.pendingEnv
-	c.pendingEnv = nil
+	env, reseed := c.pendingEnv, c.reseed
+	c.pendingEnv, c.reseed = nil, false
 	c.mu.Unlock()
+	if reseed {
+		s.runSilent(c, k, reseedCode)
+	}
 	if len(env) > 0 {
 		vj, _ := json.Marshal(env)
 		s.runSilent(c, k, fmt.Sprintf("__import__('os').environ.update(%s)", vj))

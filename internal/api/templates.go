@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ func (s *Server) local() (*template.Store, error) {
 const MaxPrivateTemplates = 16
 
 func toTemplate(t template.Info) Template {
-	out := Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Private: t.Owner != ""}
+	out := Template{Name: t.Name, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Private: t.Owner != "", Start: toTemplateStart(t.Start)}
 	if o := t.Origin; o != nil {
 		out.Origin = &TemplateOrigin{Image: o.Image, Digest: o.Digest, Env: o.Env, WorkingDir: o.WorkingDir, Shell: o.Shell}
 	}
@@ -212,6 +213,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.cfg.Manager.DropWarm(r.Context(), name)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -235,18 +237,22 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 	}
 	var owner string
 	var (
-		name string
-		src  image.Source
-		img  v1.Image
+		name  string
+		src   image.Source
+		img   v1.Image
+		start *template.Start
 	)
 	if ct == ContentTypeTar {
 		for k := range r.URL.Query() {
-			if k != "name" && k != "image" && k != "private" {
-				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL and ?private=true (or ?dockerfile=PATH for a build context)", k)
+			if k != "name" && k != "image" && k != "private" && !slices.Contains(startQuery, k) {
+				return badRequest("unknown query parameter %q; an upload takes ?name=NAME and optionally ?image=LABEL, ?private=true, startCommand, readyCommand, readyTimeoutSeconds and startKernel (or ?dockerfile=PATH for a build context)", k)
 			}
 		}
 		private, err := privateQuery(r)
 		if err != nil {
+			return err
+		}
+		if start, err = startFromQuery(r.URL.Query()); err != nil {
 			return err
 		}
 		name = r.URL.Query().Get("name")
@@ -287,6 +293,9 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 		if owner, err = s.templateOwner(r, st, req.Private); err != nil {
 			return err
 		}
+		if start, err = startFromWire(req.Start); err != nil {
+			return err
+		}
 		if image.IsLocal(req.FromImage) {
 			return badRequest("fromImage %q is a path: the server does not read files on a caller's behalf; upload the image instead (POST /v1/templates?name=NAME with Content-Type application/x-tar and a `docker save` tarball as the body; `withruntime template build NAME --from-image PATH` does this)", req.FromImage)
 		}
@@ -297,9 +306,9 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return s.runBuild(w, r, name, func(progress func(template.Progress), _ func(string)) (template.Info, error) {
-		return image.FromImage(r.Context(), st, name, img, src, s.cfg.Images, progress, template.OwnedBy(owner))
-	})
+	return s.runBuild(w, r, name, s.warmBuild(r.Context(), st, name, func(progress func(template.Progress), _ func(string)) (template.Info, error) {
+		return image.FromImage(r.Context(), st, name, img, src, s.cfg.Images, progress, template.OwnedBy(owner), template.WithStart(start))
+	}))
 }
 
 // runBuild runs a template build: plainly (201 with the template, or the

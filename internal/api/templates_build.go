@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,9 @@ import (
 //	internet=true       RUN steps may reach the internet
 //	allow=HOST          a host (or CIDR) RUN steps may reach (repeatable)
 //	private=true        the template is the key's only (a tenant key's always are)
+//	startCommand, readyCommand, readyTimeoutSeconds, startKernel
+//	                    the template's start (templates_start.go; CMD
+//	                    gives the start command too)
 //
 // The Dockerfile is parsed before anything runs (an unsupported instruction
 // is a 400 naming it); the RUN steps run in a sandbox of this server owned
@@ -34,8 +38,14 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 		switch k {
 		case "name", "dockerfile", "buildArg", "internet", "allow", "private":
 		default:
-			return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet, allow and private", k)
+			if !slices.Contains(startQuery, k) {
+				return badRequest("unknown query parameter %q; a Dockerfile build takes name, dockerfile, buildArg, internet, allow, private, startCommand, readyCommand, readyTimeoutSeconds and startKernel", k)
+			}
 		}
+	}
+	start, err := startFromQuery(q)
+	if err != nil {
+		return err
 	}
 	name := q.Get("name")
 	if err := st.CheckNew(name); err != nil {
@@ -88,10 +98,10 @@ func (s *Server) buildDockerfile(w http.ResponseWriter, r *http.Request, st *tem
 		return err
 	}
 	b := &dockerfile.Builder{Sandboxes: s.cfg.Manager, Store: st, Images: s.cfg.Images}
-	return s.runBuild(w, r, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
+	return s.runBuild(w, r, name, s.warmBuild(r.Context(), st, name, func(progress func(template.Progress), output func(string)) (template.Info, error) {
 		return b.Build(r.Context(), dockerfile.Params{Name: name, Dockerfile: f, Context: bctx, BuildArgs: args,
-			KeyID: keyFrom(r.Context()).ID, Owner: owner, Network: policy}, progress, output)
-	})
+			KeyID: keyFrom(r.Context()).ID, Owner: owner, Network: policy, Start: start}, progress, output)
+	}))
 }
 
 // readContextFile returns the regular file name of a build context.

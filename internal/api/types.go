@@ -27,6 +27,7 @@ type (
 
 	Template              = wire.Template
 	TemplateOrigin        = wire.TemplateOrigin
+	TemplateStart         = wire.TemplateStart
 	TemplateList          = wire.TemplateList
 	CreateTemplateRequest = wire.CreateTemplateRequest
 	TemplateEvent         = wire.TemplateEvent

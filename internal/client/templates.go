@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
@@ -31,9 +32,11 @@ func (c *Client) CreateTemplate(ctx context.Context, req api.CreateTemplateReque
 }
 
 // UploadTemplate makes the template name from a `docker save` tarball read
-// from body; label is recorded as the template's origin.
-func (c *Client) UploadTemplate(ctx context.Context, name, label string, body io.Reader, onStep func(api.TemplateEvent)) (api.Template, error) {
-	q := url.Values{"name": {name}}
+// from body; label is recorded as the template's origin, start (nil: none)
+// makes it warm.
+func (c *Client) UploadTemplate(ctx context.Context, name, label string, start *api.TemplateStart, body io.Reader, onStep func(api.TemplateEvent)) (api.Template, error) {
+	q := StartQuery(start)
+	q.Set("name", name)
 	if label != "" {
 		q.Set("image", label)
 	}
@@ -58,6 +61,29 @@ func (c *Client) BuildTemplate(ctx context.Context, name, dockerfile string, que
 		return api.Template{}, err
 	}
 	return templateStream(resp, onEvent)
+}
+
+// StartQuery is a template's start as the query parameters of a tar body
+// (POST /v1/templates): startCommand, readyCommand, readyTimeoutSeconds,
+// startKernel. Empty for nil.
+func StartQuery(st *api.TemplateStart) url.Values {
+	q := url.Values{}
+	if st == nil {
+		return q
+	}
+	if st.Command != "" {
+		q.Set("startCommand", st.Command)
+	}
+	if st.ReadyCommand != "" {
+		q.Set("readyCommand", st.ReadyCommand)
+	}
+	if st.ReadyTimeoutSeconds != 0 {
+		q.Set("readyTimeoutSeconds", strconv.FormatInt(st.ReadyTimeoutSeconds, 10))
+	}
+	if st.Kernel {
+		q.Set("startKernel", "true")
+	}
+	return q
 }
 
 func templateStream(resp *http.Response, onStep func(api.TemplateEvent)) (api.Template, error) {

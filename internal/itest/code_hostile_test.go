@@ -163,6 +163,9 @@ func TestCodeHostileKernel(t *testing.T) {
 
 	t.Run("forged signatures are not results", func(t *testing.T) {
 		setFakeMode(e, id, "forged")
+		// The default context's kernel runs from the template's warm
+		// image; a restart starts the fake one.
+		e.must(http.StatusOK, "POST", base+"/contexts/default/restart", nil, nil)
 		status, body := post(agentapi.RunCodeRequest{Code: "anything"})
 		if status != 200 {
 			t.Fatalf("status %d: %s", status, body)

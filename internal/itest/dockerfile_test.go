@@ -173,7 +173,7 @@ func TestDockerfileRefused(t *testing.T) {
 	}
 
 	for df, want := range map[string]string{
-		"FROM base\nCMD [\"python3\"]\n":             "line 2 (CMD [\"python3\"]): CMD is not supported",
+		"FROM base\nENTRYPOINT [\"python3\"]\n":      "line 2 (ENTRYPOINT [\"python3\"]): ENTRYPOINT is not supported",
 		"FROM base\nCOPY missing.txt /x\n":           "COPY missing.txt: no such file or directory in the build context",
 		"FROM base\nRUN --network=host true\n":       "the flag --network=host of RUN is not supported",
 		"FROM no-such-template-or-image:1\nRUN true": "no-such-template-or-image:1",

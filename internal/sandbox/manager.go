@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
@@ -162,6 +163,11 @@ type Manager struct {
 	quota quotaState
 	// snapLocks order creates from a snapshot before its delete (snapshot.go).
 	snapLocks snapLocks
+	// warming holds the warm-ups under way, by warm image name (warm.go;
+	// guarded by mu).
+	warming map[string]*warmFlight
+	// coldTemplates turns warm images off (SetWarmImages).
+	coldTemplates atomic.Bool
 }
 
 // liveSandbox is a running sandbox this server holds a handle to.

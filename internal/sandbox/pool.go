@@ -341,7 +341,15 @@ func (m *Manager) bootPooled(ctx context.Context, p *pool, template string) (*po
 		// must trust is fixed at boot; the placeholders come at the claim.
 		spec.TrustPEM = m.driverEgress.ca.CertPEM()
 	}
-	h, err := m.driver.Create(ctx, spec)
+	var h *driver.Handle
+	if st := m.startOf(template); st != nil {
+		// A warm template's pooled sandbox starts from its warm image too
+		// (the pool's shape is the image's).
+		shape := CreateParams{CPU: m.limits.DefaultCPU, MemoryMiB: m.limits.DefaultMemoryMiB, DiskMiB: m.limits.DefaultDiskMiB}
+		h, err = m.bootWarm(ctx, template, spec, st, m.warmFits(shape))
+	} else {
+		h, err = m.driver.Create(ctx, spec)
+	}
 	if err != nil {
 		m.detachNetwork(context.WithoutCancel(ctx), id)
 		return nil, err

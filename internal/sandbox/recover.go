@@ -67,6 +67,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	m.recoverSnapshots(ctx)
+	m.recoverWarm(ctx)
 	m.cleanupNetworks(ctx)
 	m.recoverVolumes(ctx)
 	return nil

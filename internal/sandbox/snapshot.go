@@ -223,6 +223,9 @@ func (m *Manager) GetSnapshot(ctx context.Context, scope SnapshotScope, ref stri
 	} else {
 		sn, err = m.store.SnapshotByName(ctx, scope.KeyID, ref)
 	}
+	if err == nil && isWarm(sn) {
+		err = store.ErrNotFound // a template's (warm.go): no caller's
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Snapshot{}, errs.New(errs.NotFound, "no snapshot %q; list yours with GET /v1/snapshots", ref)
 	}
@@ -237,7 +240,17 @@ func (m *Manager) ListSnapshots(ctx context.Context, scope SnapshotScope, source
 	if scope.Tenant {
 		f.KeyID = scope.KeyID
 	}
-	return m.store.ListSnapshots(ctx, f)
+	all, err := m.store.ListSnapshots(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, sn := range all {
+		if !isWarm(sn) { // a template's (warm.go)
+			out = append(out, sn)
+		}
+	}
+	return out, nil
 }
 
 // DeleteSnapshot deletes the snapshot ref (as GetSnapshot finds it): its
@@ -312,41 +325,56 @@ func (m *Manager) resolveSnapshot(ctx context.Context, p *CreateParams) error {
 	return nil
 }
 
-// boot starts a create's sandbox in the driver: booted from its template,
-// or restored from its snapshot (and then given what a booted sandbox gets
-// in its spec: the create's environment, its lease end and memory size).
+// boot starts a create's sandbox in the driver: booted from its template
+// (warm.go for a warm template's), or restored from its snapshot (and then
+// given what a booted sandbox gets in its spec: the create's environment,
+// its lease end and memory size).
 func (m *Manager) boot(ctx context.Context, p CreateParams, spec driver.Spec) (*driver.Handle, error) {
 	if p.snapshot == nil {
+		if st := m.startOf(p.Template); st != nil {
+			return m.bootWarm(ctx, p.Template, spec, st, m.warmFits(p))
+		}
 		return m.driver.Create(ctx, spec)
 	}
-	ss, err := m.snapshotter()
-	if err != nil {
-		return nil, err
-	}
-	unlock := m.snapLocks.lock(p.snapshot.ID, false) // the image stays until the restore read it
-	defer unlock()
-	if _, err := m.store.GetSnapshot(ctx, p.snapshot.ID); errors.Is(err, store.ErrNotFound) {
-		return nil, errs.New(errs.NotFound, "snapshot %s was deleted while the sandbox was being created from it", p.snapshot.ID)
-	}
-	start := m.now()
-	h, err := ss.Restore(ctx, spec, p.snapshot.ID)
+	h, err := m.restoreSnapshot(ctx, spec, p.snapshot, p.MemoryMiB)
 	switch {
 	case errors.Is(err, driver.ErrNotRestorable):
 		return nil, errs.New(errs.Conflict, "snapshot %s cannot be restored: %v; delete it and take a new one", p.snapshot.ID, err)
 	case errors.Is(err, driver.ErrNotFound):
 		return nil, errs.New(errs.Conflict, "snapshot %s has no image on this server (it was lost or is another server's): %v", p.snapshot.ID, err)
-	case err != nil:
+	}
+	return h, err
+}
+
+// restoreSnapshot restores spec from snapshot sn (its image kept from a
+// delete until the restore read it) and gives the restored agent spec's
+// environment and lease end, and memoryMiB when it is more than the
+// snapshot's. Driver errors are returned as they are; errs.NotFound when
+// the snapshot was deleted meanwhile.
+func (m *Manager) restoreSnapshot(ctx context.Context, spec driver.Spec, sn *store.Snapshot, memoryMiB int64) (*driver.Handle, error) {
+	ss, err := m.snapshotter()
+	if err != nil {
+		return nil, err
+	}
+	unlock := m.snapLocks.lock(sn.ID, false) // the image stays until the restore read it
+	defer unlock()
+	if _, err := m.store.GetSnapshot(ctx, sn.ID); errors.Is(err, store.ErrNotFound) {
+		return nil, errs.New(errs.NotFound, "snapshot %s was deleted while the sandbox was being created from it", sn.ID)
+	}
+	start := m.now()
+	h, err := ss.Restore(ctx, spec, sn.ID)
+	if err != nil {
 		return nil, err
 	}
 	conf := agentapi.ConfigureRequest{Env: envMap(spec.Env), LeaseEndsAt: &spec.LeaseEndsAt}
-	if p.MemoryMiB > p.snapshot.MemoryMiB {
+	if memoryMiB > sn.MemoryMiB {
 		conf.MemoryBytes = spec.MemoryBytes
 	}
 	if err := configureAgent(ctx, h, conf); err != nil {
 		_ = m.driver.Destroy(context.WithoutCancel(ctx), spec.ID)
 		return nil, fmt.Errorf("the restored agent did not take the create's settings: %w", err)
 	}
-	m.log.Info("restored from a snapshot", "sandbox", spec.ID, "snapshot", p.snapshot.ID, "took", m.now().Sub(start))
+	m.log.Info("restored from a snapshot", "sandbox", spec.ID, "snapshot", sn.ID, "template", sn.Template, "took", m.now().Sub(start))
 	return h, nil
 }
 

@@ -63,6 +63,9 @@ type Config struct {
 	Egress EgressConfig
 	// Pool configures the warm pool (zero value: none).
 	Pool sandbox.PoolConfig
+	// NoWarmImages turns warm templates' images off (sandbox.Manager.
+	// SetWarmImages): every create of a warm template starts it in place.
+	NoWarmImages bool
 	// Metering configures the usage sampler and prices (zero value: every
 	// 5 s at the reference prices; a negative Interval turns it off).
 	Metering sandbox.MeterConfig
@@ -239,6 +242,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	mgr.StartMetering(cfg.Metering)
+	mgr.SetWarmImages(!cfg.NoWarmImages)
 	if err := mgr.Recover(ctx); err != nil {
 		eg.Close()
 		st.Close()

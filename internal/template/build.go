@@ -265,6 +265,7 @@ func (s *Store) build(ctx context.Context, name string, r recipe, tr *tracker) (
 	}
 	installed = true
 	done()
+	s.recipeStart(&info)
 	return info, nil
 }
 

@@ -50,7 +50,7 @@ func OwnedBy(keyID string) CreateOption { return func(i *Info) { i.Owner = keyID
 // fill leaves nothing behind. It never replaces a template: a name that is
 // taken, or that a built-in recipe builds, is errs.Conflict; an invalid name
 // is errs.Invalid. opts set what it records beside the fill's Origin (the
-// owner).
+// owner: OwnedBy; the start: WithStart).
 func (s *Store) Create(ctx context.Context, name string, fill Fill, progress func(Progress), opts ...CreateOption) (info Info, err error) {
 	if err := s.CheckNew(name); err != nil {
 		return Info{}, err

@@ -28,6 +28,9 @@ type recipe struct {
 	check func() error
 	// run creates env.rootfs (which does not exist yet) and fills it.
 	run func(ctx context.Context, env *buildEnv) error
+	// start makes the template warm (start.go); nil: not warm. It is not
+	// part of version: it changes no file of the root filesystem.
+	start *Start
 }
 
 // version identifies what r builds: a template built from another version
@@ -76,6 +79,9 @@ var builtinRecipes = map[string]recipe{
 		hook:  codeInterpreterHook,
 		check: checkMmdebstrap,
 		run:   runMmdebstrap,
+		// Its sandboxes start from a snapshot taken with the default
+		// context's kernel up and the usual imports done.
+		start: &Start{Kernel: true},
 	},
 }
 

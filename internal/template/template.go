@@ -50,6 +50,10 @@ type Info struct {
 	// Origin is where a template not built from a recipe came from (an
 	// image); nil for recipe builds. See Create.
 	Origin *Origin `json:"origin,omitempty"`
+	// Start, when set, makes the template warm: what its sandboxes run
+	// before they are handed out (start.go). For a recipe's template it is
+	// the recipe's.
+	Start *Start `json:"start,omitempty"`
 	// Owner is the id of the API key the template is private to: only
 	// that key sees it, boots sandboxes from it, builds FROM it and deletes
 	// it (see UsableBy). Empty: the server's, shared by every key.
@@ -148,6 +152,7 @@ func (s *Store) Get(name string) (Info, error) {
 		return Info{}, fmt.Errorf("template %q: %w", name, err)
 	}
 	info.Name = name // the directory name is authoritative
+	s.recipeStart(&info)
 	return info, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,12 @@ type DockerfileBuild struct {
 	// Allow lists the hosts (or CIDRs) RUN steps may reach, such as a
 	// package index: RUN has no network by default.
 	Allow []string
+	// Start makes the template warm: its Command (the Dockerfile's CMD by
+	// default) is started, its ReadyCommand must pass within
+	// ReadyTimeoutSeconds (60 by default; the build fails with its last
+	// output otherwise), and every create starts from a snapshot taken
+	// then. Nil: the Dockerfile's CMD alone, if any.
+	Start *TemplateStart
 }
 
 // contextDockerfile is where a Dockerfile from outside the context goes in
@@ -221,6 +228,20 @@ func (c *Client) BuildTemplate(ctx context.Context, name string, b DockerfileBui
 	}
 	for _, h := range b.Allow {
 		q.Add("allow", h)
+	}
+	if st := b.Start; st != nil {
+		if st.Command != "" {
+			q.Set("startCommand", st.Command)
+		}
+		if st.ReadyCommand != "" {
+			q.Set("readyCommand", st.ReadyCommand)
+		}
+		if st.ReadyTimeoutSeconds != 0 {
+			q.Set("readyTimeoutSeconds", strconv.FormatInt(st.ReadyTimeoutSeconds, 10))
+		}
+		if st.Kernel {
+			q.Set("startKernel", "true")
+		}
 	}
 	if err := c.checkTemplateFree(ctx, name); err != nil {
 		return Template{}, err

@@ -134,6 +134,9 @@ type (
 	Template = wire.Template
 	// TemplateOrigin is where a template made from an image came from.
 	TemplateOrigin = wire.TemplateOrigin
+	// TemplateStart makes a template warm: what its sandboxes run before
+	// they are handed out (DockerfileBuild.Start).
+	TemplateStart = wire.TemplateStart
 	// TemplateList is the body of GET /v1/templates.
 	TemplateList = wire.TemplateList
 	// CreateTemplateRequest is the JSON body of POST /v1/templates (see

@@ -67,6 +67,36 @@ type Params struct {
 	CPU                float64
 	// RunTimeout bounds each RUN (0: one hour).
 	RunTimeout time.Duration
+	// Start is the request's start for the template (its fields win over
+	// the Dockerfile's CMD and FROM's start: see StartOf); nil: none.
+	Start *template.Start
+}
+
+// StartOf is the start of a template built from f FROM a template whose
+// start is from, with the request's req on top: FROM's start; CMD
+// replaces its command (and its ready check, which was that command's);
+// then each field req sets wins. The result is checked (errs.Invalid).
+func StartOf(f *File, from, req *template.Start) (*template.Start, error) {
+	if err := req.Check(); err != nil {
+		return nil, err
+	}
+	var st template.Start
+	if from != nil {
+		st = *from
+	}
+	if cmd := f.StartCommand(); cmd != "" {
+		st.Command, st.ReadyCommand, st.ReadyTimeoutSeconds = cmd, "", 0
+	}
+	if req != nil {
+		if req.Command != "" {
+			st.Command = req.Command
+		}
+		if req.ReadyCommand != "" {
+			st.ReadyCommand, st.ReadyTimeoutSeconds = req.ReadyCommand, req.ReadyTimeoutSeconds
+		}
+		st.Kernel = st.Kernel || req.Kernel
+	}
+	return st.Normal()
 }
 
 // maxListing caps a path listing downloaded from the build sandbox.
@@ -113,6 +143,10 @@ func (b *Builder) Build(ctx context.Context, p Params, progress func(template.Pr
 		from = tmp
 	}
 	fromInfo, err := b.Store.GetFor(from, p.KeyID)
+	if err != nil {
+		return template.Info{}, err
+	}
+	warm, err := StartOf(f, fromInfo.Start, p.Start)
 	if err != nil {
 		return template.Info{}, err
 	}
@@ -243,7 +277,7 @@ func (b *Builder) Build(ctx context.Context, p Params, progress func(template.Pr
 			pr.Elapsed += offset
 			progress(pr)
 		}
-	}, template.OwnedBy(p.Owner))
+	}, template.OwnedBy(p.Owner), template.WithStart(warm))
 }
 
 // state is what the instructions so far set.

@@ -54,13 +54,17 @@ type File struct {
 	Steps []Instruction
 	// MetaArgs are the ARGs before FROM ("NAME" or "NAME=default").
 	MetaArgs []string
-	lex      *shell.Lex
+	// Cmd is the last CMD, nil when there is none: the template's start
+	// command (StartCommand), which its sandboxes run in the background
+	// from a warm snapshot (template.Start). It runs after the build, not
+	// during it.
+	Cmd *Instruction
+	lex *shell.Lex
 }
 
 // unsupported says why an instruction is refused.
 var unsupported = map[string]string{
-	"CMD":         "a sandbox runs the commands its API calls ask for; remove it",
-	"ENTRYPOINT":  "a sandbox runs the commands its API calls ask for; remove it",
+	"ENTRYPOINT":  "a sandbox runs the commands its API calls ask for, and a template's one start command is CMD; write the whole command in CMD (CMD [\"/entrypoint.sh\", \"serve\"]) or remove it",
 	"EXPOSE":      "sandboxes take no inbound connections; remove it",
 	"VOLUME":      "sandboxes have no volumes; remove it",
 	"HEALTHCHECK": "the sandbox runtime checks its own agent; remove it",
@@ -146,6 +150,15 @@ func Parse(r io.Reader) (*File, error) {
 			if len(args) == 0 {
 				return nil, bad("RUN needs a command")
 			}
+		case "CMD":
+			if len(args) == 0 || (len(args) == 1 && strings.TrimSpace(args[0]) == "") {
+				return nil, bad("CMD needs a command (the template's start command)")
+			}
+			if f.From == "" {
+				return nil, bad("CMD comes before FROM; a Dockerfile starts with FROM (ARGs may come before it)")
+			}
+			f.Cmd = &in // the last one counts, as in Docker
+			continue
 		case "ENV":
 			if len(args) == 0 || len(args)%3 != 0 {
 				return nil, bad("ENV needs NAME=value pairs")
@@ -164,7 +177,7 @@ func Parse(r io.Reader) (*File, error) {
 				return nil, bad("%s needs a source and a destination", cmd)
 			}
 		default:
-			return nil, bad("%s is not a Dockerfile instruction Runtime supports (supported: FROM, RUN, ENV, WORKDIR, USER, COPY, ADD, ARG)", cmd)
+			return nil, bad("%s is not a Dockerfile instruction Runtime supports (supported: FROM, RUN, ENV, WORKDIR, USER, COPY, ADD, ARG, CMD)", cmd)
 		}
 		if f.From == "" {
 			return nil, bad("%s comes before FROM; a Dockerfile starts with FROM (ARGs may come before it)", cmd)
@@ -175,6 +188,31 @@ func Parse(r io.Reader) (*File, error) {
 		return nil, errs.New(errs.Invalid, "the Dockerfile has no FROM")
 	}
 	return f, nil
+}
+
+// StartCommand is CMD as the shell command line a template's start runs:
+// its shell form as written (the shell expands it when it runs, as Docker's
+// does), its JSON form's words quoted for the shell. "" without CMD.
+func (f *File) StartCommand() string {
+	if f.Cmd == nil {
+		return ""
+	}
+	if !f.Cmd.JSON {
+		return strings.TrimSpace(strings.Join(f.Cmd.Args, " "))
+	}
+	q := make([]string, len(f.Cmd.Args))
+	for i, a := range f.Cmd.Args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// shellQuote quotes s as one word for /bin/sh.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // expand expands $VAR and ${VAR} in word and removes its quotes, as

@@ -50,9 +50,34 @@ USER user
 	}
 }
 
+// TestParseCmd: CMD is the template's start command, the last one
+// counting; its JSON form is quoted for the shell.
+func TestParseCmd(t *testing.T) {
+	for src, want := range map[string]string{
+		"FROM base\nRUN true\n":                        "",
+		"FROM base\nCMD python3 -m http.server 8000\n": "python3 -m http.server 8000",
+		"FROM base\nCMD echo one\nRUN true\nCMD [\"python3\", \"-c\", \"print('it''s')\"]\n": `python3 -c 'print('\''it'\'''\''s'\'')'`,
+		"FROM base\nCMD [\"sh\", \"-c\", \"echo $HOME\"]\n":                                  `sh -c 'echo $HOME'`,
+	} {
+		f, err := Parse(strings.NewReader(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if got := f.StartCommand(); got != want {
+			t.Errorf("%q: start command %q, want %q", src, got, want)
+		}
+		for _, st := range f.Steps {
+			if st.Cmd == "CMD" {
+				t.Errorf("%q: CMD is a build step", src)
+			}
+		}
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	for src, want := range map[string]string{
-		"FROM base\nCMD [\"bash\"]\n":                     "line 2 (CMD [\"bash\"]): CMD is not supported",
+		"FROM base\nENTRYPOINT [\"bash\"]\n":              "line 2 (ENTRYPOINT [\"bash\"]): ENTRYPOINT is not supported: a sandbox runs the commands its API calls ask for, and a template's one start command is CMD",
+		"FROM base\nCMD\n":                                "CMD needs a command",
 		"FROM base\nEXPOSE 80\n":                          "EXPOSE is not supported",
 		"FROM a AS b\n":                                   "multi-stage builds, which are not supported",
 		"FROM a\nFROM b\n":                                "only one FROM is supported",

@@ -61,7 +61,9 @@ func Import(ctx context.Context, store *template.Store, name string, src Source,
 }
 
 // FromImage makes the template name from img, an image already opened
-// (e.g. with OpenArchive); src is recorded as its origin. Errors as Import's.
+// (e.g. with OpenArchive); src is recorded as its origin, and create set
+// the rest of its record (template.OwnedBy, template.WithStart). Errors as
+// Import's.
 func FromImage(ctx context.Context, store *template.Store, name string, img v1.Image, src Source, opts Options, progress func(template.Progress), create ...template.CreateOption) (template.Info, error) {
 	fill := func(ctx context.Context, dir string, step func(string) func()) (*template.Origin, error) {
 		digest, err := img.Digest()

@@ -133,6 +133,9 @@ func metaFrom(name string, raw []byte) (Meta, error) {
 		return Meta{}, fmt.Errorf("unreadable %s label: %w", LabelInfo, err)
 	}
 	info.Name = name
+	// A start is not carried to a cluster yet: its templates are not warm
+	// (sandbox/warm.go), so none is shown.
+	info.Start = nil
 	m := Meta{Name: name, Info: info}
 	if info.Origin != nil {
 		if err := checkEnv(info.Origin.Env); err != nil {

@@ -23,6 +23,33 @@ type Template struct {
 	// sees it, boots it, builds from it or deletes it (absent: shared by
 	// every key of the server).
 	Private bool `json:"private,omitempty"`
+	// Start, when present, makes the template warm: what its sandboxes
+	// run before they are handed out (code-interpreter's: its kernel).
+	Start *TemplateStart `json:"start,omitempty"`
+}
+
+// TemplateStart makes a template warm: the server boots a sandbox of it,
+// starts Command in the background (and, with Kernel, the default code
+// context's kernel with numpy, pandas and matplotlib imported), runs
+// ReadyCommand until it exits 0, and saves that sandbox; every create of
+// the template starts from the save, so the first command finds the
+// program running.
+type TemplateStart struct {
+	// Command is a shell command line started in the background as the
+	// sandbox user in /workspace, with the template's environment (at
+	// most 16 KiB); a Dockerfile's CMD gives it.
+	Command string `json:"command,omitempty"`
+	// ReadyCommand is a shell command line run the same way, again and
+	// again, until it exits 0 (at most 16 KiB); absent: ready as soon as
+	// Command started.
+	ReadyCommand string `json:"readyCommand,omitempty"`
+	// ReadyTimeoutSeconds bounds the wait for ReadyCommand, in seconds
+	// (1-600; absent or 0: 60). A check that has not passed by then fails
+	// the build, or the create, with its last output.
+	ReadyTimeoutSeconds int64 `json:"readyTimeoutSeconds,omitempty"`
+	// Kernel starts the default code context's kernel with the usual
+	// imports done (a template with ipykernel).
+	Kernel bool `json:"kernel,omitempty"`
 }
 
 // TemplateOrigin is where a template made from an image came from.
@@ -66,6 +93,9 @@ type CreateTemplateRequest struct {
 	// Private makes the template the key's only (Template.Private); a key
 	// with a daily spending limit makes only private ones.
 	Private bool `json:"private,omitempty"`
+	// Start, when set, makes the template warm (TemplateStart); the build
+	// then runs it once and fails when its ready check does not pass.
+	Start *TemplateStart `json:"start,omitempty"`
 }
 
 // TemplateEvent is one line of the NDJSON stream of POST /v1/templates.

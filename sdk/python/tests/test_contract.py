@@ -62,6 +62,7 @@ TYPES: dict[str, type] = {
     "CodeContext": code.CodeContext,
     "Template": templates.Template,
     "TemplateOrigin": templates.TemplateOrigin,
+    "TemplateStart": templates.TemplateStart,
     "TemplateEvent": templates.TemplateEvent,
     "PtySize": terminal.PtySize,
     "TerminalEvent": terminal.TerminalEvent,

@@ -16,6 +16,7 @@ import type {
   Template,
   TemplateEvent,
   TemplateOptions,
+  TemplateStart,
   TemplateTarball,
   UploadTemplateOptions,
 } from "./types.js";
@@ -68,6 +69,7 @@ export async function createTemplate(c: HttpClient, name: string, image: string,
   const [kind, path] = localImage(image);
   if (!kind) {
     const req: Schemas["CreateTemplateRequest"] = { name, fromImage: image };
+    if (opts.start) req.start = opts.start;
     return build(c, "/v1/templates", JSON.stringify(req), "application/json", opts);
   }
   let st;
@@ -103,11 +105,21 @@ function upload(
   opts: TemplateOptions,
 ): Promise<Template> {
   const q = new URLSearchParams({ name });
+  startQuery(q, opts.start);
   if (label) {
     const b = new TextEncoder().encode(label);
     q.set("image", b.length > MAX_LABEL_BYTES ? new TextDecoder().decode(b.subarray(0, MAX_LABEL_BYTES)).replace(/\uFFFD$/, "") : label);
   }
   return build(c, "/v1/templates?" + q.toString(), body, TAR, opts);
+}
+
+/** Adds a template's start to a tar body's query (startCommand, readyCommand, readyTimeoutSeconds, startKernel). */
+function startQuery(q: URLSearchParams, start: TemplateStart | undefined): void {
+  if (!start) return;
+  if (start.command) q.set("startCommand", start.command);
+  if (start.readyCommand) q.set("readyCommand", start.readyCommand);
+  if (start.readyTimeoutSeconds) q.set("readyTimeoutSeconds", String(start.readyTimeoutSeconds));
+  if (start.kernel) q.set("startKernel", "true");
 }
 
 export async function buildTemplate(c: HttpClient, name: string, context: string, opts: BuildTemplateOptions): Promise<Template> {
@@ -135,6 +147,7 @@ export async function buildTemplate(c: HttpClient, name: string, context: string
   }
   const ignore = await Dockerignore.read(ctx);
   const q = new URLSearchParams({ name, dockerfile: dfName });
+  startQuery(q, opts.start);
   for (const k of Object.keys(opts.buildArgs ?? {}).sort()) q.append("buildArg", `${k}=${opts.buildArgs![k]}`);
   if (opts.internet) q.set("internet", "true");
   if (typeof opts.allow === "string") throw new TypeError('allow: give a list of hosts, such as allow: ["pypi.mirror.example"]');

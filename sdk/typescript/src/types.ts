@@ -160,8 +160,16 @@ export interface UsageTrial extends Schema<"UsageTrial"> {}
 /** Where a template made from an image or a Dockerfile came from. (Schema `TemplateOrigin`.) */
 export interface TemplateOrigin extends Schema<"TemplateOrigin"> {}
 
-/** A root filesystem sandboxes start from (`Sandbox.create({ template })`); its size in bytes. (Schema `Template`.) */
+/** A root filesystem sandboxes start from (`Sandbox.create({ template })`); its size in bytes, and for a warm template its `start`. (Schema `Template`.) */
 export interface Template extends Schema<"Template"> {}
+
+/**
+ * What a warm template's sandboxes run before they are handed out: a start
+ * command left running, a ready check that passed, or the default code
+ * context's kernel (`kernel`); every create starts from a snapshot taken
+ * then. (Schema `TemplateStart`.)
+ */
+export interface TemplateStart extends Schema<"TemplateStart"> {}
 
 /**
  * One event of a template build's progress, as `onEvent` receives it:
@@ -201,6 +209,12 @@ export interface TemplateOptions {
   onEvent?: (ev: TemplateEvent) => void;
   /** Aborts the build; the server then leaves nothing behind. */
   signal?: AbortSignal;
+  /**
+   * Makes the template warm: the build starts `command` (for buildTemplate, the Dockerfile's CMD by default),
+   * waits for `readyCommand` to exit 0 (at most `readyTimeoutSeconds`, default 60; the build fails with its last
+   * output otherwise) and saves the sandbox, so every create finds the server running.
+   */
+  start?: TemplateStart;
 }
 
 /** Options of Client.uploadTemplate. */

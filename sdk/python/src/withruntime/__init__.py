@@ -84,7 +84,7 @@ from .errors import (
     UnsupportedError,
     WithRuntimeError,
 )
-from .templates import Template, TemplateEvent, TemplateOrigin
+from .templates import Template, TemplateEvent, TemplateOrigin, TemplateStart
 from .terminal import (
     DEFAULT_TERM,
     MAX_PTY_COLS,
@@ -186,6 +186,7 @@ __all__ = [
     "GroupBy",
     "Template",
     "TemplateOrigin",
+    "TemplateStart",
     "TemplateEvent",
     "WithRuntimeError",
     "NotConfiguredError",

@@ -38,6 +38,7 @@ from .types import ErrorInfo, parse_time
 __all__ = [
     "Template",
     "TemplateOrigin",
+    "TemplateStart",
     "TemplateEvent",
     "ImageRef",
     "OnTemplateEvent",
@@ -78,6 +79,35 @@ class TemplateOrigin:
 
 
 @dataclass(frozen=True)
+class TemplateStart:
+    """What a warm template's sandboxes run before they are handed out: the
+    server starts ``command`` in the background (and with ``kernel`` the
+    default code context's kernel), runs ``ready_command`` until it exits
+    0, and saves the sandbox; every create starts from that save, so the
+    first command finds the server answering."""
+
+    #: A shell command line started in the background as the sandbox user
+    #: in /workspace (a Dockerfile's ``CMD``), or ``""``.
+    command: str = ""
+    #: A shell command line run until it exits 0, or ``""``: ready as soon
+    #: as ``command`` started.
+    ready_command: str = ""
+    #: Seconds ``ready_command`` may take to pass (0: 60).
+    ready_timeout_seconds: int = 0
+    #: The default code context's kernel is started with the usual imports.
+    kernel: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TemplateStart:
+        return cls(
+            command=d.get("command", "") or "",
+            ready_command=d.get("readyCommand", "") or "",
+            ready_timeout_seconds=int(d.get("readyTimeoutSeconds", 0) or 0),
+            kernel=bool(d.get("kernel", False)),
+        )
+
+
+@dataclass(frozen=True)
 class Template:
     """A root filesystem sandboxes start from (``create(template=name)``)."""
 
@@ -93,17 +123,22 @@ class Template:
     #: True when the template is the key's that made it: no other key sees,
     #: boots, builds from or deletes it; False when every key shares it.
     private: bool = False
+    #: For a warm template, what its sandboxes run before they are handed
+    #: out (``code-interpreter``'s: its kernel); None otherwise.
+    start: TemplateStart | None = None
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Template:
         o = d.get("origin")
+        st = d.get("start")
         return cls(
             name=d.get("name", ""),
             created_at=parse_time(d.get("createdAt")),
             size_bytes=int(d.get("sizeBytes", 0) or 0),
             origin=TemplateOrigin.from_dict(o) if isinstance(o, Mapping) else None,
             private=bool(d.get("private", False)),
+            start=TemplateStart.from_dict(st) if isinstance(st, Mapping) else None,
             _raw=dict(d),
         )
 
@@ -185,6 +220,30 @@ def local_image(image: ImageRef) -> tuple[str, str]:
     if ref.startswith(("/", "./", "../")) or ref.endswith(".tar"):
         return "path", ref
     return "", ""
+
+
+def start_dict(start: TemplateStart | None) -> dict[str, Any]:
+    """A template's start as CreateTemplateRequest.start ({} for None)."""
+    if start is None:
+        return {}
+    d: dict[str, Any] = {}
+    if start.command:
+        d["command"] = start.command
+    if start.ready_command:
+        d["readyCommand"] = start.ready_command
+    if start.ready_timeout_seconds:
+        d["readyTimeoutSeconds"] = start.ready_timeout_seconds
+    if start.kernel:
+        d["kernel"] = True
+    return d
+
+
+def start_params(start: TemplateStart | None) -> list[tuple[str, str]]:
+    """A template's start as a tar body's query (startCommand,
+    readyCommand, readyTimeoutSeconds, startKernel)."""
+    names = {"command": "startCommand", "readyCommand": "readyCommand",
+             "readyTimeoutSeconds": "readyTimeoutSeconds", "kernel": "startKernel"}
+    return [(names[k], "true" if v is True else str(v)) for k, v in start_dict(start).items()]
 
 
 def upload_params(name: str, label: str | None) -> list[tuple[str, str]]:

@@ -1434,6 +1434,22 @@ export interface paths {
          *     in sandboxes) is not kept. `RUN` and `COPY` need `/bin/sh`, GNU
          *     `find` and `tar` in the image.
          *
+         *     A template may be warm: a `start` (in the JSON body, or for a tar
+         *     body the query's `startCommand`, `readyCommand`,
+         *     `readyTimeoutSeconds` and `startKernel`; a Dockerfile's `CMD` is its
+         *     start command, and a template built `FROM` a warm one keeps its
+         *     start unless `CMD` or the query replaces it; `ENTRYPOINT` stays
+         *     refused). Once the template is made, the build boots a sandbox of
+         *     it (no network out), starts the start command in the background as
+         *     the sandbox user in `/workspace` (and with `startKernel` the default
+         *     code context's kernel), runs the ready check until it exits 0, and
+         *     saves that sandbox as the template's warm image: every create of the
+         *     template then starts from it, so the first command finds the server
+         *     answering. A ready check that has not passed within
+         *     `readyTimeoutSeconds` (default 60), or a start command that exits
+         *     first, fails the build (400 before the stream, an `error` event in
+         *     it) with the check's last output, and the template is deleted again.
+         *
          *     What can be checked before the layers are pulled or the steps run
          *     (the name, the reference, the image's existence and platform, an
          *     uploaded tarball, the Dockerfile) is answered with its own status. With `Accept:
@@ -2811,6 +2827,31 @@ export interface components {
             origin?: components["schemas"]["TemplateOrigin"];
             /** @description The template is the key's that made it; no other key sees, boots, builds from or deletes it (absent when it is shared by every key of the server). */
             private?: boolean;
+            start?: components["schemas"]["TemplateStart"];
+        };
+        /**
+         * @description Makes a template warm: the server boots a sandbox of it, starts
+         *     `command` in the background (and with `kernel` the default code
+         *     context's kernel with numpy, pandas and matplotlib imported), runs
+         *     `readyCommand` until it exits 0, and saves that sandbox as the
+         *     template's warm image; every create of the template starts from it
+         *     (a create of another memory or disk size, or with volumes or
+         *     secrets, boots the template and runs the start in place, waiting
+         *     for the ready check). The `code-interpreter` template's is `{"kernel":
+         *     true}`.
+         */
+        TemplateStart: {
+            /** @description A shell command line started in the background as the sandbox user in `/workspace`, with the template's environment; every sandbox of the template has it running (it is listed in its processes). */
+            command?: string;
+            /** @description A shell command line run the same way, again and again, until it exits 0; absent, the template is ready as soon as `command` started. */
+            readyCommand?: string;
+            /**
+             * Format: int64
+             * @description Seconds `readyCommand` may take to pass (0 or absent: 60); past it, or when `command` exits first, the build (or the create) fails with the check's last output.
+             */
+            readyTimeoutSeconds?: number;
+            /** @description Start the default code context's kernel with the usual imports done (a template with ipykernel). */
+            kernel?: boolean;
         };
         /** @description Where a template made from an image came from (absent for templates built from a recipe). */
         TemplateOrigin: {
@@ -2833,6 +2874,7 @@ export interface components {
             fromImage: string;
             /** @description The template is the key's only (`Template.private`); a key with a daily spending limit makes only private templates. */
             private?: boolean;
+            start?: components["schemas"]["TemplateStart"];
         };
         /** @description One line of the NDJSON stream of POST /v1/templates. */
         TemplateEvent: {
@@ -5292,6 +5334,14 @@ export interface operations {
                 internet?: boolean;
                 /** @description A host or CIDR a Dockerfile build's RUN steps may reach (repeatable). */
                 allow?: string[];
+                /** @description A tar body's start command (TemplateStart.command; a Dockerfile's `CMD` by default). */
+                startCommand?: string;
+                /** @description A tar body's ready check (TemplateStart.readyCommand). */
+                readyCommand?: string;
+                /** @description Seconds the ready check may take to pass (TemplateStart.readyTimeoutSeconds; 1-600, default 60). */
+                readyTimeoutSeconds?: number;
+                /** @description Start the default code context's kernel before the warm image is saved (TemplateStart.kernel). */
+                startKernel?: boolean;
                 /** @description An upload's or a Dockerfile build's template is the key's only (see `Template.private`; a tenant key's always are). */
                 private?: boolean;
             };

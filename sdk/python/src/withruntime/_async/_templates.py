@@ -21,11 +21,14 @@ from ..templates import (
     AsyncOnTemplateEvent,
     ImageRef,
     Template,
+    TemplateStart,
     end_event,
     event_from_line,
     local_image,
     taken,
     template_path,
+    start_dict,
+    start_params,
     upload_params,
 )
 from ._base import AsyncTransport
@@ -55,7 +58,12 @@ class AsyncTemplatesMixin(AsyncTransport):
         await self._send("DELETE", template_path(name))
 
     async def create_template(
-        self, name: str, image: ImageRef, *, on_event: AsyncOnTemplateEvent | None = None
+        self,
+        name: str,
+        image: ImageRef,
+        *,
+        on_event: AsyncOnTemplateEvent | None = None,
+        start: TemplateStart | None = None,
     ) -> Template:
         """Makes the new template ``name`` from a linux/amd64 container
         image (admin keys) and returns it once it is ready. ``image`` is, as
@@ -77,11 +85,18 @@ class AsyncTemplatesMixin(AsyncTransport):
         server pulls (or receives) and flattens the layers. The template's
         sandboxes run commands as ``user`` (uid 1000) in /workspace, with
         bash (or /bin/sh when the image has none), and start with the
-        image's environment. Errors: see the module's documentation.
+        image's environment. ``start`` makes the template warm
+        (:class:`~withruntime.TemplateStart`: the build starts its command,
+        waits for its ready check, which must pass, and saves the sandbox;
+        every create starts from that save). Errors: see the module's
+        documentation.
         """
         kind, path = local_image(image)
         if not kind:
-            return await self._template_build("/v1/templates", on_event, json_body={"name": name, "fromImage": image})
+            body: dict[str, Any] = {"name": name, "fromImage": image}
+            if start is not None:
+                body["start"] = start_dict(start)
+            return await self._template_build("/v1/templates", on_event, json_body=body)
         if not os.path.exists(path):
             raise not_found(f"image {image}: no such file or directory: {path}")
         label = os.fspath(image)
@@ -92,11 +107,11 @@ class AsyncTemplatesMixin(AsyncTransport):
                     f"image {image}: {path} is not a directory; an OCI layout is a directory with an oci-layout file"
                 )
             chunks = await _io.in_thread(oci_layout_archive, path, label)
-            return await self._upload(name, label, _io.thread_chunks(chunks), on_event)
+            return await self._upload(name, label, _io.thread_chunks(chunks), on_event, start)
         if not os.path.isfile(path):
             raise bad(f"image {image}: {path} is not a regular file; give a `docker save` tarball")
         with open(path, "rb") as f:
-            return await self._upload(name, label, _io.file_source(f), on_event)
+            return await self._upload(name, label, _io.file_source(f), on_event, start)
 
     async def upload_template(
         self,
@@ -105,13 +120,14 @@ class AsyncTemplatesMixin(AsyncTransport):
         *,
         label: str | None = None,
         on_event: AsyncOnTemplateEvent | None = None,
+        start: TemplateStart | None = None,
     ) -> Template:
         """Makes the new template ``name`` from a `docker save` tarball
         (bytes, a binary file object, or an iterable of byte chunks),
         streamed to the server. ``label`` is recorded as its origin (at most
         1024 bytes; default ``"upload"``). See :meth:`create_template`."""
         await self._check_free(name)
-        return await self._upload(name, label, tarball, on_event)
+        return await self._upload(name, label, tarball, on_event, start)
 
     async def build_template(
         self,
@@ -124,6 +140,7 @@ class AsyncTemplatesMixin(AsyncTransport):
         internet: bool = False,
         allow: Sequence[str] | None = None,
         on_event: AsyncOnTemplateEvent | None = None,
+        start: TemplateStart | None = None,
     ) -> Template:
         """Builds the new template ``name`` from a Dockerfile (admin keys),
         as ``withruntime template build NAME -f Dockerfile CONTEXT`` does.
@@ -144,7 +161,9 @@ class AsyncTemplatesMixin(AsyncTransport):
         ``on_event`` is called with each step event (each layer and
         instruction) and each output event (what ``RUN`` prints) as they
         happen. A failing ``RUN`` raises BadRequestError with its exit code
-        and last output. Errors: see the module's documentation.
+        and last output. The Dockerfile's ``CMD`` is the template's start
+        command; ``start`` adds a ready check (or replaces the command), as
+        in :meth:`create_template`. Errors: see the module's documentation.
         """
         req = await _io.in_thread(
             build_request,
@@ -160,7 +179,7 @@ class AsyncTemplatesMixin(AsyncTransport):
         return await self._template_build(
             "/v1/templates",
             on_event,
-            params=req.params,
+            params=req.params + start_params(start),
             content=_io.thread_chunks(req.body),
             content_type="application/x-tar",
         )
@@ -173,12 +192,19 @@ class AsyncTemplatesMixin(AsyncTransport):
             return
         raise taken(name)
 
-    async def _upload(self, name: str, label: str | None, src: Any, on_event: AsyncOnTemplateEvent | None) -> Template:
+    async def _upload(
+        self,
+        name: str,
+        label: str | None,
+        src: Any,
+        on_event: AsyncOnTemplateEvent | None,
+        start: TemplateStart | None = None,
+    ) -> Template:
         content, hdrs = _io.upload_content(src)
         return await self._template_build(
             "/v1/templates",
             on_event,
-            params=upload_params(name, label),
+            params=upload_params(name, label) + start_params(start),
             content=content,
             content_type="application/x-tar",
             extra_headers=hdrs,

@@ -23,11 +23,14 @@ from ..templates import (
     OnTemplateEvent,
     ImageRef,
     Template,
+    TemplateStart,
     end_event,
     event_from_line,
     local_image,
     taken,
     template_path,
+    start_dict,
+    start_params,
     upload_params,
 )
 from ._base import Transport
@@ -57,7 +60,12 @@ class TemplatesMixin(Transport):
         self._send("DELETE", template_path(name))
 
     def create_template(
-        self, name: str, image: ImageRef, *, on_event: OnTemplateEvent | None = None
+        self,
+        name: str,
+        image: ImageRef,
+        *,
+        on_event: OnTemplateEvent | None = None,
+        start: TemplateStart | None = None,
     ) -> Template:
         """Makes the new template ``name`` from a linux/amd64 container
         image (admin keys) and returns it once it is ready. ``image`` is, as
@@ -79,11 +87,18 @@ class TemplatesMixin(Transport):
         server pulls (or receives) and flattens the layers. The template's
         sandboxes run commands as ``user`` (uid 1000) in /workspace, with
         bash (or /bin/sh when the image has none), and start with the
-        image's environment. Errors: see the module's documentation.
+        image's environment. ``start`` makes the template warm
+        (:class:`~withruntime.TemplateStart`: the build starts its command,
+        waits for its ready check, which must pass, and saves the sandbox;
+        every create starts from that save). Errors: see the module's
+        documentation.
         """
         kind, path = local_image(image)
         if not kind:
-            return self._template_build("/v1/templates", on_event, json_body={"name": name, "fromImage": image})
+            body: dict[str, Any] = {"name": name, "fromImage": image}
+            if start is not None:
+                body["start"] = start_dict(start)
+            return self._template_build("/v1/templates", on_event, json_body=body)
         if not os.path.exists(path):
             raise not_found(f"image {image}: no such file or directory: {path}")
         label = os.fspath(image)
@@ -94,11 +109,11 @@ class TemplatesMixin(Transport):
                     f"image {image}: {path} is not a directory; an OCI layout is a directory with an oci-layout file"
                 )
             chunks = _io.in_thread(oci_layout_archive, path, label)
-            return self._upload(name, label, _io.thread_chunks(chunks), on_event)
+            return self._upload(name, label, _io.thread_chunks(chunks), on_event, start)
         if not os.path.isfile(path):
             raise bad(f"image {image}: {path} is not a regular file; give a `docker save` tarball")
         with open(path, "rb") as f:
-            return self._upload(name, label, _io.file_source(f), on_event)
+            return self._upload(name, label, _io.file_source(f), on_event, start)
 
     def upload_template(
         self,
@@ -107,13 +122,14 @@ class TemplatesMixin(Transport):
         *,
         label: str | None = None,
         on_event: OnTemplateEvent | None = None,
+        start: TemplateStart | None = None,
     ) -> Template:
         """Makes the new template ``name`` from a `docker save` tarball
         (bytes, a binary file object, or an iterable of byte chunks),
         streamed to the server. ``label`` is recorded as its origin (at most
         1024 bytes; default ``"upload"``). See :meth:`create_template`."""
         self._check_free(name)
-        return self._upload(name, label, tarball, on_event)
+        return self._upload(name, label, tarball, on_event, start)
 
     def build_template(
         self,
@@ -126,6 +142,7 @@ class TemplatesMixin(Transport):
         internet: bool = False,
         allow: Sequence[str] | None = None,
         on_event: OnTemplateEvent | None = None,
+        start: TemplateStart | None = None,
     ) -> Template:
         """Builds the new template ``name`` from a Dockerfile (admin keys),
         as ``withruntime template build NAME -f Dockerfile CONTEXT`` does.
@@ -146,7 +163,9 @@ class TemplatesMixin(Transport):
         ``on_event`` is called with each step event (each layer and
         instruction) and each output event (what ``RUN`` prints) as they
         happen. A failing ``RUN`` raises BadRequestError with its exit code
-        and last output. Errors: see the module's documentation.
+        and last output. The Dockerfile's ``CMD`` is the template's start
+        command; ``start`` adds a ready check (or replaces the command), as
+        in :meth:`create_template`. Errors: see the module's documentation.
         """
         req = _io.in_thread(
             build_request,
@@ -162,7 +181,7 @@ class TemplatesMixin(Transport):
         return self._template_build(
             "/v1/templates",
             on_event,
-            params=req.params,
+            params=req.params + start_params(start),
             content=_io.thread_chunks(req.body),
             content_type="application/x-tar",
         )
@@ -175,12 +194,19 @@ class TemplatesMixin(Transport):
             return
         raise taken(name)
 
-    def _upload(self, name: str, label: str | None, src: Any, on_event: OnTemplateEvent | None) -> Template:
+    def _upload(
+        self,
+        name: str,
+        label: str | None,
+        src: Any,
+        on_event: OnTemplateEvent | None,
+        start: TemplateStart | None = None,
+    ) -> Template:
         content, hdrs = _io.upload_content(src)
         return self._template_build(
             "/v1/templates",
             on_event,
-            params=upload_params(name, label),
+            params=upload_params(name, label) + start_params(start),
             content=content,
             content_type="application/x-tar",
             extra_headers=hdrs,
