@@ -32,12 +32,7 @@ const maxBuildEvent = 16 << 20
 // naming it, and nothing runs), the COPY steps' files must have been
 // uploaded, then the build runs in the background (202).
 func (s *Server) startBuild(w http.ResponseWriter, r *http.Request, as who) {
-	t, err := s.templateOf(r.Context(), as, r.PathValue("templateID"))
-	if err != nil {
-		s.writeAPIError(w, r, err)
-		return
-	}
-	b, err := s.builds.get(as.keyID, t.ID, r.PathValue("buildID"))
+	t, b, err := s.buildOf(r, as)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -299,12 +294,7 @@ func (s *Server) buildStatus(w http.ResponseWriter, r *http.Request, as who) {
 }
 
 func (s *Server) answerStatus(w http.ResponseWriter, r *http.Request, as who, offset, limit int, level string) {
-	t, err := s.templateOf(r.Context(), as, r.PathValue("templateID"))
-	if err != nil {
-		s.writeAPIError(w, r, err)
-		return
-	}
-	b, err := s.builds.get(as.keyID, t.ID, r.PathValue("buildID"))
+	t, b, err := s.buildOf(r, as)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -344,12 +334,7 @@ func (s *Server) buildLogs(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "source must be temporary or persistent; got %q", src)
 		return
 	}
-	t, err := s.templateOf(r.Context(), as, r.PathValue("templateID"))
-	if err != nil {
-		s.writeAPIError(w, r, err)
-		return
-	}
-	b, err := s.builds.get(as.keyID, t.ID, r.PathValue("buildID"))
+	_, b, err := s.buildOf(r, as)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
@@ -376,4 +361,15 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// buildOf is the key's template {templateID} and its build {buildID}, or
+// the error that says which is missing.
+func (s *Server) buildOf(r *http.Request, as who) (store.E2BTemplate, *build, error) {
+	t, err := s.templateOf(r.Context(), as, r.PathValue("templateID"))
+	if err != nil {
+		return t, nil, err
+	}
+	b, err := s.builds.get(as.keyID, t.ID, r.PathValue("buildID"))
+	return t, b, err
 }
