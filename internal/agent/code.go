@@ -74,7 +74,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.applyPendingEnv(c, k)
-	x := &execution{ex: agentapi.Execution{ContextID: c.id, Results: []agentapi.Result{},
+	x := &execution{lang: c.lang, ex: agentapi.Execution{ContextID: c.id, Results: []agentapi.Result{},
 		Logs: agentapi.Logs{Stdout: []string{}, Stderr: []string{}}}}
 	if wantsNDJSON(r) {
 		out := startNDJSON(w)
@@ -280,6 +280,7 @@ func fmtSeconds(d time.Duration) string {
 
 // execution collects (or streams) what a cell produces.
 type execution struct {
+	lang        *language
 	ex          agentapi.Execution
 	out         *ndjsonWriter // nil: collect into ex
 	logs        [2]logCap
@@ -372,6 +373,9 @@ func (x *execution) reply(m *jupyter.Message) {
 
 func (x *execution) kernelError(e jupyter.ErrorContent) {
 	ee := &agentapi.ExecutionError{Name: e.EName, Value: e.EValue, Traceback: plainTraceback(e.Traceback)}
+	if ee.Name == "" && x.lang != nil {
+		ee.Name = x.lang.errorName
+	}
 	if x.ex.TimedOut && (x.interrupted || e.EName == "KeyboardInterrupt") {
 		x.kbInterrupt = ee // reported as the timeout (see timedOut)
 		return

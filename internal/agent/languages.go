@@ -43,6 +43,9 @@ type language struct {
 	// messageInterrupt: interrupt with a control-channel interrupt_request
 	// instead of SIGINT to the kernel's process group.
 	messageInterrupt bool
+	// errorName names an error the kernel reports without a name (bash_kernel:
+	// a command's non-zero exit, its code the error's value).
+	errorName string
 	// env is added to the kernel's environment.
 	env map[string]string
 	// startup runs silently before the kernel's first cell ("": none).
@@ -78,6 +81,7 @@ var languages = map[string]*language{
 		argv:      []string{"python3", "-m", "bash_kernel", "-f"},
 		installed: []string{"/usr/local/lib/python3*/dist-packages/bash_kernel", "/usr/lib/python3/dist-packages/bash_kernel"},
 		setEnv:    bashSetEnv, restoreEnv: bashRestoreEnv,
+		errorName: "ExitCode",
 	},
 	wire.LanguageJavaScript: denoLanguage(wire.LanguageJavaScript, "JavaScript"),
 	wire.LanguageTypeScript: denoLanguage(wire.LanguageTypeScript, "TypeScript"),
@@ -115,8 +119,8 @@ func denoLanguage(name, title string) *language {
 		// Deno's kernel binds TCP only and publishes an execute_result
 		// after its idle status.
 		tcp: true, lateResults: true,
-		env:              map[string]string{"NO_COLOR": "1"},
-		setEnv:           denoSetEnv, restoreEnv: denoRestoreEnv,
+		env:    map[string]string{"NO_COLOR": "1"},
+		setEnv: denoSetEnv, restoreEnv: denoRestoreEnv,
 	}
 }
 
