@@ -90,6 +90,9 @@ var languages = map[string]*language{
 		argv:      []string{"R", "--no-save", "--no-restore", "--slave", "-e", "IRkernel::main()", "--args"},
 		installed: []string{"/usr/lib/R/site-library/IRkernel", "/usr/local/lib/R/site-library/IRkernel"},
 		setEnv:    rSetEnv, restoreEnv: rRestoreEnv,
+		// IRkernel names an ipc socket IP:PORT where Jupyter's convention
+		// (and the agent's wait for the sockets) is IP-PORT.
+		tcp: true,
 	},
 }
 
