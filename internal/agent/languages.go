@@ -274,6 +274,9 @@ func rString(s string) string {
 	return string(j)
 }
 
+// rSetEnv keeps the saved values in .withruntime_env of the global
+// environment (a dot name: ls() does not show it; the base environment is
+// locked).
 func rSetEnv(env map[string]string, save bool) string {
 	var b strings.Builder
 	keys := sortedKeys(env)
@@ -282,7 +285,7 @@ func rSetEnv(env map[string]string, save bool) string {
 		for i, k := range keys {
 			names[i] = rString(k)
 		}
-		fmt.Fprintf(&b, "assign('.withruntime_env', c(get0('.withruntime_env', envir = baseenv(), ifnotfound = list()), list(Sys.getenv(c(%s), unset = NA, names = TRUE))), envir = baseenv()); ", strings.Join(names, ", "))
+		fmt.Fprintf(&b, "assign('.withruntime_env', c(get0('.withruntime_env', envir = globalenv(), ifnotfound = list()), list(Sys.getenv(c(%s), unset = NA, names = TRUE))), envir = globalenv()); ", strings.Join(names, ", "))
 	}
 	for _, k := range keys {
 		fmt.Fprintf(&b, "do.call(Sys.setenv, structure(list(%s), names = %s)); ", rString(env[k]), rString(k))
@@ -291,7 +294,7 @@ func rSetEnv(env map[string]string, save bool) string {
 }
 
 func rRestoreEnv([]string) string {
-	return "local({ s <- get('.withruntime_env', envir = baseenv()); old <- s[[length(s)]]; " +
-		"assign('.withruntime_env', s[-length(s)], envir = baseenv()); " +
+	return "local({ s <- get('.withruntime_env', envir = globalenv()); old <- s[[length(s)]]; " +
+		"assign('.withruntime_env', s[-length(s)], envir = globalenv()); " +
 		"for (k in names(old)) if (is.na(old[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, structure(list(old[[k]]), names = k)) }); invisible(NULL)"
 }

@@ -27,6 +27,9 @@ type langCase struct {
 	get       string // x + 1: 42 as the main result or stdout
 	want      string // what get gives (main result text, or stdout)
 	viaStdout bool
+	// viaDisplay: the value comes back as display data, not as the main
+	// result (IRkernel shows a value as display_data, as in a notebook).
+	viaDisplay bool
 	print     string // prints "hello" on stdout
 	raise     string // fails with errName / errValue
 	errName   string
@@ -46,15 +49,22 @@ var langCases = []langCase{
 	{lang: "typescript", set: "const x: number = 41", get: "const y: number = x + 1; y", want: "42",
 		print: "console.log('hello' as string)", raise: "throw new RangeError('boom')", errName: "RangeError", errValue: "boom", errTrace: "RangeError: boom",
 		loop: "while (true) {}", env: "Deno.env.get('WR_LANG_ENV')"},
-	{lang: "r", set: "x <- 41", get: "x + 1", want: "[1] 42",
+	{lang: "r", set: "x <- 41", get: "x + 1", want: "[1] 42", viaDisplay: true,
 		print: "cat('hello\\n')", raise: "stop('boom')", errName: "ERROR", errValue: "boom",
 		loop: "repeat {}", env: "Sys.getenv('WR_LANG_ENV')"},
 }
 
 func TestCodeLanguages(t *testing.T) {
 	e := newEnv(t)
-	sb := e.ciSandbox(api.CreateSandboxRequest{})
+	// Five kernels at once: Python's (warm, numpy/pandas/matplotlib
+	// imported), Bash's, two Deno kernels (about 190 MiB each at start) and
+	// R's do not fit in the default 512 MiB.
+	sb := e.ciSandbox(api.CreateSandboxRequest{MemoryMiB: 2048})
 	id := sb.ID
+	defer func() {
+		res := e.exec(id, agentapi.ExecRequest{Command: "ps -eo rss,etime,args --sort=-rss | head -12"})
+		t.Logf("kernels' memory (RSS KiB):\n%s", res.Stdout)
+	}()
 	for _, lc := range langCases {
 		t.Run(lc.lang, func(t *testing.T) {
 			run := func(code string, timeout float64) agentapi.Execution {
@@ -67,6 +77,15 @@ func TestCodeLanguages(t *testing.T) {
 			got := func(ex agentapi.Execution) string {
 				if lc.viaStdout {
 					return stdoutOf(ex)
+				}
+				if lc.viaDisplay {
+					for _, r := range ex.Results {
+						var s string
+						if json.Unmarshal(r.Data["text/plain"], &s) == nil {
+							return s
+						}
+					}
+					return ""
 				}
 				return mainText(t, ex)
 			}
@@ -112,11 +131,11 @@ func TestCodeLanguages(t *testing.T) {
 			}
 			// A call's env is set for that call only.
 			ex = e.code(id, agentapi.RunCodeRequest{Code: lc.env, Language: lc.lang, Env: map[string]string{"WR_LANG_ENV": "it's \"set\""}})
-			if s := stdoutOf(ex) + mainText(t, ex); !strings.Contains(s, `it's`) {
+			if s := stdoutOf(ex) + mainText(t, ex) + string(resultsJSON(ex)); !strings.Contains(s, `it's`) {
 				t.Fatalf("env: %q %+v", s, ex)
 			}
 			ex = run(lc.env, 0)
-			if s := stdoutOf(ex) + mainText(t, ex); strings.Contains(s, "set") {
+			if s := stdoutOf(ex) + mainText(t, ex) + string(resultsJSON(ex)); strings.Contains(s, "set") {
 				t.Fatalf("env after its call: %q", s)
 			}
 			var c agentapi.Context
@@ -197,4 +216,9 @@ func TestCodeLanguagesHostile(t *testing.T) {
 	if ex = e.code(id, agentapi.RunCodeRequest{Code: "6 * 7"}); mainText(t, ex) != "42" {
 		t.Fatalf("python after: %+v", ex)
 	}
+}
+
+func resultsJSON(ex agentapi.Execution) []byte {
+	b, _ := json.Marshal(ex.Results)
+	return b
 }
