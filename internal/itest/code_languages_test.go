@@ -187,7 +187,7 @@ func TestCodeLanguages(t *testing.T) {
 // and reported as Python's is.
 func TestCodeLanguagesHostile(t *testing.T) {
 	e := newEnv(t)
-	sb := e.ciSandbox(api.CreateSandboxRequest{MemoryMiB: 512})
+	sb := e.ciSandbox(api.CreateSandboxRequest{MemoryMiB: 1024})
 	id := sb.ID
 	for _, c := range []struct{ lang, code string }{
 		{"bash", "id -u; cat /etc/shadow 2>&1 | head -1"},
