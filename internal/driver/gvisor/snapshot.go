@@ -57,6 +57,9 @@ const (
 // snapshotMeta is what a restore needs besides the image (snapshot.json).
 type snapshotMeta struct {
 	ID string `json:"id"`
+	// Mode is "" for a full snapshot, modeFiles for a files-only one
+	// (snapfiles.go: then only Source, RootFS and Runsc are set).
+	Mode string `json:"mode,omitempty"`
 	// Source is the sandbox the snapshot was taken of.
 	Source string `json:"source"`
 	// Flags are the runsc flags the source was booted with.
@@ -246,7 +249,7 @@ func (d *Driver) readSnapshot(snapID string) (snapshotMeta, error) {
 	if err := json.Unmarshal(data, &meta); err != nil {
 		return meta, fmt.Errorf("snapshot %s: bad note: %w", snapID, err)
 	}
-	if meta.ID != snapID || len(meta.Flags) == 0 {
+	if meta.ID != snapID || (meta.Mode != modeFiles && len(meta.Flags) == 0) {
 		return meta, fmt.Errorf("snapshot %s: its note is not this snapshot's", snapID)
 	}
 	return meta, nil
@@ -254,6 +257,9 @@ func (d *Driver) readSnapshot(snapID string) (snapshotMeta, error) {
 
 // restorable says why snapshot meta cannot be restored as spec, or nil.
 func (d *Driver) restorable(ctx context.Context, meta snapshotMeta, spec driver.Spec) error {
+	if meta.Mode != "" {
+		return fmt.Errorf("%w: it holds files alone (mode %q), no memory or processes to restore; boot a sandbox with its files instead", driver.ErrNotRestorable, meta.Mode)
+	}
 	if spec.RootFS != meta.RootFS {
 		return fmt.Errorf("%w: it was taken of a sandbox of another template (root %s, not %s)", driver.ErrNotRestorable, meta.RootFS, spec.RootFS)
 	}

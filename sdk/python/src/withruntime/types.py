@@ -497,8 +497,9 @@ class SnapshotInfo:
     source_sandbox_id: str
     #: The source's template, and so every sandbox's made from it.
     template: str
-    #: What it holds: ``"full"`` (memory, processes and files).
-    mode: Literal["full"] | str
+    #: What it holds: ``"full"`` (memory, processes and files) or
+    #: ``"filesystem"`` (the files of its root filesystem alone).
+    mode: Literal["full", "filesystem"] | str
     #: ``"creating"`` while its image is written, then ``"ready"``.
     state: Literal["creating", "ready"] | str
     #: The size of its image on the host, in bytes.
