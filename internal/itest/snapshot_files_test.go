@@ -12,6 +12,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	"withruntime.dev/runtime/internal/sandbox"
 )
 
 // TestSnapshotFilesystem: a files-only snapshot is taken while the source
@@ -215,5 +216,32 @@ func TestSnapshotFilesystemHostile(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(secret); string(data) != "HOST-SECRET\n" {
 		t.Errorf("the host secret now reads %q", data)
+	}
+}
+
+// TestSnapshotRetention: under serve --snapshot-retention, a snapshot's
+// record says when it expires, and it is deleted then (record, image and
+// billing), while a sandbox made from it runs on.
+func TestSnapshotRetention(t *testing.T) {
+	e := newEnv(t, withLimits(func(l *sandbox.Limits) { l.SnapshotRetention = 4 * time.Second }))
+	src := e.create(api.CreateSandboxRequest{})
+	e.sh(src.ID, "echo x > /workspace/x")
+	sn := e.snapshot(src.ID, api.CreateSnapshotRequest{Mode: "filesystem"})
+	if sn.ExpiresAt == nil || !sn.ExpiresAt.Equal(sn.CreatedAt.Add(4*time.Second)) {
+		t.Fatalf("expiresAt %v, want createdAt %v + 4s", sn.ExpiresAt, sn.CreatedAt)
+	}
+	cp := e.create(api.CreateSandboxRequest{Snapshot: sn.ID})
+	waitFor(t, 20*time.Second, "the expired snapshot's deletion", func() bool {
+		status, _ := e.do("GET", "/v1/snapshots/"+sn.ID, nil)
+		return status == http.StatusNotFound
+	})
+	if gone := time.Since(*sn.ExpiresAt); gone < 0 {
+		t.Errorf("deleted %v before its expiry", -gone)
+	}
+	if slices.Contains(e.snapshotImages(), sn.ID) {
+		t.Errorf("its image is still on the host")
+	}
+	if got := e.sh(cp.ID, "cat /workspace/x").Stdout; got != "x\n" {
+		t.Errorf("the sandbox made from it: %q", got)
 	}
 }

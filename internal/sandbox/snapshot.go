@@ -179,6 +179,10 @@ func (m *Manager) Snapshot(ctx context.Context, id string, p SnapshotParams) (st
 	snap := store.Snapshot{ID: newSnapshotID(), KeyID: p.KeyID, Name: p.Name, SourceID: id, Template: sb.Template,
 		Mode: p.Mode, State: store.SnapshotCreating, CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB,
 		Driver: m.driver.Name(), CreatedAt: m.now().UTC().Truncate(time.Millisecond)}
+	if r := m.limits.SnapshotRetention; r > 0 {
+		end := snap.CreatedAt.Add(r)
+		snap.ExpiresAt = &end
+	}
 	if err := m.store.InsertSnapshot(ctx, snap); err != nil {
 		if errors.Is(err, store.ErrDuplicate) {
 			return store.Snapshot{}, errs.New(errs.Conflict, "you have a snapshot named %q already; delete it (DELETE /v1/snapshots/%s) or choose another name", p.Name, p.Name)

@@ -47,6 +47,9 @@ type Snapshot struct {
 	DiskMiB int64 `json:"diskMiB"`
 	// CreatedAt is when it was taken (RFC 3339, UTC).
 	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt, when set, is when the server's snapshot retention deletes
+	// it (RFC 3339, UTC; within seconds after); absent: kept until deleted.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// CostMicros is what keeping it has cost so far, in micro-dollars:
 	// its bytes × time at the storage price, as of the last metering
 	// sample.

@@ -1949,6 +1949,11 @@ export interface components {
              */
             createdAt: string;
             /**
+             * Format: date-time
+             * @description When the server's snapshot retention (`serve --snapshot-retention`) deletes it (RFC 3339, UTC; the deletion follows within seconds); absent when it is kept until deleted. Fixed when it is taken.
+             */
+            expiresAt?: string;
+            /**
              * Format: int64
              * @description What keeping it has cost so far, in micro-dollars (its bytes × time at the storage price), as of the last metering sample.
              */
