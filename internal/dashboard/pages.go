@@ -36,7 +36,7 @@ var funcs = template.FuncMap{
 		}
 		return shortDur(d)
 	},
-	"unix":  func(t time.Time) int64 { return t.Unix() },
+	"unix": func(t time.Time) int64 { return t.Unix() },
 	"when": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:
