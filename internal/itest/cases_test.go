@@ -629,8 +629,11 @@ func caseParallelExecs(t *testing.T, b *box) {
 		}
 	}
 	t.Logf("%d parallel execs in %v", n, took)
-	if took > 3*time.Second {
-		t.Errorf("%d parallel execs took %v, want about 1 s", n, took)
+	// Each sleeps under a second: run in parallel they take about 1 s on a
+	// quiet host, one after another 20 × 0.4 s on average. Only the
+	// serialisation is a failure; a loaded host may make them slow.
+	if took > 8*time.Second {
+		t.Errorf("%d parallel execs took %v: they ran one after another (about 1 s in parallel, 8 s serially)", n, took)
 	}
 }
 
