@@ -351,6 +351,14 @@ func TestTerminalSlowReader50MB(t *testing.T) {
 	var dropped int64
 	var exit *wire.TerminalEvent
 	var peakHeap uint64
+	// agentRSS is the agent's resident memory in KiB (gVisor's /proc has no
+	// VmHWM, so it is sampled while the output flows).
+	peakRSS := 0
+	agentRSS := func() int {
+		var kib int
+		fmt.Sscan(e.sh(sb.ID, `awk '/VmRSS/ {print $2}' /proc/1/status`).Stdout, &kib)
+		return kib
+	}
 	for exit == nil {
 		typ, data, err := ws.Read(ctx)
 		if err != nil {
@@ -359,8 +367,9 @@ func TestTerminalSlowReader50MB(t *testing.T) {
 		if typ == websocket.MessageBinary {
 			got += len(data)
 			frames++
-			if frames%100 == 0 {
+			if frames%50 == 0 {
 				peakHeap = max(peakHeap, heapInUse())
+				peakRSS = max(peakRSS, agentRSS())
 			}
 			time.Sleep(100 * time.Millisecond)
 			continue
@@ -391,12 +400,10 @@ func TestTerminalSlowReader50MB(t *testing.T) {
 	if grown := int64(peakHeap) - int64(before); grown > 64<<20 {
 		t.Errorf("the server's heap grew %d MiB while the client read slowly", grown>>20)
 	}
-	rss := e.sh(sb.ID, `awk '/VmHWM/ {print $2}' /proc/1/status`)
-	var kib int
-	fmt.Sscan(rss.Stdout, &kib)
-	t.Logf("agent peak RSS %d KiB", kib)
-	if kib == 0 || kib > 100<<10 {
-		t.Errorf("agent peak RSS %d KiB", kib)
+	peakRSS = max(peakRSS, agentRSS())
+	t.Logf("agent RSS at most %d KiB (sampled every 50 frames); server heap grew at most %d KiB", peakRSS, (int64(peakHeap)-int64(before))>>10)
+	if peakRSS == 0 || peakRSS > 100<<10 {
+		t.Errorf("agent RSS reached %d KiB", peakRSS)
 	}
 }
 
