@@ -86,7 +86,9 @@ func TestSnapshotFilesystem(t *testing.T) {
 	}
 	check(cp.ID)
 	// Writes in the copy are its own.
-	e.sh(cp.ID, "echo copy > /workspace/a.txt")
+	if res := e.rootSh(cp.ID, "echo copy > /workspace/a.txt"); res.ExitCode != 0 {
+		t.Fatalf("write in the copy: %+v", res)
+	}
 	if got := e.sh(src.ID, "cat /workspace/a.txt").Stdout; got != "kept\n" {
 		t.Errorf("the source saw the copy's write: %q", got)
 	}

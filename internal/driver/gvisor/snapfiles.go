@@ -3,7 +3,6 @@ package gvisor
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +29,8 @@ var _ driver.FileSnapshotter = (*Driver)(nil)
 //
 //   - `runsc tar rootfs-upper` asks the sentry to write that layer as a tar
 //     archive (it holds the layer's lock while it does: writes to the root
-//     wait, processes run on). Its output goes through a pipe into
-//     copyLayer, which writes snapshots/.new-<id>/rootfs-upper.tar; the
+//     wait, processes run on) into a file of the host's; copyLayer reads
+//     it and writes snapshots/.new-<id>/rootfs-upper.tar; the
 //     directory is then renamed into place as a full snapshot's is.
 //   - The archive comes from inside the sandbox, so copyLayer treats it as
 //     hostile: every name must be a clean relative path under "./", only
@@ -97,7 +96,8 @@ func (d *Driver) SnapshotFiles(ctx context.Context, id string, raw []byte, snapI
 	if err != nil {
 		need = diskBytes // a memory-backed layer: at most its size
 	}
-	if err := checkSpace(tmp, need); err != nil {
+	// runsc's raw archive and the checked copy are on disk together.
+	if err := checkSpace(tmp, 2*need); err != nil {
 		return fail(err)
 	}
 	meta := snapshotMeta{ID: snapID, Source: id, Mode: modeFiles, Runsc: d.runscVersion(ctx)}
@@ -136,41 +136,34 @@ func (d *Driver) SnapshotFiles(ctx context.Context, id string, raw []byte, snapI
 }
 
 // tarLayer writes sandbox id's upper layer, checked by copyLayer, to path
-// (at most limit bytes of archive).
+// (at most limit bytes of archive). runsc writes the raw archive to a file
+// of its own beside path (-file: on stdout the archive would follow a line
+// of runsc's own), which is read back as hostile input and then removed.
 func (d *Driver) tarLayer(ctx context.Context, id, path string, limit int64) error {
+	raw := path + ".raw"
+	defer os.Remove(raw)
+	argv := []string{"--root", filepath.Join(d.cfg.StateDir, "runsc"), "tar", "rootfs-upper", "-file", raw, id}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(tctx, d.cfg.Runsc, argv...).CombinedOutput(); err != nil {
+		return fmt.Errorf("runsc tar rootfs-upper: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	in, err := os.Open(raw)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
 	out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
-	argv := []string{"--root", filepath.Join(d.cfg.StateDir, "runsc"), "tar", "rootfs-upper", id}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, d.cfg.Runsc, argv...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("runsc tar: %w", err)
-	}
 	w := bufio.NewWriterSize(out, 1<<20)
-	_, cerr := copyLayer(w, io.LimitReader(pipe, limit+1), limit)
-	if cerr == nil {
-		cerr = w.Flush()
+	if _, err := copyLayer(w, io.LimitReader(in, limit+1), limit); err != nil {
+		return fmt.Errorf("the sandbox's root layer: %w", err)
 	}
-	if cerr != nil {
-		_ = cmd.Process.Kill()
-	}
-	_, _ = io.Copy(io.Discard, pipe)
-	werr := cmd.Wait()
-	switch {
-	case werr != nil:
-		return fmt.Errorf("runsc tar rootfs-upper: %w: %s", werr, strings.TrimSpace(stderr.String()))
-	case cerr != nil:
-		return fmt.Errorf("the sandbox's root layer: %w", cerr)
+	if err := w.Flush(); err != nil {
+		return err
 	}
 	return out.Sync()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,6 +76,10 @@ type snapshotMeta struct {
 	// must ask for the same (runsc compares them with the image's).
 	Process *specs.Process `json:"process"`
 	Mounts  []specs.Mount  `json:"mounts"`
+	// Annotations are the source bundle's, which runsc also compares: a
+	// sandbox booted from a files-only snapshot names its layer's archive
+	// there (snapfiles.go), read only at that boot.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 func (d *Driver) snapshotsRoot() string { return filepath.Join(d.cfg.StateDir, snapshotsDir) }
@@ -122,7 +127,7 @@ func (d *Driver) Snapshot(ctx context.Context, id string, raw []byte, snapID str
 	if err != nil {
 		return fail(err)
 	}
-	meta.RootFS, meta.Process, meta.Mounts = src.Root.Path, src.Process, src.Mounts
+	meta.RootFS, meta.Process, meta.Mounts, meta.Annotations = src.Root.Path, src.Process, src.Mounts, src.Annotations
 	if meta.RootDev, meta.RootIno, err = dirIdentity(meta.RootFS); err != nil {
 		return fail(fmt.Errorf("the sandbox's template: %w", err))
 	}
@@ -375,6 +380,7 @@ func restoreSpec(oci *specs.Spec, meta *snapshotMeta, sockDir string) error {
 	}
 	oci.Process = meta.Process
 	oci.Mounts = slices.Clone(meta.Mounts)
+	oci.Annotations = maps.Clone(meta.Annotations)
 	found := false
 	for i := range oci.Mounts {
 		if oci.Mounts[i].Destination == socketDirInSandbox {
