@@ -22,7 +22,7 @@ func newMCPCmd() *cobra.Command {
 	var template, httpAddr string
 	var allowOrigins, volumeFlags []string
 	var lease time.Duration
-	var pauseIdle bool
+	var pauseIdle, checkpoints bool
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the four sandbox tools over MCP (stdio, or streamable HTTP with --http)",
@@ -45,6 +45,12 @@ directory of the template such as /data: its files outlive the session and its
 sandboxes, and every session sees the same files. The volume is resolved among
 the volumes of the key a session runs under (over HTTP, a session opened with a
 Runtime API key uses that key's). The model is told where the volumes are.
+
+With --checkpoints the session also gets runtime_checkpoint (save its sandbox,
+running processes and memory included; files only when volumes are mounted)
+and runtime_rollback (continue in a copy of one of the session's checkpoints,
+destroying the current sandbox): try a risky change, go back if it failed. A
+session keeps its last 8 checkpoints; they are deleted when it ends.
 
 By default the server speaks MCP on stdin/stdout (one session), for clients that
 start it as a command; with --http ADDR it serves streamable HTTP at
@@ -109,6 +115,7 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 			}
 			m := newMCPSandboxes(c, newClient, sbxOpts)
 			m.code = template == withruntime.CodeInterpreterTemplate
+			m.checkpoints = checkpoints
 			defer m.closeAll()
 			srv := m.server()
 			if httpAddr == "" {
@@ -127,6 +134,7 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 	cmd.Flags().BoolVar(&pauseIdle, "pause-idle", false, "pause a session's sandbox when it has been idle for a whole lease, and resume it on the session's next call, instead of destroying it")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (such as 127.0.0.1:7781) instead of stdio")
 	cmd.Flags().StringArrayVar(&volumeFlags, "volume", nil, "mount the volume NAME at PATH in each session's sandbox, NAME:PATH or NAME:PATH:ro for read-only (see: withruntime volume; repeatable)")
+	cmd.Flags().BoolVar(&checkpoints, "checkpoints", false, "add the tools runtime_checkpoint (save the session's sandbox, processes and memory included) and runtime_rollback (continue in a copy of a checkpoint, discarding the current sandbox)")
 	cmd.Flags().StringArrayVar(&allowOrigins, "allow-origin", nil, "with --http, also accept requests from web pages of this origin (such as http://localhost:6274; repeatable)")
 	return cmd
 }
@@ -141,6 +149,8 @@ type mcpSandboxes struct {
 	log       *slog.Logger
 	// code adds runtime_run_code (the sandboxes have kernels).
 	code bool
+	// checkpoints adds runtime_checkpoint and runtime_rollback (mcpfork.go).
+	checkpoints bool
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*sessionSandbox
@@ -165,6 +175,9 @@ type sessionSandbox struct {
 	// the next result tells the model.
 	replaced bool
 	done     bool
+	// checkpoints are the session's checkpoints (snapshot ids), oldest
+	// first (mcpfork.go).
+	checkpoints []string
 }
 
 func newMCPSandboxes(c *withruntime.Client, newClient func(string) (*withruntime.Client, error), opts withruntime.Options) *mcpSandboxes {
@@ -183,6 +196,9 @@ func (m *mcpSandboxes) server() *mcp.Server {
 	defs := tools.Definitions()
 	if m.code {
 		defs = append(defs, tools.CodeDefinitions()...)
+	}
+	if m.checkpoints {
+		m.addCheckpointTools(srv)
 	}
 	for _, d := range defs {
 		name := d.Name
@@ -317,6 +333,7 @@ func (m *mcpSandboxes) destroy(e *sessionSandbox) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.done = true
+	m.dropCheckpoints(e)
 	if e.sbx != nil {
 		if err := e.sbx.Close(); err != nil {
 			m.log.Warn("destroying sandbox", "id", e.sbx.ID(), "err", err)

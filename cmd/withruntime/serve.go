@@ -38,7 +38,7 @@ func newServeCmd() *cobra.Command {
 	var pool sandbox.PoolConfig
 	var warmImages bool
 	var maxSandboxes int
-	var pausedRetention time.Duration
+	var pausedRetention, snapshotRetention time.Duration
 	var quotas func(*sandbox.Limits) error
 	var sandboxCAs []string
 	var egressShares server.EgressConfig
@@ -75,7 +75,11 @@ func newServeCmd() *cobra.Command {
 			if pausedRetention <= 0 {
 				return fmt.Errorf("--paused-retention must be positive (e.g. 168h); got %s", pausedRetention)
 			}
+			if snapshotRetention < 0 {
+				return fmt.Errorf("--snapshot-retention must be 0 (keep snapshots until deleted) or positive (e.g. 720h); got %s", snapshotRetention)
+			}
 			lim := limits(maxSandboxes, pausedRetention)
+			lim.SnapshotRetention = snapshotRetention
 			if err := quotas(lim); err != nil {
 				return err
 			}
@@ -174,6 +178,7 @@ func newServeCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&noBuild, "no-build", false, "do not build the base template at start if it is missing")
 	cmd.Flags().IntVar(&maxSandboxes, "max-sandboxes", 0, "most sandboxes held at once, running and paused together (a paused one keeps its slot until it is deleted); creates past it answer 503 unavailable (0: no limit; see README, Capacity)")
 	cmd.Flags().DurationVar(&pausedRetention, "paused-retention", sandbox.DefaultPausedRetention, "how long a paused sandbox is kept; then it is destroyed (end reason retention)")
+	cmd.Flags().DurationVar(&snapshotRetention, "snapshot-retention", 0, "how long a snapshot is kept after it is taken; then it is deleted (0: until deleted). Recorded in each snapshot as expiresAt when it is taken")
 	cmd.Flags().IntVar(&pool.Size, "pool-size", 2, "booted sandboxes kept ready per pooled template, so a create of the default shape only claims one (0: no pool)")
 	cmd.Flags().IntVar(&pool.Max, "pool-max", sandbox.DefaultPoolMax, "most booted sandboxes a pooled template keeps ready after a burst: the pool follows the recent create rate (the most creates within one second over the last 30 s) between --pool-size and this")
 	cmd.Flags().IntVar(&pool.NetworkSlots, "network-slots", sandbox.DefaultNetworkSlots, "sandbox networks (namespace, veth, nftables rules) kept prepared, so a create only sets its policy (0: none)")

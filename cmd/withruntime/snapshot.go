@@ -14,7 +14,7 @@ import (
 
 // newSnapshotSandboxCmd is `sandbox snapshot ID`.
 func newSnapshotSandboxCmd() *cobra.Command {
-	var name string
+	var name, mode string
 	cmd := &cobra.Command{
 		Use:   "snapshot ID",
 		Short: "Save a running sandbox whole (processes, memory, files) as a snapshot; it runs on. Prints the snapshot's id",
@@ -22,7 +22,11 @@ func newSnapshotSandboxCmd() *cobra.Command {
 sandbox runs on after a brief pause. Start sandboxes from it with
 'withruntime sandbox create --snapshot ID|NAME'; list and delete snapshots
 with 'withruntime snapshot ls|rm'. A snapshot counts in the key's disk quota
-and is billed at the storage price until deleted.`,
+and is billed at the storage price until deleted.
+
+--mode filesystem saves only the files of the root filesystem (not /tmp,
+/dev/shm or volumes), with no pause at all; a sandbox created from it boots
+fresh with those files.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := connect(cmd.Context(), "")
@@ -30,7 +34,7 @@ and is billed at the storage price until deleted.`,
 				return err
 			}
 			defer s.Close()
-			sn, err := s.CreateSnapshot(cmd.Context(), args[0], api.CreateSnapshotRequest{Name: name})
+			sn, err := s.CreateSnapshot(cmd.Context(), args[0], api.CreateSnapshotRequest{Name: name, Mode: mode})
 			if err != nil {
 				return err
 			}
@@ -40,6 +44,7 @@ and is billed at the storage price until deleted.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "a name for the snapshot among your key's, usable instead of its id")
+	cmd.Flags().StringVar(&mode, "mode", "full", `what to save: "full" (processes, memory, files) or "filesystem" (the root filesystem's files alone)`)
 	return cmd
 }
 

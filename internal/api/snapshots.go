@@ -209,5 +209,5 @@ func errorDetail(err error) *wire.ErrorDetail {
 func toSnapshot(sn store.Snapshot, cost int64) Snapshot {
 	return Snapshot{ID: sn.ID, Name: sn.Name, SourceSandboxID: sn.SourceID, Template: sn.Template, Mode: sn.Mode,
 		State: sn.State, Bytes: sn.Bytes, CPU: sn.CPU, MemoryMiB: sn.MemoryMiB, DiskMiB: sn.DiskMiB,
-		CreatedAt: sn.CreatedAt, CostMicros: cost}
+		CreatedAt: sn.CreatedAt, ExpiresAt: sn.ExpiresAt, CostMicros: cost}
 }

@@ -163,6 +163,7 @@ func (d *Dashboard) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+Prefix+"secrets/delete", d.signedIn(d.deleteSecret))
 	mux.HandleFunc("GET "+Prefix+"templates", d.signedIn(d.templates))
 	mux.HandleFunc("GET "+Prefix+"volumes", d.signedIn(d.volumes))
+	mux.HandleFunc("GET "+Prefix+"snapshots", d.signedIn(d.snapshots))
 	mux.HandleFunc("GET "+Prefix+"device", d.signedIn(d.devicePage))
 	mux.HandleFunc("POST "+Prefix+"device", d.signedIn(d.deviceDecide))
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {

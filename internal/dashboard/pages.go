@@ -36,8 +36,18 @@ var funcs = template.FuncMap{
 		}
 		return shortDur(d)
 	},
-	"unix":  func(t time.Time) int64 { return t.Unix() },
-	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"unix": func(t time.Time) int64 { return t.Unix() },
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		case *time.Time:
+			if v != nil {
+				return v.UTC().Format("2006-01-02 15:04:05Z")
+			}
+		}
+		return ""
+	},
 	"mib":   func(n int64) string { return strconv.FormatInt(n, 10) + " MiB" },
 	"bytes": humanBytes,
 	"join":  strings.Join,
@@ -173,6 +183,10 @@ type sandboxDetail struct {
 	// terminal (ownSandbox); Owner is its key's id otherwise.
 	Own   bool
 	Owner string
+	// Snapshots are those taken of the sandbox (as the key may see them),
+	// with their size and cost; SnapError says why they could not be read.
+	Snapshots []api.Snapshot
+	SnapError string
 }
 
 func (d *Dashboard) sandbox(w http.ResponseWriter, r *http.Request, s *signed) {
@@ -197,6 +211,12 @@ func (d *Dashboard) sandbox(w http.ResponseWriter, r *http.Request, s *signed) {
 		} else {
 			det.Processes = pl.Processes
 		}
+	}
+	var sl api.SnapshotList
+	if err := d.call(r.Context(), s.key, "GET", "/v1/snapshots?sourceSandboxId="+url.QueryEscape(id), nil, &sl); err != nil {
+		det.SnapError = err.Error()
+	} else {
+		det.Snapshots = sl.Snapshots
 	}
 	v.Flash = r.FormValue("msg")
 	if rec, err := d.cfg.Store.GetSandbox(r.Context(), id); err == nil {
@@ -240,6 +260,19 @@ func (d *Dashboard) volumes(w http.ResponseWriter, r *http.Request, s *signed) {
 	}
 	v.Data = vl.Volumes
 	d.render(w, http.StatusOK, "volumes", v)
+}
+
+// snapshots lists the snapshots the signed-in key sees (as GET
+// /v1/snapshots answers it: a tenant key its own, an administrator's every
+// key's) with their size and what keeping them has cost.
+func (d *Dashboard) snapshots(w http.ResponseWriter, r *http.Request, s *signed) {
+	v := s.view("Snapshots", "snapshots")
+	var sl api.SnapshotList
+	if err := d.call(r.Context(), s.key, "GET", "/v1/snapshots", nil, &sl); err != nil {
+		v.Error = err.Error()
+	}
+	v.Data = sl.Snapshots
+	d.render(w, http.StatusOK, "snapshots", v)
 }
 
 type keysData struct {

@@ -91,6 +91,13 @@ type Spec struct {
 	// cores to running sandboxes; Foregrounder raises it when it is claimed.
 	// Drivers that are not Foregrounders ignore it.
 	Background bool
+
+	// RootFiles, when set, is the id of a files-only snapshot
+	// (FileSnapshotter.SnapshotFiles) whose saved files the sandbox's
+	// writable root layer starts with, over RootFS. The manager sets it
+	// only for a driver that is a FileSnapshotter; ErrNotFound (wrapped)
+	// when there is no such snapshot.
+	RootFiles string
 }
 
 // Foregrounder is implemented by drivers that honour Spec.Background.
@@ -362,6 +369,21 @@ type Snapshotter interface {
 	// including ones no record knows about (orphans to remove), and
 	// removes what a snapshot interrupted by a server's death left.
 	ListSnapshots(ctx context.Context) ([]string, error)
+}
+
+// FileSnapshotter is implemented by Snapshotters that can also save the
+// files alone of a running sandbox: its writable root layer (what it wrote,
+// changed and deleted over its template), never its memory, processes,
+// /tmp, /dev/shm or volumes. The image is kept, listed and deleted as any
+// snapshot's (Snapshotter); a new sandbox boots fresh from its template with
+// those files (Spec.RootFiles), and Restore refuses it (ErrNotRestorable).
+type FileSnapshotter interface {
+	// SnapshotFiles saves the writable root layer of the running sandbox
+	// id (state is its Handle.State) as snapshot snapID. The sandbox runs
+	// on: writes to its root wait while the layer is read, nothing else
+	// stops. On error no image is kept; ErrNoSpace (wrapped) when the
+	// host's disk is full.
+	SnapshotFiles(ctx context.Context, id string, state []byte, snapID string) (Image, error)
 }
 
 // DiskReporter is implemented by drivers whose sandboxes keep their

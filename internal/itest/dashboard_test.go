@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -267,4 +268,44 @@ func humanSize(n int64) string {
 		f /= 1024
 	}
 	return ""
+}
+
+// TestDashboardSnapshots: a sandbox's page lists the snapshots taken of
+// it with their size and cost, the snapshots page lists the key's; a
+// tenant's pages show its own snapshots and no other key's.
+func TestDashboardSnapshots(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.sh(sb.ID, "head -c 2000000 /dev/urandom > /workspace/blob")
+	sn := e.snapshot(sb.ID, api.CreateSnapshotRequest{Mode: "filesystem", Name: "dash-files"})
+	tenant := e.asTenant("dash-snap-tenant")
+	tsb := tenant.create(api.CreateSandboxRequest{})
+	tsn := tenant.snapshot(tsb.ID, api.CreateSnapshotRequest{Mode: "filesystem"})
+
+	admin := e.browser()
+	admin.signIn(e.key)
+	resp, body := admin.req("GET", "/ui/sandboxes/"+sb.ID, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("sandbox page: %d %s", resp.StatusCode, body)
+	}
+	row := regexp.MustCompile(`(?s)<tr data-snapshot="` + sn.ID + `">.*?</tr>`).FindString(body)
+	for _, want := range []string{"dash-files", "filesystem", humanSize(sn.Bytes), `title="` + strconv.FormatInt(sn.Bytes, 10) + ` bytes"`, "micro-dollars"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the sandbox page's snapshot row lacks %q:\n%s", want, row)
+		}
+	}
+	if strings.Contains(body, tsn.ID) {
+		t.Errorf("the sandbox page lists another sandbox's snapshot")
+	}
+	_, body = admin.req("GET", "/ui/snapshots", nil)
+	if !strings.Contains(body, `<tr data-snapshot="`+sn.ID+`">`) || !strings.Contains(body, `href="/ui/snapshots" class="on"`) {
+		t.Errorf("the snapshots page:\n%s", body)
+	}
+
+	other := e.browser()
+	other.signIn(tenant.key)
+	_, body = other.req("GET", "/ui/snapshots", nil)
+	if !strings.Contains(body, `<tr data-snapshot="`+tsn.ID+`">`) || strings.Contains(body, sn.ID) {
+		t.Errorf("the tenant's snapshots page:\n%s", body)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"withruntime.dev/runtime/internal/api"
 )
 
 // e2bSnapshotInfo is E2B's SnapshotInfo.
@@ -37,7 +39,8 @@ func (f *e2bFront) snapshots(query string) ([]e2bSnapshotInfo, string) {
 // TestE2BSnapshotAnswers (issue 26): the E2B control plane's snapshot and
 // fork routes answer what the SDKs read — SnapshotInfo, pages with
 // X-Next-Token, delete through DELETE /templates/{id}, a fork's defaults
-// (count 1, a 15 s lease, the source's network), and E2B's error form for
+// (count 1, a 15 s lease, the source's network), memory false as a
+// files-only snapshot, and E2B's error form for
 // what Runtime refuses. The SDKs' own calls are in compat/e2b.
 func TestE2BSnapshotAnswers(t *testing.T) {
 	e := newEnv(t)
@@ -61,7 +64,6 @@ func TestE2BSnapshotAnswers(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want %d saying %q", method, path, status, data, want, says)
 		}
 	}
-	expect(http.StatusBadRequest, `mode "filesystem"`, "POST", snapPath, map[string]any{"memory": false})
 	expect(http.StatusNotFound, "no sandbox", "POST", "/sandboxes/nosuchsandbox/snapshots", map[string]any{})
 
 	take := func(body map[string]any) e2bSnapshotInfo {
@@ -73,6 +75,14 @@ func TestE2BSnapshotAnswers(t *testing.T) {
 		}
 		return sn
 	}
+	// memory false (the SDKs' mode="filesystem") is a files-only snapshot.
+	files := take(map[string]any{"memory": false})
+	var fsn api.Snapshot
+	e.must(http.StatusOK, "GET", "/v1/snapshots/"+files.SnapshotID, nil, &fsn)
+	if fsn.Mode != "filesystem" {
+		t.Errorf("memory false made a %q snapshot, want filesystem", fsn.Mode)
+	}
+	e.must(http.StatusNoContent, "DELETE", "/v1/snapshots/"+files.SnapshotID, nil, nil)
 	named := take(map[string]any{"name": "kept"})
 	plain := take(nil)
 	if len(named.Names) != 1 || named.Names[0] != "kept" || plain.Names == nil || len(plain.Names) != 0 {

@@ -175,7 +175,6 @@ func TestSnapshotBadInput(t *testing.T) {
 		{400, "bad_request", "/v1/sandboxes/" + sb.ID + "/snapshots", api.CreateSnapshotRequest{Name: "Bad Name"}, "lower-case"},
 		{400, "bad_request", "/v1/sandboxes/" + sb.ID + "/snapshots", api.CreateSnapshotRequest{Name: "snap_x"}, "snapshot ids"},
 		{400, "bad_request", "/v1/sandboxes/" + sb.ID + "/snapshots", api.CreateSnapshotRequest{Mode: "warm"}, "full"},
-		{501, "not_implemented", "/v1/sandboxes/" + sb.ID + "/snapshots", api.CreateSnapshotRequest{Mode: "filesystem"}, "not built"},
 		{409, "conflict", "/v1/sandboxes/" + sb.ID + "/snapshots", api.CreateSnapshotRequest{Name: "base-1"}, "already"},
 		{404, "not_found", "/v1/sandboxes/sbx_nosuchsandbox/snapshots", nil, ""},
 		{400, "bad_request", "/v1/sandboxes", api.CreateSandboxRequest{Snapshot: sn.ID, MemoryMiB: 128}, "256 MiB or more"},

@@ -324,6 +324,89 @@ func TestTerminalSlowViewer(t *testing.T) {
 	}
 }
 
+// A client that reads, but slowly (one frame every 100 ms, far below what
+// the program writes), while 50 MB go to the terminal: the program finishes
+// at its own pace, the server's heap and the agent's memory stay bounded, and
+// the client is told how much it missed before it gets the exit. Unlike the
+// test above, the client keeps reading, so it answers the server's pings and
+// stays connected however long the 50 MB take.
+func TestTerminalSlowReader50MB(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{TimeoutSeconds: 600})
+	before := heapInUse()
+	p := e.startTerminal(sb.ID, agentapi.ExecRequest{Command: `read -r go; head -c 37500000 /dev/urandom | base64 -w 0; echo; echo END`}, wire.PtySize{Cols: 80, Rows: 24})
+	ws, _, err := e.dialTerminal(sb.ID, p.Pid, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("go\r")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var got, frames int
+	var dropped int64
+	var exit *wire.TerminalEvent
+	var peakHeap uint64
+	// agentRSS is the agent's resident memory in KiB (gVisor's /proc has no
+	// VmHWM, so it is sampled while the output flows).
+	peakRSS := 0
+	agentRSS := func() int {
+		var kib int
+		fmt.Sscan(e.sh(sb.ID, `awk '/VmRSS/ {print $2}' /proc/1/status`).Stdout, &kib)
+		return kib
+	}
+	for exit == nil {
+		typ, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %s, %d bytes in %d frames (told of %d dropped): %v", time.Since(start).Round(time.Second), got, frames, dropped, err)
+		}
+		if typ == websocket.MessageBinary {
+			got += len(data)
+			frames++
+			if frames%50 == 0 {
+				peakHeap = max(peakHeap, heapInUse())
+				peakRSS = max(peakRSS, agentRSS())
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		var ev wire.TerminalEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatalf("control message %q: %v", data, err)
+		}
+		switch ev.Type {
+		case wire.EventDropped:
+			dropped = ev.Dropped
+		case wire.EventExit:
+			exit = &ev
+		}
+	}
+	code := -1
+	if exit.ExitCode != nil {
+		code = *exit.ExitCode
+	}
+	t.Logf("50 MB to a terminal read one frame per 100 ms: exit %d after %s; the client read %d bytes in %d frames and was told it missed %d",
+		code, time.Since(start).Round(time.Second), got, frames, dropped)
+	if code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if int64(got)+dropped < 50_000_000 {
+		t.Errorf("read %d + dropped %d < the 50 MB written", got, dropped)
+	}
+	if grown := int64(peakHeap) - int64(before); grown > 64<<20 {
+		t.Errorf("the server's heap grew %d MiB while the client read slowly", grown>>20)
+	}
+	peakRSS = max(peakRSS, agentRSS())
+	t.Logf("agent RSS at most %d KiB (sampled every 50 frames); server heap grew at most %d KiB", peakRSS, (int64(peakHeap)-int64(before))>>10)
+	if peakRSS == 0 || peakRSS > 100<<10 {
+		t.Errorf("agent RSS reached %d KiB", peakRSS)
+	}
+}
+
 // Root inside the sandbox gets nothing out of the terminal but its own
 // bytes: output floods of random bytes (escape sequences included), a
 // program that closes the terminal while it runs, floods of input and

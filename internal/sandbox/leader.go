@@ -16,7 +16,8 @@ import (
 //   - the warm pool's refill and retirement (pool.go);
 //   - ending leases and paused retentions: the per-sandbox timers act only
 //     while leading, and the leader sweeps the store for the leases and
-//     retentions of every server's sandboxes (sweepLeases);
+//     retentions of every server's sandboxes (sweepLeases), and for
+//     snapshots past their retention (snapretention.go);
 //   - cleaning up what a dead server left: creates it never finished,
 //     sandboxes with no record or a stopped one (reconcile.go).
 //
@@ -24,7 +25,7 @@ import (
 // and last interval of a sandbox) runs on every server, leader or not.
 // Without GateLeaderWork (a single server, the default) none of this
 // applies: StartMetering and StartPool start their loops at once, timers
-// act, and there is no sweep.
+// act, and there is no sweep (but the snapshots' expiry loop).
 
 // DefaultSweepInterval is how often the leader looks in the store for leases
 // and paused retentions that have ended (the timers of the server that holds
@@ -197,5 +198,6 @@ func (m *Manager) sweepOnce(ctx context.Context) {
 			m.endRetention(ctx, sb.ID)
 		}
 	}
+	m.expireSnapshots(ctx)
 	m.reconcileDue(ctx)
 }

@@ -64,6 +64,10 @@ type Limits struct {
 	PidsLimit        int64         // processes and threads per user in a sandbox (1024; see pidsLimit)
 	MaxSandboxes     int           // held at once on this host, running, starting and paused together (0 = no limit)
 	PausedRetention  time.Duration // how long a paused sandbox is kept before it is destroyed (7 days)
+	// SnapshotRetention, when positive, is how long a snapshot is kept
+	// after it is taken: its record's ExpiresAt, after which it is deleted
+	// (snapretention.go). 0: kept until deleted.
+	SnapshotRetention time.Duration
 	// KeyQuotas are the per-key quotas of a tenant key (one with a daily
 	// limit) in the fields its own left at 0 (quota.go); a field at 0
 	// here: no default bound. Administrators' keys get none of them.

@@ -45,12 +45,21 @@ import (
 //     the source's. Programs already running keep the environment they
 //     had; commands started afterwards get the source's environment with
 //     the create's env (and its secrets' placeholders) on top.
+//   - A files-only snapshot (mode SnapshotFilesystem, driver.FileSnapshotter)
+//     saves the source's writable root layer alone — not its memory,
+//     processes, /tmp, /dev/shm or volumes — without interrupting anything
+//     (writes to its root wait while the layer is read). A create from it
+//     boots fresh from the template, as the source's template is now, with
+//     those files: no process runs but the agent, the create's env is the
+//     environment, volumes may be mounted, memory and CPU are the create's
+//     (the source's when 0), and its disk at least the source's. It is
+//     billed, counted and kept as a full snapshot is.
 
 // Snapshot modes.
 const (
 	// SnapshotFull saves memory, processes and files.
 	SnapshotFull = "full"
-	// SnapshotFilesystem would save files only; not built yet (501).
+	// SnapshotFilesystem saves the files of the root filesystem only.
 	SnapshotFilesystem = "filesystem"
 )
 
@@ -87,6 +96,17 @@ func (m *Manager) snapshotter() (driver.Snapshotter, error) {
 	return s, nil
 }
 
+// fileSnapshotter is the driver as a driver.FileSnapshotter, or
+// errs.NotImplemented.
+func (m *Manager) fileSnapshotter() (driver.FileSnapshotter, error) {
+	s, ok := m.driver.(driver.FileSnapshotter)
+	if !ok {
+		return nil, errs.New(errs.NotImplemented,
+			"this server's driver (%s) cannot take files-only snapshots (mode %q): saving a sandbox's root layer is built for the gvisor driver only", m.driver.Name(), SnapshotFilesystem)
+	}
+	return s, nil
+}
+
 // checkSnapshotParams checks p and fills its defaults.
 func checkSnapshotParams(p *SnapshotParams) error {
 	switch p.Mode {
@@ -94,7 +114,6 @@ func checkSnapshotParams(p *SnapshotParams) error {
 		p.Mode = SnapshotFull
 	case SnapshotFull:
 	case SnapshotFilesystem:
-		return errs.New(errs.NotImplemented, `snapshot mode "filesystem" (files only) is not built yet; use mode "full", which saves the files with the memory and processes`)
 	default:
 		return errs.New(errs.Invalid, `mode must be "full" or "filesystem"; got %q`, p.Mode)
 	}
@@ -108,8 +127,8 @@ func checkSnapshotParams(p *SnapshotParams) error {
 }
 
 // Snapshot saves the running sandbox id as a new snapshot; the sandbox
-// runs on. Errors: errs.NotImplemented when the driver cannot (or for mode
-// filesystem), errs.Invalid for a bad name or mode, errs.Conflict when the
+// runs on. Errors: errs.NotImplemented when the driver cannot take that
+// mode, errs.Invalid for a bad name or mode, errs.Conflict when the
 // key already has a snapshot of that name or the sandbox holds what cannot
 // be saved, errs.Paused for a paused sandbox, errs.DiskQuota and
 // errs.NoSpace when the image would not fit (nothing was written), and
@@ -121,6 +140,12 @@ func (m *Manager) Snapshot(ctx context.Context, id string, p SnapshotParams) (st
 	}
 	if err := checkSnapshotParams(&p); err != nil {
 		return store.Snapshot{}, err
+	}
+	var fs driver.FileSnapshotter
+	if p.Mode == SnapshotFilesystem {
+		if fs, err = m.fileSnapshotter(); err != nil {
+			return store.Snapshot{}, err
+		}
 	}
 	unlock := m.lockSandbox(id)
 	defer unlock()
@@ -137,14 +162,15 @@ func (m *Manager) Snapshot(ctx context.Context, id string, p SnapshotParams) (st
 	}
 	// A volume's files are never in a snapshot, and a restore keeps the
 	// source's mounts: a copy would mount the volume unrecorded (a delete
-	// would not see it). Refused until a restore mounts volumes again.
+	// would not see it). Refused until a restore mounts volumes again. A
+	// files-only snapshot holds the root layer alone and boots fresh.
 	if vols, err := m.store.SandboxVolumes(ctx, []string{id}); err != nil {
 		return store.Snapshot{}, err
-	} else if len(vols[id]) > 0 {
+	} else if len(vols[id]) > 0 && fs == nil {
 		return store.Snapshot{}, errs.New(errs.Conflict,
 			"sandbox %s mounts volumes, and a snapshot of a sandbox with volumes is not supported yet (a volume's files are never in a snapshot); take it from a sandbox without volumes", id)
 	}
-	hold, err := m.admitSnapshot(ctx, p.KeyID, sb)
+	hold, err := m.admitSnapshot(ctx, p.KeyID, sb, p.Mode)
 	if err != nil {
 		return store.Snapshot{}, err
 	}
@@ -153,16 +179,25 @@ func (m *Manager) Snapshot(ctx context.Context, id string, p SnapshotParams) (st
 	snap := store.Snapshot{ID: newSnapshotID(), KeyID: p.KeyID, Name: p.Name, SourceID: id, Template: sb.Template,
 		Mode: p.Mode, State: store.SnapshotCreating, CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB,
 		Driver: m.driver.Name(), CreatedAt: m.now().UTC().Truncate(time.Millisecond)}
+	if r := m.limits.SnapshotRetention; r > 0 {
+		end := snap.CreatedAt.Add(r)
+		snap.ExpiresAt = &end
+	}
 	if err := m.store.InsertSnapshot(ctx, snap); err != nil {
 		if errors.Is(err, store.ErrDuplicate) {
 			return store.Snapshot{}, errs.New(errs.Conflict, "you have a snapshot named %q already; delete it (DELETE /v1/snapshots/%s) or choose another name", p.Name, p.Name)
 		}
 		return store.Snapshot{}, err
 	}
-	release := ls.quiesce(errSnapshotInFlight)
 	start := m.now()
-	img, err := ss.Snapshot(ctx, id, sb.DriverState, snap.ID)
-	release()
+	var img driver.Image
+	if fs != nil {
+		img, err = fs.SnapshotFiles(ctx, id, sb.DriverState, snap.ID)
+	} else {
+		release := ls.quiesce(errSnapshotInFlight)
+		img, err = ss.Snapshot(ctx, id, sb.DriverState, snap.ID)
+		release()
+	}
 	if err != nil {
 		m.dropSnapshot(ctx, ss, snap.ID)
 		switch {
@@ -179,7 +214,7 @@ func (m *Manager) Snapshot(ctx context.Context, id string, p SnapshotParams) (st
 	}
 	snap.State, snap.Bytes = store.SnapshotReady, img.Bytes
 	m.meterSnapshotStart(ctx, snap)
-	m.log.Info("snapshot taken", "sandbox", id, "snapshot", snap.ID, "bytes", img.Bytes, "took", m.now().Sub(start))
+	m.log.Info("snapshot taken", "sandbox", id, "snapshot", snap.ID, "mode", snap.Mode, "bytes", img.Bytes, "took", m.now().Sub(start))
 	return snap, nil
 }
 
@@ -193,13 +228,23 @@ func (m *Manager) dropSnapshot(ctx context.Context, ss driver.Snapshotter, id st
 	}
 }
 
-// admitSnapshot admits a snapshot of sb by key keyID against that key's
-// disk quota and the host's disk, with its image's estimate (as a pause's).
-func (m *Manager) admitSnapshot(ctx context.Context, keyID string, sb store.Sandbox) (*quotaHold, error) {
-	estimate := m.imageEstimate(ctx, sb)
+// admitSnapshot admits a snapshot of sb in mode by key keyID against
+// that key's disk quota and the host's disk, with its image's estimate (as
+// a pause's; a files-only one's is the blocks its root layer takes, or its
+// disk size when that cannot be measured).
+func (m *Manager) admitSnapshot(ctx context.Context, keyID string, sb store.Sandbox, mode string) (*quotaHold, error) {
+	estimate, what := m.imageEstimate(ctx, sb), "its memory in use and the blocks its files take"
+	if mode == SnapshotFilesystem {
+		estimate, what = sb.DiskMiB<<20, "the blocks its files take"
+		if du, ok := m.driver.(driver.DiskUser); ok {
+			if n, err := du.DiskUsed(ctx, sb.ID); err == nil {
+				estimate = n
+			}
+		}
+	}
 	imageMiB := (estimate + 1<<20 - 1) >> 20
 	h := &quotaHold{m: m, key: keyID, use: store.KeyUse{DiskMiB: imageMiB}, writing: estimate}
-	return h, m.admit(ctx, h, estimate, fmt.Sprintf("a snapshot of sandbox %s (about %d MiB: its memory in use and the blocks its files take)", sb.ID, imageMiB))
+	return h, m.admit(ctx, h, estimate, fmt.Sprintf("a snapshot of sandbox %s (about %d MiB: %s)", sb.ID, imageMiB, what))
 }
 
 // SnapshotScope is who asks for snapshots: KeyID, and whether it is a
@@ -306,6 +351,12 @@ func (m *Manager) resolveSnapshot(ctx context.Context, p *CreateParams) error {
 	if sn.State != store.SnapshotReady {
 		return errs.New(errs.Conflict, "snapshot %s is still being taken; retry when it is ready", sn.ID)
 	}
+	if sn.Mode == SnapshotFilesystem {
+		return m.resolveFilesSnapshot(p, sn)
+	}
+	if len(p.Volumes) > 0 {
+		return errs.New(errs.Invalid, "volumes: snapshot %s holds a running sandbox, whose mounts are its source's; a sandbox made from it mounts no volumes (a files-only snapshot, mode %q, boots with them)", sn.ID, SnapshotFilesystem)
+	}
 	if p.Template != "" && p.Template != sn.Template {
 		return errs.New(errs.Invalid, "template %q: snapshot %s was taken of a sandbox of template %q, and a sandbox made from it has that template; omit template", p.Template, sn.ID, sn.Template)
 	}
@@ -325,6 +376,33 @@ func (m *Manager) resolveSnapshot(ctx context.Context, p *CreateParams) error {
 	return nil
 }
 
+// resolveFilesSnapshot is resolveSnapshot for files-only snapshot sn: the
+// template is the snapshot's, the disk at least the source's (its files
+// were written within it), memory and CPU the create's (the source's when
+// 0).
+func (m *Manager) resolveFilesSnapshot(p *CreateParams, sn store.Snapshot) error {
+	if _, err := m.fileSnapshotter(); err != nil {
+		return err
+	}
+	if p.Template != "" && p.Template != sn.Template {
+		return errs.New(errs.Invalid, "template %q: snapshot %s holds files written over template %q, and a sandbox made from it has that template; omit template", p.Template, sn.ID, sn.Template)
+	}
+	if p.DiskMiB != 0 && p.DiskMiB < sn.DiskMiB {
+		return errs.New(errs.Invalid, "diskMiB %d: snapshot %s holds files written on a disk of %d MiB; ask for %d MiB or more, or omit diskMiB", p.DiskMiB, sn.ID, sn.DiskMiB, sn.DiskMiB)
+	}
+	if p.DiskMiB == 0 {
+		p.DiskMiB = sn.DiskMiB
+	}
+	if p.MemoryMiB == 0 {
+		p.MemoryMiB = sn.MemoryMiB
+	}
+	if p.CPU == 0 {
+		p.CPU = sn.CPU
+	}
+	p.Template, p.snapshot = sn.Template, &sn
+	return nil
+}
+
 // boot starts a create's sandbox in the driver: booted from its template
 // (warm.go for a warm template's), or restored from its snapshot (and then
 // given what a booted sandbox gets in its spec: the create's environment,
@@ -336,7 +414,13 @@ func (m *Manager) boot(ctx context.Context, p CreateParams, spec driver.Spec) (*
 		}
 		return m.driver.Create(ctx, spec)
 	}
-	h, err := m.restoreSnapshot(ctx, spec, p.snapshot, p.MemoryMiB)
+	var h *driver.Handle
+	var err error
+	if p.snapshot.Mode == SnapshotFilesystem {
+		h, err = m.bootFiles(ctx, spec, p.snapshot)
+	} else {
+		h, err = m.restoreSnapshot(ctx, spec, p.snapshot, p.MemoryMiB)
+	}
 	switch {
 	case errors.Is(err, driver.ErrNotRestorable):
 		return nil, errs.New(errs.Conflict, "snapshot %s cannot be restored: %v; delete it and take a new one", p.snapshot.ID, err)
@@ -344,6 +428,26 @@ func (m *Manager) boot(ctx context.Context, p CreateParams, spec driver.Spec) (*
 		return nil, errs.New(errs.Conflict, "snapshot %s has no image on this server (it was lost or is another server's): %v", p.snapshot.ID, err)
 	}
 	return h, err
+}
+
+// bootFiles boots spec fresh with files-only snapshot sn's files (its
+// image kept from a delete until the boot read it). Driver errors are
+// returned as they are; errs.NotFound when the snapshot was deleted
+// meanwhile.
+func (m *Manager) bootFiles(ctx context.Context, spec driver.Spec, sn *store.Snapshot) (*driver.Handle, error) {
+	unlock := m.snapLocks.lock(sn.ID, false)
+	defer unlock()
+	if _, err := m.store.GetSnapshot(ctx, sn.ID); errors.Is(err, store.ErrNotFound) {
+		return nil, errs.New(errs.NotFound, "snapshot %s was deleted while the sandbox was being created from it", sn.ID)
+	}
+	start := m.now()
+	spec.RootFiles = sn.ID
+	h, err := m.driver.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("booted with a snapshot's files", "sandbox", spec.ID, "snapshot", sn.ID, "template", sn.Template, "took", m.now().Sub(start))
+	return h, nil
 }
 
 // restoreSnapshot restores spec from snapshot sn (its image kept from a

@@ -31,6 +31,8 @@ func TestSnapshotsNotImplemented(t *testing.T) {
 	}
 	_, err = m.Snapshot(ctx, "sbx_any", SnapshotParams{KeyID: "k"})
 	check("Snapshot", err)
+	_, err = m.Snapshot(ctx, "sbx_any", SnapshotParams{KeyID: "k", Mode: SnapshotFilesystem})
+	check("Snapshot of files", err)
 	_, err = m.Fork(ctx, "sbx_any", ForkParams{Count: 2, Create: CreateParams{KeyID: "k"}})
 	check("Fork", err)
 	_, err = m.Create(ctx, CreateParams{KeyID: "k", Snapshot: "snap_x"})
@@ -47,7 +49,6 @@ func TestCheckSnapshotParams(t *testing.T) {
 		p    SnapshotParams
 		kind error
 	}{
-		{SnapshotParams{Mode: "filesystem"}, errs.NotImplemented},
 		{SnapshotParams{Mode: "memory"}, errs.Invalid},
 		{SnapshotParams{Name: "Warm"}, errs.Invalid},
 		{SnapshotParams{Name: "-x"}, errs.Invalid},
@@ -57,6 +58,9 @@ func TestCheckSnapshotParams(t *testing.T) {
 		if err := checkSnapshotParams(&c.p); !errors.Is(err, c.kind) {
 			t.Errorf("%+v: %v, want %v", c.p, err, c.kind)
 		}
+	}
+	if err := checkSnapshotParams(&SnapshotParams{Mode: SnapshotFilesystem}); err != nil {
+		t.Errorf("mode filesystem: %v", err)
 	}
 	if err := checkSnapshotParams(&SnapshotParams{Name: "warm-python.3_12"}); err != nil {
 		t.Errorf("a good name: %v", err)

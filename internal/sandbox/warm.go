@@ -329,7 +329,7 @@ func (m *Manager) makeWarm(ctx context.Context, tpl, owner, rootfs string, st *t
 		return store.Snapshot{}, err
 	}
 	sb := store.Sandbox{ID: id, MemoryMiB: l.DefaultMemoryMiB, DiskMiB: l.DefaultDiskMiB}
-	hold, err := m.admitSnapshot(ctx, owner, sb)
+	hold, err := m.admitSnapshot(ctx, owner, sb, SnapshotFull)
 	if err != nil {
 		return store.Snapshot{}, err
 	}

@@ -242,6 +242,7 @@ func open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	mgr.StartMetering(cfg.Metering)
+	mgr.StartSnapshotExpiry()
 	mgr.SetWarmImages(!cfg.NoWarmImages)
 	if err := mgr.Recover(ctx); err != nil {
 		eg.Close()

@@ -41,6 +41,9 @@ type Snapshot struct {
 	// Driver is the driver that holds the image.
 	Driver    string
 	CreatedAt time.Time
+	// ExpiresAt, when set, is when the server's snapshot retention ends
+	// it: the leader's sweep deletes it then. Nil: kept until deleted.
+	ExpiresAt *time.Time
 }
 
 // SnapshotFilter selects snapshots; zero fields match everything.
@@ -50,14 +53,14 @@ type SnapshotFilter struct {
 	State    string
 }
 
-const snapshotCols = `id, key_id, name, source_id, template, mode, state, bytes, cpu, memory_mib, disk_mib, driver, created_at`
+const snapshotCols = `id, key_id, name, source_id, template, mode, state, bytes, cpu, memory_mib, disk_mib, driver, created_at, expires_at`
 
 // InsertSnapshot records a new snapshot. ErrDuplicate when its key has a
 // snapshot of that name (or the id is taken).
 func (s *Store) InsertSnapshot(ctx context.Context, sn Snapshot) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.ID, sn.KeyID, sn.Name, sn.SourceID, sn.Template, sn.Mode, sn.State, sn.Bytes, sn.CPU, sn.MemoryMiB, sn.DiskMiB,
-		sn.Driver, millis(sn.CreatedAt))
+		sn.Driver, millis(sn.CreatedAt), nullMillis(sn.ExpiresAt))
 	if err != nil && s.db.d.isUniqueViolation(err) {
 		return fmt.Errorf("snapshot %s: %w", sn.ID, ErrDuplicate)
 	}
@@ -126,6 +129,26 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 	return out, rows.Err()
 }
 
+// ExpiredSnapshots returns the ready snapshots whose ExpiresAt is at or
+// before now, oldest expiry first.
+func (s *Store) ExpiredSnapshots(ctx context.Context, now time.Time) ([]Snapshot, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+snapshotCols+` FROM snapshots
+		WHERE expires_at IS NOT NULL AND expires_at <= ? AND state = ? ORDER BY expires_at, id`, millis(now), SnapshotReady)
+	if err != nil {
+		return nil, fmt.Errorf("store: expired snapshots: %w", err)
+	}
+	defer rows.Close()
+	var out []Snapshot
+	for rows.Next() {
+		sn, err := scanSnapshot(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: expired snapshots: %w", err)
+		}
+		out = append(out, sn)
+	}
+	return out, rows.Err()
+}
+
 // DeleteSnapshot removes snapshot id's record; ErrNotFound when it has none.
 func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM snapshots WHERE id = ?`, id)
@@ -152,8 +175,9 @@ func (s *Store) snapshotBytes(ctx context.Context, keyID string) (int64, error) 
 func scanSnapshot(r scanner) (Snapshot, error) {
 	var sn Snapshot
 	var created int64
+	var expires sql.NullInt64
 	err := r.Scan(&sn.ID, &sn.KeyID, &sn.Name, &sn.SourceID, &sn.Template, &sn.Mode, &sn.State, &sn.Bytes,
-		&sn.CPU, &sn.MemoryMiB, &sn.DiskMiB, &sn.Driver, &created)
+		&sn.CPU, &sn.MemoryMiB, &sn.DiskMiB, &sn.Driver, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Snapshot{}, fmt.Errorf("snapshot: %w", ErrNotFound)
 	}
@@ -161,5 +185,6 @@ func scanSnapshot(r scanner) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	sn.CreatedAt = fromMillis(created)
+	sn.ExpiresAt = timePtr(expires)
 	return sn, nil
 }

@@ -73,3 +73,41 @@ func TestSnapshots(t *testing.T) {
 		}
 	})
 }
+
+// ExpiredSnapshots: ready snapshots whose expiry has come, oldest first;
+// none without an expiry, none still creating; the expiry round-trips.
+func TestExpiredSnapshots(t *testing.T) {
+	eachBackend(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		st, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		t0 := time.UnixMilli(1_800_000_000_000).UTC()
+		at := func(s int) *time.Time { x := t0.Add(time.Duration(s) * time.Second); return &x }
+		for _, c := range []struct {
+			id      string
+			expires *time.Time
+			ready   bool
+		}{{"snap_a", at(10), true}, {"snap_b", at(5), true}, {"snap_c", nil, true}, {"snap_d", at(1), false}, {"snap_e", at(60), true}} {
+			sn := Snapshot{ID: c.id, KeyID: "k", SourceID: "sbx", Template: "base", Mode: "filesystem", State: SnapshotCreating,
+				CPU: 1, MemoryMiB: 256, DiskMiB: 512, Driver: "gvisor", CreatedAt: t0, ExpiresAt: c.expires}
+			if err := st.InsertSnapshot(ctx, sn); err != nil {
+				t.Fatal(err)
+			}
+			if c.ready {
+				if err := st.MarkSnapshotReady(ctx, c.id, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := st.ExpiredSnapshots(ctx, t0.Add(10*time.Second))
+		if err != nil || len(got) != 2 || got[0].ID != "snap_b" || got[1].ID != "snap_a" || !got[1].ExpiresAt.Equal(*at(10)) {
+			t.Fatalf("ExpiredSnapshots = %+v %v, want snap_b then snap_a", got, err)
+		}
+		if sn, _ := st.GetSnapshot(ctx, "snap_c"); sn.ExpiresAt != nil {
+			t.Errorf("no expiry reads back as %v", sn.ExpiresAt)
+		}
+	})
+}

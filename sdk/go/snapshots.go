@@ -37,8 +37,9 @@ type SnapshotOptions struct {
 	// digits, '.', '_', '-'; unique per key), so that Options.Snapshot
 	// may give it instead of the id.
 	Name string
-	// Mode is "full" (default: memory, processes and files);
-	// "filesystem" is not built yet (ErrNotImplemented).
+	// Mode is "full" (default: memory, processes and files) or
+	// "filesystem" (the files of the root filesystem alone, taken while
+	// the sandbox runs on; a sandbox made from it boots fresh with them).
 	Mode string
 }
 

@@ -19,9 +19,10 @@ import (
 //
 //   - POST /sandboxes/{id}/snapshots {name?, memory?}: 201 {snapshotID,
 //     names}. snapshotID is Runtime's snapshot id ("snap_..."); names is
-//     [name] for a named one, else []. memory false (mode "filesystem": files
-//     only) is a 400 that says so, as E2B's API answers where that mode is
-//     not enabled. A name the key has given a snapshot already is a 409
+//     [name] for a named one, else []. memory false (the SDKs'
+//     mode="filesystem") is Runtime's files-only snapshot (mode
+//     "filesystem"): a sandbox created from it boots fresh with its files.
+//     A name the key has given a snapshot already is a 409
 //     (E2B would give the name's template a new build instead).
 //   - GET /snapshots ?sandboxID, name (an id or a name), limit (1-100),
 //     nextToken (the last snapshotID of the previous page, answered in
@@ -70,10 +71,9 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request, as who) 
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	mode := "full"
 	if req.Memory != nil && !*req.Memory {
-		writeError(w, http.StatusBadRequest, `memory false (mode "filesystem", a snapshot of the files alone) is not supported by Runtime yet: `+
-			`take a full snapshot (mode "full", the default), which holds the files with the memory and processes`)
-		return
+		mode = "filesystem" // E2B's mode="filesystem": the files alone
 	}
 	id := r.PathValue("id")
 	if _, err := s.sandbox(r.Context(), as, id); err != nil {
@@ -82,7 +82,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request, as who) 
 	}
 	var sn api.Snapshot
 	err := s.api.json(r.Context(), as, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/snapshots",
-		api.CreateSnapshotRequest{Name: req.Name}, &sn)
+		api.CreateSnapshotRequest{Name: req.Name, Mode: mode}, &sn)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return

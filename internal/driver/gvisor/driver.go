@@ -213,6 +213,14 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec, snap *snapshotMeta)
 			return nil, fmt.Errorf("gvisor %s: %w", verb, err)
 		}
 	}
+	var filesFlag []string
+	if spec.RootFiles != "" && snap == nil {
+		f, err := d.bootFiles(spec.RootFiles, dir, oci)
+		if err != nil {
+			return nil, fmt.Errorf("gvisor %s: %w", verb, err)
+		}
+		filesFlag = []string{f}
+	}
 	cfg, err := json.Marshal(oci)
 	if err != nil {
 		return nil, fmt.Errorf("gvisor %s: %w", verb, err)
@@ -232,6 +240,7 @@ func (d *Driver) boot(ctx context.Context, spec driver.Spec, snap *snapshotMeta)
 			"--allow-suid",
 			d.overlayFlag(dir, spec.DiskBytes),
 		}, d.cfg.ExtraFlags...)
+		flags = append(flags, filesFlag...)
 		args = []string{"run", "--detach", "--pid-file", pidFile, "--bundle", bundle, spec.ID}
 	} else {
 		if flags, err = restoreFlags(snap, dir); err != nil {

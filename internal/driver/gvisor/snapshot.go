@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +58,9 @@ const (
 // snapshotMeta is what a restore needs besides the image (snapshot.json).
 type snapshotMeta struct {
 	ID string `json:"id"`
+	// Mode is "" for a full snapshot, modeFiles for a files-only one
+	// (snapfiles.go: then only Source, RootFS and Runsc are set).
+	Mode string `json:"mode,omitempty"`
 	// Source is the sandbox the snapshot was taken of.
 	Source string `json:"source"`
 	// Flags are the runsc flags the source was booted with.
@@ -72,6 +76,10 @@ type snapshotMeta struct {
 	// must ask for the same (runsc compares them with the image's).
 	Process *specs.Process `json:"process"`
 	Mounts  []specs.Mount  `json:"mounts"`
+	// Annotations are the source bundle's, which runsc also compares: a
+	// sandbox booted from a files-only snapshot names its layer's archive
+	// there (snapfiles.go), read only at that boot.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 func (d *Driver) snapshotsRoot() string { return filepath.Join(d.cfg.StateDir, snapshotsDir) }
@@ -119,7 +127,7 @@ func (d *Driver) Snapshot(ctx context.Context, id string, raw []byte, snapID str
 	if err != nil {
 		return fail(err)
 	}
-	meta.RootFS, meta.Process, meta.Mounts = src.Root.Path, src.Process, src.Mounts
+	meta.RootFS, meta.Process, meta.Mounts, meta.Annotations = src.Root.Path, src.Process, src.Mounts, src.Annotations
 	if meta.RootDev, meta.RootIno, err = dirIdentity(meta.RootFS); err != nil {
 		return fail(fmt.Errorf("the sandbox's template: %w", err))
 	}
@@ -246,7 +254,7 @@ func (d *Driver) readSnapshot(snapID string) (snapshotMeta, error) {
 	if err := json.Unmarshal(data, &meta); err != nil {
 		return meta, fmt.Errorf("snapshot %s: bad note: %w", snapID, err)
 	}
-	if meta.ID != snapID || len(meta.Flags) == 0 {
+	if meta.ID != snapID || (meta.Mode != modeFiles && len(meta.Flags) == 0) {
 		return meta, fmt.Errorf("snapshot %s: its note is not this snapshot's", snapID)
 	}
 	return meta, nil
@@ -254,6 +262,9 @@ func (d *Driver) readSnapshot(snapID string) (snapshotMeta, error) {
 
 // restorable says why snapshot meta cannot be restored as spec, or nil.
 func (d *Driver) restorable(ctx context.Context, meta snapshotMeta, spec driver.Spec) error {
+	if meta.Mode != "" {
+		return fmt.Errorf("%w: it holds files alone (mode %q), no memory or processes to restore; boot a sandbox with its files instead", driver.ErrNotRestorable, meta.Mode)
+	}
 	if spec.RootFS != meta.RootFS {
 		return fmt.Errorf("%w: it was taken of a sandbox of another template (root %s, not %s)", driver.ErrNotRestorable, meta.RootFS, spec.RootFS)
 	}
@@ -369,6 +380,7 @@ func restoreSpec(oci *specs.Spec, meta *snapshotMeta, sockDir string) error {
 	}
 	oci.Process = meta.Process
 	oci.Mounts = slices.Clone(meta.Mounts)
+	oci.Annotations = maps.Clone(meta.Annotations)
 	found := false
 	for i := range oci.Mounts {
 		if oci.Mounts[i].Destination == socketDirInSandbox {

@@ -10,7 +10,9 @@ type CreateSnapshotRequest struct {
 	// starting with "snap_"); creates may then name it instead of its id.
 	Name string `json:"name,omitempty"`
 	// Mode is what the snapshot holds: "full" (default: memory, processes
-	// and files) or "filesystem" (files only; not built yet: 501).
+	// and files) or "filesystem" (the files of the root filesystem alone:
+	// a sandbox made from it boots fresh with them; never /tmp, /dev/shm
+	// or volumes).
 	Mode string `json:"mode,omitempty"`
 }
 
@@ -26,7 +28,8 @@ type Snapshot struct {
 	// Template is the source's template, and so every sandbox's made from
 	// the snapshot.
 	Template string `json:"template"`
-	// Mode is what it holds: "full" (memory, processes and files).
+	// Mode is what it holds: "full" (memory, processes and files) or
+	// "filesystem" (the files of its root filesystem alone).
 	Mode string `json:"mode"`
 	// State is "creating" while its image is written, then "ready".
 	State string `json:"state"`
@@ -44,6 +47,9 @@ type Snapshot struct {
 	DiskMiB int64 `json:"diskMiB"`
 	// CreatedAt is when it was taken (RFC 3339, UTC).
 	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt, when set, is when the server's snapshot retention deletes
+	// it (RFC 3339, UTC; within seconds after); absent: kept until deleted.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// CostMicros is what keeping it has cost so far, in micro-dollars:
 	// its bytes × time at the storage price, as of the last metering
 	// sample.

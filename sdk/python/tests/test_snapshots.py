@@ -19,7 +19,6 @@ from withruntime import (
     ForkResult,
     NotFoundError,
     Sandbox,
-    UnsupportedError,
 )
 
 from .conftest import Server
@@ -77,8 +76,14 @@ def test_snapshot_starts_independent_sandboxes(server: Server, client: Client, s
 
     with pytest.raises(ConflictError):
         sbx.snapshot(name)
-    with pytest.raises(UnsupportedError):
-        sbx.snapshot(mode="filesystem")
+    # Files alone: a fresh boot with the note, no counter, no /tmp.
+    files = sbx.snapshot(mode="filesystem")
+    assert files.mode == "filesystem" and files.bytes > 0
+    with Sandbox.create(snapshot=files.id, timeout_seconds=120) as fresh:
+        assert note(fresh) == "before the snapshot"
+        assert fresh.exec("cat /tmp/count").exit_code != 0
+        assert "counter.py" not in fresh.exec("ps -eo args").stdout
+    client.delete_snapshot(files.id)
 
     with (
         Sandbox.create(snapshot=snap.id, timeout_seconds=120) as a,

@@ -392,8 +392,8 @@ export class Sandbox implements AsyncDisposable {
    * run on. Throws ConflictError (the key has a snapshot of that name; the
    * sandbox holds what cannot be saved, such as volumes), SandboxPausedError
    * (resume it first), NoSpaceError (the image would not fit the key's disk
-   * quota or the host: nothing was written), UnsupportedError (mode
-   * "filesystem"), BadRequestError, LeaseEndedError, SandboxStoppedError.
+   * quota or the host: nothing was written), UnsupportedError (a driver
+   * without snapshots), BadRequestError, LeaseEndedError, SandboxStoppedError.
    */
   snapshot(opts: SnapshotOptions = {}): Promise<SnapshotInfo> {
     return snapshots.takeSnapshot(this.client, this.path(""), opts);

@@ -22,7 +22,7 @@ export interface SnapshotOptions extends CallOptions {
    * so that a create may give it instead of the id.
    */
   name?: string;
-  /** "full" (the default: memory, processes and files); "filesystem" (files only) is not built yet and throws UnsupportedError. */
+  /** "full" (the default: memory, processes and files) or "filesystem" (the root filesystem's files alone, taken while the sandbox runs on; a sandbox made from it boots fresh with them). */
   mode?: Schemas["CreateSnapshotRequest"]["mode"];
 }
 

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { test } from "node:test";
 
-import { BadRequestError, Client, ConflictError, ForkResult, NotFoundError, Sandbox, UnsupportedError } from "withruntime";
+import { BadRequestError, Client, ConflictError, ForkResult, NotFoundError, Sandbox } from "withruntime";
 
 // A process that keeps a count in memory and writes it to a file (replaced
 // whole, so never read half-written): where it runs on in a copy, the count
@@ -62,7 +62,16 @@ test("a snapshot starts independent sandboxes; list, get, delete; another key se
   const atSnapshot = await count(sbx);
 
   await assert.rejects(sbx.snapshot({ name }), ConflictError);
-  await assert.rejects(sbx.snapshot({ mode: "filesystem" }), UnsupportedError);
+  // Files alone: a fresh boot with the note, no counter, no /tmp.
+  const files = await sbx.snapshot({ mode: "filesystem" });
+  assert.equal(files.mode, "filesystem");
+  {
+    await using fresh = await Sandbox.create({ client, snapshot: files.id, timeoutSeconds: 120 });
+    assert.equal(await note(fresh), "before the snapshot");
+    assert.notEqual((await fresh.exec("cat /tmp/count")).exitCode, 0);
+    assert.ok(!(await fresh.exec("ps -eo args")).stdout.includes("counter.py"));
+  }
+  await client.deleteSnapshot(files.id);
 
   await using a = await Sandbox.create({ client, snapshot: snap.id, timeoutSeconds: 120 });
   await using b = await client.create({ snapshot: name, timeoutSeconds: 120, env: { FROM_CREATE: "b" } });

@@ -132,9 +132,16 @@ def test_fork_makes_independent_copies(other_key):
         sb.kill()
 
 
-def test_filesystem_only_snapshot_is_refused_with_the_reason(sandbox):
-    with pytest.raises(SandboxException) as e:
-        sandbox.create_snapshot(mode="filesystem")
-    assert e.value.status_code == 400
-    assert "filesystem" in str(e.value) and "full" in str(e.value)
-    assert sandbox.list_snapshots().next_items() == []
+def test_filesystem_only_snapshot_boots_fresh_with_the_files(sandbox):
+    sandbox.files.write("/home/user/note.txt", "files only")
+    sandbox.commands.run("sleep 600", background=True)
+    snap = sandbox.create_snapshot(mode="filesystem")
+    try:
+        fresh = Sandbox.create(snap.snapshot_id, timeout=120)
+        try:
+            assert fresh.files.read("/home/user/note.txt") == "files only"
+            assert "sleep 600" not in fresh.commands.run("ps -eo args").stdout
+        finally:
+            fresh.kill()
+    finally:
+        Sandbox.delete_snapshot(snap.snapshot_id)

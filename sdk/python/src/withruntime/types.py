@@ -497,8 +497,9 @@ class SnapshotInfo:
     source_sandbox_id: str
     #: The source's template, and so every sandbox's made from it.
     template: str
-    #: What it holds: ``"full"`` (memory, processes and files).
-    mode: Literal["full"] | str
+    #: What it holds: ``"full"`` (memory, processes and files) or
+    #: ``"filesystem"`` (the files of its root filesystem alone).
+    mode: Literal["full", "filesystem"] | str
     #: ``"creating"`` while its image is written, then ``"ready"``.
     state: Literal["creating", "ready"] | str
     #: The size of its image on the host, in bytes.
@@ -517,6 +518,9 @@ class SnapshotInfo:
     cost_micros: int = 0
     #: Its name among its key's snapshots, or ``""``.
     name: str = ""
+    #: When the server's snapshot retention deletes it (UTC), or None: kept
+    #: until deleted.
+    expires_at: datetime | None = None
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -534,6 +538,7 @@ class SnapshotInfo:
             created_at=parse_time(d.get("createdAt")),
             cost_micros=int(d.get("costMicros", 0) or 0),
             name=d.get("name", "") or "",
+            expires_at=parse_time(d.get("expiresAt")),
             _raw=dict(d),
         )
 

@@ -1873,6 +1873,14 @@ export interface components {
              *     (and `secrets`' placeholders) on top. 409 when the snapshot
              *     cannot be restored on this server (its template was rebuilt or
              *     deleted, runsc changed); 501 when the driver has no snapshots.
+             *     `volumes` are refused (400) with a full snapshot.
+             *
+             *     A files-only snapshot (mode `filesystem`) instead boots the
+             *     template fresh with the snapshot's files in its root filesystem:
+             *     nothing runs but the agent, `env` is the environment, `volumes`
+             *     may be mounted, `memoryMiB` and `cpu` are free (default the
+             *     snapshot's), `diskMiB` at least the snapshot's (default the
+             *     same). /tmp, /dev/shm and volumes were never in it.
              */
             snapshot?: string;
             exec?: components["schemas"]["ExecRequest"];
@@ -1884,7 +1892,16 @@ export interface components {
             /** @description A name for the snapshot among the key's own (1 to 63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, not `snap_...`; unique per key, 409 otherwise), which creates may give instead of its id. */
             name?: string;
             /**
-             * @description What the snapshot holds. `full` (default) saves memory, processes and files; `filesystem` (files only) is not built yet and answers 501.
+             * @description What the snapshot holds. `full` (default) saves memory, processes
+             *     and files, with the sandbox paused briefly (requests to it in
+             *     flight end with 409, new ones wait). `filesystem` saves only the
+             *     files of its root filesystem — what it wrote, changed and deleted
+             *     over its template; never /tmp, /dev/shm, volumes, memory or
+             *     processes — while it runs on (writes to its root wait while the
+             *     files are read); a sandbox of a mounted volume may take one.
+             *     Device nodes in it are dropped (overlay whiteouts, which record
+             *     deletions, are kept); symlinks, owners and mode bits, setuid
+             *     included, are kept and mean what they mean inside a sandbox.
              * @enum {string}
              */
             mode?: "full" | "filesystem";
@@ -1900,10 +1917,10 @@ export interface components {
             /** @description The source's template, and so every sandbox's made from it. */
             template: string;
             /**
-             * @description What it holds; `full` is memory, processes and files.
+             * @description What it holds; `full` is memory, processes and files, `filesystem` the files of its root filesystem alone.
              * @enum {string}
              */
-            mode: "full";
+            mode: "full" | "filesystem";
             /**
              * @description `creating` while its image is written, then `ready` (only a ready snapshot is answered by POST .../snapshots).
              * @enum {string}
@@ -1918,12 +1935,12 @@ export interface components {
             cpu: number;
             /**
              * Format: int64
-             * @description The source's memory, in MiB; a sandbox made from it has at least this much.
+             * @description The source's memory, in MiB; a sandbox made from a full snapshot has at least this much, from a files-only one this by default.
              */
             memoryMiB: number;
             /**
              * Format: int64
-             * @description The source's disk cap, in MiB; a sandbox made from it has exactly this.
+             * @description The source's disk cap, in MiB; a sandbox made from a full snapshot has exactly this, from a files-only one at least this.
              */
             diskMiB: number;
             /**
@@ -1931,6 +1948,11 @@ export interface components {
              * @description When it was taken (RFC 3339, UTC).
              */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the server's snapshot retention (`serve --snapshot-retention`) deletes it (RFC 3339, UTC; the deletion follows within seconds); absent when it is kept until deleted. Fixed when it is taken.
+             */
+            expiresAt?: string;
             /**
              * Format: int64
              * @description What keeping it has cost so far, in micro-dollars (its bytes × time at the storage price), as of the last metering sample.
@@ -3626,7 +3648,7 @@ export interface operations {
                 };
             };
             410: components["responses"]["Gone"];
-            /** @description The server's driver cannot take snapshots (Kubernetes), or mode `filesystem`, which is not built yet (`not_implemented`; the message names the missing capability). */
+            /** @description The server's driver cannot take snapshots, or snapshots of that mode (Kubernetes; `not_implemented`, the message names the missing capability). */
             501: {
                 headers: {
                     [name: string]: unknown;

@@ -105,8 +105,9 @@ class SandboxSnapshotsMixin(SandboxHandle):
         ``name`` names it among the key's snapshots (1 to 63 lower-case
         letters, digits, ``.``, ``_``, ``-``), so that creates may give it
         instead of its id. ``mode`` is ``"full"`` (the default: memory,
-        processes and files); ``"filesystem"`` (files only) is not built
-        yet and raises UnsupportedError.
+        processes and files) or ``"filesystem"`` (the files of the root
+        filesystem alone, taken while the sandbox runs on; a sandbox made
+        from it boots fresh with them, no process running).
 
         Raises ConflictError (the key has a snapshot of that name; the
         sandbox holds what cannot be saved, such as volumes),
