@@ -42,11 +42,22 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 	}
 	var c *codeContext
 	var err error
-	if req.ContextID == "" || req.ContextID == agentapi.DefaultContextID {
-		c, _, err = s.addContext(agentapi.DefaultContextID, agentapi.CreateContextRequest{Language: req.Language})
+	lang, err := languageOf(req.Language)
+	if err != nil {
+		return err
+	}
+	id := req.ContextID
+	if id == "" {
+		id = defaultContextID(lang)
+	}
+	if dl, ok := defaultContextLanguage(id); ok {
+		if req.Language == "" {
+			lang = dl // the context names its language
+		}
+		c, _, err = s.addContext(id, agentapi.CreateContextRequest{Language: lang.name})
 	} else {
-		c, err = s.context(req.ContextID)
-		if err == nil && req.Language != "" && !strings.EqualFold(req.Language, c.language) && !strings.EqualFold(req.Language, "python3") {
+		c, err = s.context(id)
+		if err == nil && req.Language != "" && lang != c.lang {
 			err = badRequest("context %s runs %s, not %q; omit language or use a context of that language", c.id, c.language, req.Language)
 		}
 	}
@@ -63,7 +74,7 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.applyPendingEnv(c, k)
-	x := &execution{ex: agentapi.Execution{ContextID: c.id, Results: []agentapi.Result{},
+	x := &execution{lang: c.lang, ex: agentapi.Execution{ContextID: c.id, Results: []agentapi.Result{},
 		Logs: agentapi.Logs{Stdout: []string{}, Stderr: []string{}}}}
 	if wantsNDJSON(r) {
 		out := startNDJSON(w)
@@ -96,14 +107,14 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
 // kernel that is lost on the way is recorded in the context.
 func (s *Server) runCell(ctx context.Context, c *codeContext, k *kernel, req *agentapi.RunCodeRequest, timeout time.Duration, x *execution) {
 	if len(req.Env) > 0 {
-		if lost := s.runSilent(c, k, envSetCode(req.Env)); lost {
+		if lost := s.runSilent(c, k, c.lang.setEnv(req.Env, true)); lost {
 			if !k.waitExit(time.Second) {
 				k.markKilled("it failed while setting this call's env")
 			}
 			s.kernelLost(c, k, x, 0)
 			return
 		}
-		defer s.runSilent(c, k, envRestoreCode)
+		defer s.runSilent(c, k, c.lang.restoreEnv(sortedKeys(req.Env)))
 	}
 	req0, err := k.client.Execute(req.Code)
 	if err != nil {
@@ -129,6 +140,7 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k *kernel, req *ag
 			}
 		case <-deadline.C:
 			x.ex.TimedOut = true
+			x.interrupted = true
 			k.interrupt()
 			grace = time.After(interruptGrace)
 		case <-gone:
@@ -136,6 +148,7 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k *kernel, req *ag
 			// keep the context for the next call.
 			x.out = nil
 			gone = nil
+			x.interrupted = true
 			k.interrupt()
 			grace = time.After(interruptGrace)
 		case <-grace:
@@ -154,8 +167,35 @@ func (s *Server) runCell(ctx context.Context, c *codeContext, k *kernel, req *ag
 			return
 		}
 	}
+	if k.lang.lateResults {
+		drainLate(req0, k, x)
+	}
 	if x.ex.TimedOut {
 		x.timedOut(timeout)
+	}
+}
+
+// lateResultsWait is how long a kernel that publishes results after its
+// idle status (Deno) is listened to after the last message of a cell.
+const lateResultsWait = 50 * time.Millisecond
+
+// drainLate collects IOPub messages that follow a cell's idle status,
+// until none came for lateResultsWait.
+func drainLate(r *jupyter.Request, k *kernel, x *execution) {
+	quiet := time.NewTimer(lateResultsWait)
+	defer quiet.Stop()
+	for {
+		select {
+		case m := <-r.C():
+			if m.Channel == jupyter.ChannelIOPub {
+				x.iopub(m.Msg)
+			}
+			quiet.Reset(lateResultsWait)
+		case <-quiet.C:
+			return
+		case <-k.p.exited:
+			return
+		}
 	}
 }
 
@@ -240,11 +280,17 @@ func fmtSeconds(d time.Duration) string {
 
 // execution collects (or streams) what a cell produces.
 type execution struct {
+	lang        *language
 	ex          agentapi.Execution
 	out         *ndjsonWriter // nil: collect into ex
 	logs        [2]logCap
 	resultBytes int
-	kbInterrupt *agentapi.ExecutionError // a KeyboardInterrupt the timeout caused
+	kbInterrupt *agentapi.ExecutionError // the error the timeout's interrupt caused
+	// interrupted: the agent interrupted the cell (a timeout, a client
+	// gone); the kernel's next error is the interrupt's, whatever its
+	// language names it (KeyboardInterrupt, R's interrupt, Deno's
+	// terminated execution).
+	interrupted bool
 }
 
 // emit sends ev to a streaming client; a client that is gone stops the
@@ -327,7 +373,10 @@ func (x *execution) reply(m *jupyter.Message) {
 
 func (x *execution) kernelError(e jupyter.ErrorContent) {
 	ee := &agentapi.ExecutionError{Name: e.EName, Value: e.EValue, Traceback: plainTraceback(e.Traceback)}
-	if x.ex.TimedOut && e.EName == "KeyboardInterrupt" {
+	if ee.Name == "" && x.lang != nil {
+		ee.Name = x.lang.errorName
+	}
+	if x.ex.TimedOut && (x.interrupted || e.EName == "KeyboardInterrupt") {
 		x.kbInterrupt = ee // reported as the timeout (see timedOut)
 		return
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +28,7 @@ func newContexts() *contexts { return &contexts{byID: map[string]*codeContext{}}
 type codeContext struct {
 	id       string
 	language string
+	lang     *language
 	cwd      string
 	user     string // "user" or "root": who the kernel runs as
 	env      map[string]string
@@ -98,10 +97,10 @@ func (s *Server) kernelOf(ctx context.Context, c *codeContext) (*kernel, error) 
 		s.loseKernel(c, k, idleExit(s, k))
 	}
 	c.setState("starting")
-	k, err := s.startKernel(ctx, c.cwd, c.user, c.env)
-	if err == nil {
+	k, err := s.startKernel(ctx, c.lang, c.cwd, c.user, c.env)
+	if err == nil && c.lang.startup != "" {
 		// A kernel lost here is found dead by the first call.
-		s.runSilent(c, k, kernelStartup)
+		s.runSilent(c, k, c.lang.startup)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -201,12 +200,17 @@ func newContextID() string {
 // add creates a context (id "" for a new random one) or, for the default
 // id, returns the existing one.
 func (s *Server) addContext(id string, req agentapi.CreateContextRequest) (*codeContext, bool, error) {
-	lang := strings.ToLower(req.Language)
-	if lang == "" {
-		lang = agentapi.LanguagePython
+	lang, err := languageOf(req.Language)
+	if err != nil {
+		return nil, false, err
 	}
-	if lang != agentapi.LanguagePython && lang != "python3" {
-		return nil, false, badRequest("language %q has no kernel in this sandbox; use \"python\" (commands in other languages run with /exec)", req.Language)
+	// Python's absence is found when its kernel starts (a 501 that names
+	// the template); another language's is a 400 naming it.
+	if lang.name != agentapi.LanguagePython && !lang.isInstalled() {
+		return nil, false, badRequest("language %q has no kernel in this sandbox (%s is not installed); create the sandbox from the \"code-interpreter\" template, which has the kernels of %s", req.Language, lang.title, knownLanguages())
+	}
+	if dl, ok := defaultContextLanguage(id); ok && dl != lang {
+		return nil, false, badRequest("context %s is %s's default context, not %s's; omit contextId to run in %s's default context (%s)", id, dl.name, lang.name, lang.name, defaultContextID(lang))
 	}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
@@ -215,7 +219,6 @@ func (s *Server) addContext(id string, req agentapi.CreateContextRequest) (*code
 	}
 	cwd := s.cfg.Workspace
 	if req.Cwd != "" {
-		var err error
 		if cwd, err = s.resolve(req.Cwd); err != nil {
 			return nil, false, err
 		}
@@ -244,7 +247,7 @@ func (s *Server) addContext(id string, req agentapi.CreateContextRequest) (*code
 	if len(s.ctxs.byID) >= agentapi.MaxContexts {
 		return nil, false, conflict("this sandbox already has %d contexts, the most it may have; delete one (DELETE /contexts/{id}) first", agentapi.MaxContexts)
 	}
-	c := &codeContext{id: id, language: agentapi.LanguagePython, cwd: cwd, user: user, env: req.Env,
+	c := &codeContext{id: id, language: lang.name, lang: lang, cwd: cwd, user: user, env: req.Env,
 		created: time.Now().UTC(), slot: make(chan struct{}, 1), state: "starting"}
 	s.ctxs.byID[id] = c
 	return c, true, nil
@@ -399,20 +402,11 @@ func (s *Server) kernelsConfigured(ctx context.Context, env map[string]string, w
 		}
 		s.ctxs.mu.Unlock()
 	}
-	if warm && hasIPyKernel() {
+	// Only Python's default kernel is warmed: the other languages' start
+	// on first use.
+	if warm && languages[agentapi.LanguagePython].isInstalled() {
 		s.warmKernel(ctx)
 	}
-}
-
-// hasIPyKernel reports whether the sandbox's Python has ipykernel where
-// Debian and pip put it, without starting Python.
-func hasIPyKernel() bool {
-	for _, g := range []string{"/usr/lib/python3/dist-packages/ipykernel", "/usr/local/lib/python3*/dist-packages/ipykernel"} {
-		if m, _ := filepath.Glob(g); len(m) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // warmKernel starts the default context's kernel and imports warmImports.
@@ -471,8 +465,8 @@ func (s *Server) restoredKernels() {
 				c.reseed = false
 			}
 			c.mu.Unlock()
-			if reseed && !k.exited() {
-				s.runSilent(c, k, reseedCode)
+			if reseed && !k.exited() && c.lang.reseed != "" {
+				s.runSilent(c, k, c.lang.reseed)
 			}
 		}()
 	}
@@ -485,11 +479,10 @@ func (s *Server) applyPendingEnv(c *codeContext, k *kernel) {
 	env, reseed := c.pendingEnv, c.reseed
 	c.pendingEnv, c.reseed = nil, false
 	c.mu.Unlock()
-	if reseed {
-		s.runSilent(c, k, reseedCode)
+	if reseed && c.lang.reseed != "" {
+		s.runSilent(c, k, c.lang.reseed)
 	}
 	if len(env) > 0 {
-		vj, _ := json.Marshal(env)
-		s.runSilent(c, k, fmt.Sprintf("__import__('os').environ.update(%s)", vj))
+		s.runSilent(c, k, c.lang.setEnv(env, false))
 	}
 }

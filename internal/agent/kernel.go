@@ -5,6 +5,7 @@ import (
 	_ "embed" // kernelStartup
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 // the key and the socket paths in memory and never reads back what the
 // kernel (that is, the user's code) may have written there.
 type kernel struct {
+	lang    *language
 	p       *proc
 	dir     string
 	client  *jupyter.Client
@@ -89,28 +91,31 @@ var errNoKernels = &apiError{status: http.StatusNotImplemented, code: agentapi.C
 
 // startKernel starts a kernel as user ("user" or "root") in cwd with env added
 // and waits until it answers. ctx bounds the wait.
-func (s *Server) startKernel(ctx context.Context, cwd, user string, env map[string]string) (*kernel, error) {
+func (s *Server) startKernel(ctx context.Context, lang *language, cwd, user string, env map[string]string) (*kernel, error) {
 	acct, err := s.lookupAccount(user)
 	if err != nil {
 		return nil, err
 	}
-	extra := make(map[string]string, len(kernelEnv)+len(env))
-	for k, v := range kernelEnv {
+	extra := make(map[string]string, len(lang.env)+len(env))
+	for k, v := range lang.env {
 		extra[k] = v
 	}
 	for k, v := range env {
 		extra[k] = v
 	}
 	spec := procSpec{dir: cwd, env: commandEnv(s.environ(), acct, extra), cred: acct.credential()}
-	if spec.path, err = lookPath(kernelArgv[0], spec.env, cwd); err != nil {
-		return nil, errNoKernels
+	if spec.path, err = lookPath(lang.argv[0], spec.env, cwd); err != nil {
+		if lang.name == agentapi.LanguagePython {
+			return nil, errNoKernels
+		}
+		return nil, badRequest("language %q has no kernel in this sandbox (%s: %s is not on PATH)", lang.name, lang.title, lang.argv[0])
 	}
-	dir, info, err := makeKernelDir(acct)
+	dir, info, err := makeKernelDir(acct, lang)
 	if err != nil {
 		return nil, err
 	}
-	spec.args = append(append([]string{}, kernelArgv...), filepath.Join(dir, "kernel.json"))
-	k := &kernel{dir: dir, started: time.Now(), stderr: newTailSink(8 << 10)}
+	spec.args = append(append([]string{}, lang.argv...), filepath.Join(dir, "kernel.json"))
+	k := &kernel{lang: lang, dir: dir, started: time.Now(), stderr: newTailSink(8 << 10)}
 	if k.p, err = s.start(spec, k.stderr); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -119,7 +124,7 @@ func (s *Server) startKernel(ctx context.Context, cwd, user string, env map[stri
 	defer cancel()
 	if k.client, err = k.connect(ctx, info); err != nil {
 		k.kill()
-		if strings.Contains(k.stderr.String(), "No module named ipykernel") {
+		if lang.name == agentapi.LanguagePython && strings.Contains(k.stderr.String(), "No module named ipykernel") {
 			return nil, errNoKernels
 		}
 		return nil, err
@@ -128,8 +133,9 @@ func (s *Server) startKernel(ctx context.Context, cwd, user string, env map[stri
 }
 
 // makeKernelDir makes the kernel's private directory in /tmp with its
-// connection file (ipc transport, a new key), owned by acct.
-func makeKernelDir(acct account) (string, jupyter.ConnectionInfo, error) {
+// connection file (ipc transport, or tcp on loopback for a kernel that
+// has no ipc (Deno); a new key), owned by acct.
+func makeKernelDir(acct account, lang *language) (string, jupyter.ConnectionInfo, error) {
 	dir, err := os.MkdirTemp("/tmp", ".withruntime-kernel-")
 	if err != nil {
 		return "", jupyter.ConnectionInfo{}, fmt.Errorf("create the kernel's directory: %w", err)
@@ -137,7 +143,16 @@ func makeKernelDir(acct account) (string, jupyter.ConnectionInfo, error) {
 	info := jupyter.ConnectionInfo{
 		Transport: "ipc", IP: filepath.Join(dir, "k"),
 		ShellPort: 1, IOPubPort: 2, StdinPort: 3, ControlPort: 4, HBPort: 5,
-		Key: jupyter.NewKey(), SignatureScheme: "hmac-sha256", KernelName: "python3",
+		Key: jupyter.NewKey(), SignatureScheme: "hmac-sha256", KernelName: lang.name,
+	}
+	if lang.tcp {
+		ports, err := freePorts(5)
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", jupyter.ConnectionInfo{}, fmt.Errorf("find ports for the kernel: %w", err)
+		}
+		info.Transport, info.IP = "tcp", "127.0.0.1"
+		info.ShellPort, info.IOPubPort, info.StdinPort, info.ControlPort, info.HBPort = ports[0], ports[1], ports[2], ports[3], ports[4]
 	}
 	data, _ := json.Marshal(info)
 	fail := func(err error) (string, jupyter.ConnectionInfo, error) {
@@ -168,11 +183,26 @@ func makeKernelDir(acct account) (string, jupyter.ConnectionInfo, error) {
 	return dir, info, nil
 }
 
+// freePorts finds n loopback TCP ports free at this moment (held open
+// together, so they differ).
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
 // connect waits for the kernel's shell and IOPub sockets, connects, and
 // waits until the kernel answers.
 func (k *kernel) connect(ctx context.Context, info jupyter.ConnectionInfo) (*jupyter.Client, error) {
 	paths := info.IPCPaths()
-	for {
+	for info.Transport == "ipc" {
 		if k.exited() {
 			return nil, k.startError("exited while starting")
 		}
@@ -243,7 +273,7 @@ func (k *kernel) waitExit(d time.Duration) bool {
 // startError explains a kernel that failed to start, with the end of what
 // it printed.
 func (k *kernel) startError(what string) error {
-	msg := fmt.Sprintf("the Python kernel %s", what)
+	msg := fmt.Sprintf("%s %s", k.lang.title, what)
 	if k.exited() {
 		if r := k.p.result(); r.OOMKilled {
 			msg += "; it was killed because the sandbox is out of memory"
@@ -258,8 +288,18 @@ func (k *kernel) startError(what string) error {
 }
 
 // interrupt sends SIGINT to the kernel's process group: ipykernel raises
-// KeyboardInterrupt in the running cell, and `!cmd` children stop too.
+// KeyboardInterrupt in the running cell, and `!cmd` children stop too. A
+// kernel whose language interrupts by message (Deno) gets an
+// interrupt_request on its control channel instead.
 func (k *kernel) interrupt() {
+	if k.lang.messageInterrupt {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = k.client.Interrupt(ctx) // a kernel that does not stop is killed at the grace's end
+		}()
+		return
+	}
 	k.p.mu.Lock()
 	defer k.p.mu.Unlock()
 	if !k.p.reaped {

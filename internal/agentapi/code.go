@@ -19,9 +19,9 @@ import "withruntime.dev/runtime/sdk/go/wire"
 const (
 	// DefaultContextID names the context a RunCodeRequest without a
 	// ContextID runs in; it is created on first use.
-	DefaultContextID = "default"
-	// LanguagePython is the only language with kernels so far.
-	LanguagePython = "python"
+	DefaultContextID = wire.DefaultContextID
+	// LanguagePython is the default language (wire lists the others).
+	LanguagePython = wire.LanguagePython
 	// DefaultCodeTimeoutSeconds applies when a RunCodeRequest sets none.
 	DefaultCodeTimeoutSeconds = wire.DefaultCodeTimeoutSeconds
 	// MaxContexts is how many contexts a sandbox may have at once (each is

@@ -54,6 +54,10 @@ type Client struct {
 	session string
 	shell   *zconn
 	iopub   *zconn
+	info    ConnectionInfo
+
+	controlMu sync.Mutex
+	control   *zconn // dialed by the first Interrupt
 
 	mu      sync.Mutex
 	waiters map[string]*Request // by msg_id
@@ -67,7 +71,7 @@ func Dial(ctx context.Context, info ConnectionInfo) (*Client, error) {
 	if info.SignatureScheme != "" && info.SignatureScheme != "hmac-sha256" {
 		return nil, fmt.Errorf("jupyter: signature scheme %q is not supported (only hmac-sha256)", info.SignatureScheme)
 	}
-	c := &Client{sig: signer{key: []byte(info.Key)}, session: newID(),
+	c := &Client{sig: signer{key: []byte(info.Key)}, session: newID(), info: info,
 		waiters: map[string]*Request{}, done: make(chan struct{})}
 	var err error
 	network, addr := info.addr(info.ShellPort)
@@ -96,6 +100,7 @@ type Channel int
 const (
 	ChannelShell Channel = iota
 	ChannelIOPub
+	ChannelControl
 )
 
 // Close closes the connection; requests in flight end with an error.
@@ -103,6 +108,44 @@ func (c *Client) Close() error {
 	c.fail(errors.New("jupyter: connection closed"))
 	c.shell.close()
 	c.iopub.close()
+	c.controlMu.Lock()
+	if c.control != nil {
+		c.control.close()
+	}
+	c.controlMu.Unlock()
+	return nil
+}
+
+// Interrupt sends an interrupt_request on the control channel (dialed on
+// first use), for kernels whose interrupt mode is "message" rather than
+// SIGINT. It does not wait for the interrupt_reply: the interrupted
+// execution's own reply is the news. ctx bounds the dial.
+func (c *Client) Interrupt(ctx context.Context) error {
+	m, err := newMessage(c.session, "interrupt_request", struct{}{})
+	if err != nil {
+		return err
+	}
+	frames, err := c.sig.encode(m)
+	if err != nil {
+		return err
+	}
+	c.controlMu.Lock()
+	defer c.controlMu.Unlock()
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if c.control == nil {
+		network, addr := c.info.addr(c.info.ControlPort)
+		z, err := dialZMTP(ctx, network, addr, "DEALER")
+		if err != nil {
+			return fmt.Errorf("jupyter: dialing the control channel: %w", err)
+		}
+		c.control = z
+		go c.read(z, ChannelControl)
+	}
+	if err := c.control.send(frames); err != nil {
+		return fmt.Errorf("jupyter: sending to the control channel: %w", err)
+	}
 	return nil
 }
 

@@ -223,6 +223,7 @@ func (s *Store) build(ctx context.Context, name string, r recipe, tr *tracker) (
 		hook:     r.hook,
 		log:      logFile,
 		logPath:  logPath,
+		cache:    filepath.Join(dir, cacheDir),
 		step:     tr.begin,
 	}
 	if err := r.run(ctx, env); err != nil {
@@ -278,7 +279,16 @@ type buildEnv struct {
 	log      io.Writer // the build log (<Dir>/.build-<name>.log)
 	logPath  string
 	step     func(name string) (done func())
+	// cache is a directory kept across builds for files a recipe fetches
+	// (<Dir>/.cache; it may not exist yet).
+	cache string
+	// hookEnv is added to the environment of the recipe's hooks.
+	hookEnv []string
 }
+
+// cacheDir is the templates directory's cache of fetched files (its name
+// is no valid template name, so List skips it).
+const cacheDir = ".cache"
 
 const (
 	buildPrefix = ".build-" // .build-<name>-<suffix>: a build in progress

@@ -72,13 +72,13 @@ var builtinRecipes = map[string]recipe{
 	// reach). Users who want newer ones pip-install them in the sandbox.
 	CodeInterpreter: {
 		suite: "bookworm",
-		packages: append(slices.Clone(basePackages),
+		packages: slices.Concat(basePackages, []string{
 			"python3-ipykernel", "python3-jupyter-client", "python3-matplotlib-inline",
 			"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-pil",
-			"fonts-dejavu-core"),
-		hook:  codeInterpreterHook,
+			"fonts-dejavu-core"}, kernelDebPackages),
+		hook:  codeInterpreterHook + kernelsHook,
 		check: checkMmdebstrap,
-		run:   runMmdebstrap,
+		run:   runCodeInterpreter,
 		// Its sandboxes start from a snapshot taken with the default
 		// context's kernel up and the usual imports done.
 		start: &Start{Kernel: true},
@@ -174,7 +174,7 @@ func runMmdebstrap(ctx context.Context, env *buildEnv) error {
 	fmt.Fprintf(env.log, "# %s %s\n", bin, strings.Join(args, " "))
 
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C.UTF-8"), env.hookEnv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own process group, so cancelling kills apt, dpkg and the
 		// maintainer scripts too, not only mmdebstrap.

@@ -24,7 +24,10 @@ const CodeInterpreterTemplate = "code-interpreter"
 type RunCodeOptions struct {
 	// ContextID runs the code in that context; "" is the default one.
 	ContextID string
-	// Language is "python" (default).
+	// Language is "python" (default), "javascript" ("js"), "typescript"
+	// ("ts"), "r" or "bash" (wire.LanguagePython...); without a ContextID
+	// the cell runs in that language's default context. A language the
+	// sandbox has no kernel for is ErrBadRequest.
 	Language string
 	// TimeoutSeconds interrupts the code (keeping the context); 0 is
 	// DefaultCodeTimeoutSeconds.

@@ -294,12 +294,18 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 		s.writeEnvdError(w, r, err)
 		return
 	}
-	out := make([]e2bContext, 0, len(list.Contexts)+1)
-	if !slices.ContainsFunc(list.Contexts, func(c agentapi.Context) bool { return c.ID == agentapi.DefaultContextID }) {
-		// E2B lists its default contexts from the start; Runtime makes
-		// the default one at its first cell (and a context named "default"
-		// reaches it then), so the list shows it before that too.
-		out = append(out, e2bContext{ID: agentapi.DefaultContextID, Language: agentapi.LanguagePython, Cwd: wire.Workspace})
+	out := make([]e2bContext, 0, len(list.Contexts)+2)
+	// E2B lists its default contexts (Python's and JavaScript's) from the
+	// start; Runtime makes each at its first cell (and a context named
+	// "default" or "default-javascript" reaches it then), so the list
+	// shows them before that too.
+	for _, d := range []e2bContext{
+		{ID: agentapi.DefaultContextID, Language: wire.LanguagePython, Cwd: wire.Workspace},
+		{ID: agentapi.DefaultContextID + "-" + wire.LanguageJavaScript, Language: wire.LanguageJavaScript, Cwd: wire.Workspace},
+	} {
+		if !slices.ContainsFunc(list.Contexts, func(c agentapi.Context) bool { return c.ID == d.ID }) {
+			out = append(out, d)
+		}
 	}
 	for _, c := range list.Contexts {
 		out = append(out, e2bContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})

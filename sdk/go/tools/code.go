@@ -63,7 +63,7 @@ type RunCodeOutput = withruntime.Execution
 
 var codeSpecs = []spec{{
 	name: RunCodeName,
-	description: fmt.Sprintf("Run Python code in a Jupyter kernel in the sandbox, like a notebook cell: variables, imports and functions persist between calls, "+
+	description: fmt.Sprintf("Run code in a Jupyter kernel in the sandbox, like a notebook cell: Python (the default), or JavaScript or TypeScript (Deno), R or Bash, each language in a kernel of its own; variables, imports and functions persist between calls, "+
 		"so compute in one call and use the result in the next. numpy, pandas and matplotlib are installed; a matplotlib figure is returned as an image (no need to save it) with the values it plots, "+
 		"and the value of the last line is returned as the cell's result. Files are in /workspace, shared with the other tools. "+
 		"Returns stdout, stderr, the result, images and any error with its traceback. Output is capped at %d bytes per stream (the beginning and the end are kept). "+
@@ -74,11 +74,12 @@ var codeSpecs = []spec{{
   "properties": {
     "code": {
       "type": "string",
-      "description": "The Python code to run, such as \"import pandas as pd\\ndf = pd.read_csv('data.csv')\\ndf.describe()\"."
+      "description": "The code to run, in its language, such as \"import pandas as pd\\ndf = pd.read_csv('data.csv')\\ndf.describe()\"."
     },
     "language": {
       "type": "string",
-      "description": "The language of the code: \"python\". Use \"\" for python."
+      "enum": ["", "python", "javascript", "typescript", "r", "bash"],
+      "description": "The language of the code: \"python\", \"javascript\", \"typescript\", \"r\" or \"bash\". Use \"\" for python."
     }
   },
   "required": ["code", "language"],
@@ -93,14 +94,20 @@ var codeSpecs = []spec{{
 	run:   runRunCode,
 }}
 
+// codeLanguages are the languages runtime_run_code takes (E2B's short
+// names among them), each to the name the server knows it by.
+var codeLanguages = map[string]string{
+	"": "", "python": "", "python3": "", "py": "",
+	"javascript": "javascript", "js": "javascript", "typescript": "typescript", "ts": "typescript",
+	"r": "r", "bash": "bash", "sh": "bash",
+}
+
 func checkRunCode(a args) string {
-	switch strings.ToLower(a.str["language"]) {
-	case "", "python", "python3", "py":
-	default:
-		return fmt.Sprintf("language %q is not available; runtime_run_code runs python (use runtime_exec for other languages)", a.str["language"])
+	if _, ok := codeLanguages[strings.ToLower(a.str["language"])]; !ok {
+		return fmt.Sprintf("language %q is not available; runtime_run_code runs python, javascript, typescript, r or bash (use runtime_exec for other languages)", a.str["language"])
 	}
 	if strings.TrimSpace(a.str["code"]) == "" {
-		return "code is empty; give the Python code to run"
+		return "code is empty; give the code to run"
 	}
 	return ""
 }
@@ -123,7 +130,8 @@ func BindCodeInterpreter(get SandboxFunc) []Tool {
 }
 
 func runRunCode(ctx context.Context, sbx *withruntime.Sandbox, a args) (Result, error) {
-	ex, err := sbx.RunCode(ctx, a.str["code"], &withruntime.RunCodeOptions{TimeoutSeconds: CodeTimeoutSeconds})
+	ex, err := sbx.RunCode(ctx, a.str["code"], &withruntime.RunCodeOptions{TimeoutSeconds: CodeTimeoutSeconds,
+		Language: codeLanguages[strings.ToLower(a.str["language"])]})
 	if err != nil {
 		if errors.Is(err, withruntime.ErrNotImplemented) {
 			return errorResult("this sandbox has no Python kernel (it is not of the %q template); use runtime_exec to run python3 instead", withruntime.CodeInterpreterTemplate), nil

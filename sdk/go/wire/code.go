@@ -15,9 +15,31 @@ import (
 // (seconds).
 const DefaultCodeTimeoutSeconds = 300
 
+// The code interpreter's languages (CreateContextRequest.Language,
+// RunCodeRequest.Language). Requests may also give E2B's short names:
+// "js", "ts" (and "python3").
+const (
+	LanguagePython     = "python"
+	LanguageJavaScript = "javascript"
+	LanguageTypeScript = "typescript"
+	LanguageR          = "r"
+	LanguageBash       = "bash"
+	// LanguageJava is named so that it is refused with a reason: no Java
+	// kernel is installed (400).
+	LanguageJava = "java"
+)
+
+// DefaultContextID is the context a RunCodeRequest without a ContextID
+// runs Python in; each other language's is "default-<language>"
+// ("default-javascript", ...). Each is created on first use.
+const DefaultContextID = "default"
+
 // CreateContextRequest is the body of POST .../contexts.
 type CreateContextRequest struct {
-	// Language of the kernel: "python" (default).
+	// Language of the kernel: "python" (default), "javascript" (or "js"),
+	// "typescript" ("ts"), "r" or "bash". A language whose kernel the
+	// sandbox lacks (any but Python outside the code-interpreter
+	// template; "java" everywhere) is refused with a 400 naming it.
 	Language string `json:"language,omitempty"`
 	// Cwd is the kernel's working directory (default /workspace; relative
 	// paths resolve under /workspace; it must exist).
@@ -32,9 +54,11 @@ type CreateContextRequest struct {
 
 // CodeContext is a code context: one kernel and the state it keeps.
 type CodeContext struct {
-	// ID names the context ("ctx_...", or "default").
+	// ID names the context ("ctx_...", "default" for Python's default
+	// context, "default-<language>" for another language's).
 	ID string `json:"id"`
-	// Language is the kernel's language ("python").
+	// Language is the kernel's language: "python", "javascript",
+	// "typescript", "r" or "bash".
 	Language string `json:"language"`
 	// Cwd is the kernel's working directory.
 	Cwd string `json:"cwd"`
@@ -57,13 +81,17 @@ type ContextList struct {
 
 // RunCodeRequest is the body of POST .../code.
 type RunCodeRequest struct {
-	// Code is the cell to run (Python; IPython magics and `!cmd` work).
+	// Code is the cell to run, in the context's language (Python: IPython
+	// magics and `!cmd` work; Bash: a shell script; JavaScript and
+	// TypeScript: Deno, top-level await; R).
 	Code string `json:"code"`
 	// ContextID names the context (POST .../contexts). Empty: the default
-	// context of Language, created on first use.
+	// context of Language ("default" for Python, "default-<language>" for
+	// the others), created on first use.
 	ContextID string `json:"contextId,omitempty"`
-	// Language is "python" (default). With a ContextID it must match the
-	// context's, or be empty.
+	// Language is "python" (default), "javascript" ("js"), "typescript"
+	// ("ts"), "r" or "bash". With a ContextID it must match the context's,
+	// or be empty.
 	Language string `json:"language,omitempty"`
 	// TimeoutSeconds interrupts the code (SIGINT, as Ctrl-C in a notebook)
 	// after this many seconds, keeping the context and its variables; a

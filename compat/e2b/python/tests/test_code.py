@@ -178,3 +178,33 @@ def test_default_context_is_listed_and_root_context_runs():
         assert ex.error is None and "".join(ex.logs.stdout).strip() == "/root 0"
     finally:
         sb.kill()
+
+
+def test_other_languages_run_in_kernels_of_their_own(ci):
+    """A JavaScript cell (E2B's "js") and a Bash cell each keep their state
+    in a kernel of their own, apart from Python's; a JavaScript error comes
+    back with its name and traceback; each language's default context is
+    listed with it; a language without a kernel is refused."""
+    ci.run_code("x = 'python'")
+    assert ci.run_code("let x = 20; x + 1", language="js").text == "21"
+    assert ci.run_code("x * 2", language="javascript").text == "40"
+    assert ci.run_code("x").text == "python"
+
+    ex = ci.run_code("throw new TypeError('no such thing')", language="js")
+    assert ex.error is not None
+    assert ex.error.name == "TypeError"
+    assert ex.error.value == "no such thing"
+    assert "TypeError" in ex.error.traceback
+
+    assert ci.run_code("N=7; echo start", language="bash").logs.stdout == ["start\n"]
+    assert "".join(ci.run_code("echo $((N * 6))", language="bash").logs.stdout) == "42\n"
+
+    # (A third kernel, a TypeScript one, would not fit beside them in the
+    # default 512 MiB: Deno's kernel is about 190 MiB at its start.)
+    langs = {c.id: c.language for c in ci.list_code_contexts()}
+    assert langs.get("default-javascript") == "javascript"
+    assert langs.get("default-bash") == "bash"
+
+    with pytest.raises(Exception) as exc:
+        ci.run_code("1", language="cobol")
+    assert "cobol" in str(exc.value)

@@ -2479,7 +2479,7 @@ export interface components {
         };
         /** @description A code context to start. */
         CreateContextRequest: {
-            /** @description The kernel's language; "python" (the default) is the only one so far. */
+            /** @description The kernel's language: "python" (the default; also "python3"), "javascript" (also "js"), "typescript" (also "ts"), "r" or "bash". Python runs in ipykernel, JavaScript and TypeScript in Deno's kernel, R in IRkernel, Bash in bash_kernel; only the code-interpreter template has the kernels (another template: 501 for Python, 400 for the others). "java" and any other name are refused with a 400 naming the language (no Java kernel can be installed from the package registries). */
             language?: string;
             /** @description The kernel's working directory, absolute or relative to /workspace; it must exist. Default /workspace. */
             cwd?: string;
@@ -2492,10 +2492,13 @@ export interface components {
         };
         /** @description A code context — one kernel and the state it keeps. */
         CodeContext: {
-            /** @description The context's id ("default", or `ctx_` and 16 hex digits). */
+            /** @description The context's id ("default" for Python's default context, "default-<language>" for another language's, such as "default-javascript", or `ctx_` and 16 hex digits). */
             id: string;
-            /** @description The kernel's language ("python"). */
-            language: string;
+            /**
+             * @description The kernel's language.
+             * @enum {string}
+             */
+            language: "python" | "javascript" | "typescript" | "r" | "bash";
             /** @description The kernel's working directory. */
             cwd: string;
             /** @description Who the kernel runs as, user or root. */
@@ -2520,15 +2523,15 @@ export interface components {
         };
         /** @description One cell of code to run. */
         RunCodeRequest: {
-            /** @description The cell (Python; IPython magics such as `%%bash` and `!cmd` work). */
+            /** @description The cell, in the context's language (Python with IPython magics such as `%%bash` and `!cmd`; JavaScript or TypeScript for Deno, with top-level await; R; a Bash script). */
             code: string;
-            /** @description The context to run in (POST /contexts). Absent, the default context of `language`, created on first use. */
+            /** @description The context to run in (POST /contexts). Absent, the default context of `language` ("default" for Python, "default-<language>" for the others), created on first use. */
             contextId?: string;
-            /** @description "python" (the default). With contextId it must be the context's or absent. */
+            /** @description "python" (the default; also "python3"), "javascript" ("js"), "typescript" ("ts"), "r" or "bash" (CreateContextRequest.language says which kernel each is). With contextId it must be the context's or absent. A language without a kernel in the sandbox ("java", or any but Python outside the code-interpreter template) is a 400 naming it. */
             language?: string;
-            /** @description Interrupt the cell (SIGINT) after this many seconds, keeping the context; a kernel that does not stop within 2 s is restarted and its state lost. 0 means the default, 300 seconds. */
+            /** @description Interrupt the cell after this many seconds, keeping the context (SIGINT for Python, R and Bash; a Jupyter interrupt_request for Deno's kernel, which stops running JavaScript but not a pending await); a kernel that does not stop within 2 s is restarted and its state lost. 0 means the default, 300 seconds. */
             timeoutSeconds?: number;
-            /** @description Environment variables set in the kernel's os.environ for this call only; the previous values are put back after it. */
+            /** @description Environment variables set in the kernel's process environment for this call only (os.environ, Deno.env, Sys.setenv, export); the previous values are put back after it. */
             env?: {
                 [key: string]: string;
             };

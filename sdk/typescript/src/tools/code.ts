@@ -39,12 +39,19 @@ const fields: Field[] = [
   { name: "language", max: 64 },
 ];
 
+/** The languages runtime_run_code takes (E2B's short names among them), each to the name the server knows it by. */
+const codeLanguages: Record<string, string> = {
+  "": "", python: "", python3: "", py: "",
+  javascript: "javascript", js: "javascript", typescript: "typescript", ts: "typescript",
+  r: "r", bash: "bash", sh: "bash",
+};
+
 function checkRunCode(a: Args): string {
   const lang = a.str["language"] ?? "";
-  if (!["", "python", "python3", "py"].includes(lang.toLowerCase())) {
-    return `language ${JSON.stringify(lang)} is not available; runtime_run_code runs python (use runtime_exec for other languages)`;
+  if (!Object.hasOwn(codeLanguages, lang.toLowerCase())) {
+    return `language ${JSON.stringify(lang)} is not available; runtime_run_code runs python, javascript, typescript, r or bash (use runtime_exec for other languages)`;
   }
-  if ((a.str["code"] ?? "").trim() === "") return "code is empty; give the Python code to run";
+  if ((a.str["code"] ?? "").trim() === "") return "code is empty; give the code to run";
   return "";
 }
 
@@ -69,7 +76,12 @@ export function bindCodeInterpreter(get: SandboxFunc): Tool[] {
         const sbx = await get(opts);
         let ex: Execution;
         try {
-          ex = await sbx.runCode(a.str["code"]!, { timeoutSeconds: CODE_TIMEOUT_SECONDS, ...(opts.signal ? { signal: opts.signal } : {}) });
+          const language = codeLanguages[(a.str["language"] ?? "").toLowerCase()];
+          ex = await sbx.runCode(a.str["code"]!, {
+            timeoutSeconds: CODE_TIMEOUT_SECONDS,
+            ...(language ? { language } : {}),
+            ...(opts.signal ? { signal: opts.signal } : {}),
+          });
         } catch (err) {
           if (err instanceof UnsupportedError) {
             return errorResult(`this sandbox has no Python kernel (it is not of the "code-interpreter" template); use runtime_exec to run python3 instead`);

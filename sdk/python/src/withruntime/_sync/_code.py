@@ -36,7 +36,7 @@ class CodeInterpreterMixin(SandboxHandle):
         on_result: ResultHandler | None = None,
         on_error: ErrorHandler | None = None,
     ) -> Execution:
-        """Runs a cell of Python in a context (a Jupyter kernel that keeps
+        """Runs a cell of code in a context (a Jupyter kernel that keeps
         its variables between calls) and returns its :class:`Execution`:
         ``.text`` (the cell's value), ``.results`` (rich outputs: charts as
         ``png``, DataFrames as ``html``...), ``.logs`` and ``.error``.
@@ -46,7 +46,11 @@ class CodeInterpreterMixin(SandboxHandle):
         the context; default, the sandbox's default one. An exception in the
         code is not raised: it is ``.error``. ``timeout_seconds`` (default
         300) interrupts the code and keeps the context; ``env`` is set for
-        this call only. The handlers, when given, are called as output
+        this call only. ``language`` is ``"python"`` (the default),
+        ``"javascript"`` (``"js"``), ``"typescript"`` (``"ts"``), ``"r"`` or
+        ``"bash"``: without a context the cell runs in that language's
+        default context (a language without a kernel raises
+        BadRequestError). The handlers, when given, are called as output
         arrives (the answer is then streamed)::
 
             ex = sbx.run_code("import pandas as pd; df = pd.DataFrame({'a': [1, 2]}); df.a.sum()")
@@ -82,7 +86,9 @@ class CodeInterpreterMixin(SandboxHandle):
         user: str | None = None,
     ) -> CodeContext:
         """Starts a new context (its own kernel and variables) and returns it
-        once it is ready; pass it to ``run_code(context=...)``. ``user`` is
+        once it is ready; pass it to ``run_code(context=...)``. ``language``
+        is ``"python"`` (the default), ``"javascript"``, ``"typescript"``,
+        ``"r"`` or ``"bash"``. ``user`` is
         who the kernel runs as, ``"user"`` (the default) or ``"root"``; the
         ``cwd`` must be a directory that user can enter."""
         out: Any = self._client._json(

@@ -24,12 +24,21 @@ MAX_RESULT_TEXT_BYTES = 8 << 10
 CODE_TIMEOUT_SECONDS = 120
 
 
+# The languages runtime_run_code takes (E2B's short names among them), each
+# to the name the server knows it by.
+CODE_LANGUAGES = {
+    "": "", "python": "", "python3": "", "py": "",
+    "javascript": "javascript", "js": "javascript", "typescript": "typescript", "ts": "typescript",
+    "r": "r", "bash": "bash", "sh": "bash",
+}
+
+
 def check_run_code(s: dict[str, str], n: dict[str, int]) -> str:
     lang = s.get("language", "")
-    if lang.lower() not in ("", "python", "python3", "py"):
-        return f"language {_go_quote(lang)} is not available; runtime_run_code runs python (use runtime_exec for other languages)"
+    if lang.lower() not in CODE_LANGUAGES:
+        return f"language {_go_quote(lang)} is not available; runtime_run_code runs python, javascript, typescript, r or bash (use runtime_exec for other languages)"
     if not s.get("code", "").strip():
-        return "code is empty; give the Python code to run"
+        return "code is empty; give the code to run"
     return ""
 
 

@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 async def run(name: str, sbx: AsyncSandbox, s: dict[str, str], n: dict[str, int]) -> dict[str, Any]:
     if name == RUN_CODE_NAME:
         try:
-            ex = await sbx.run_code(s["code"], timeout_seconds=_code.CODE_TIMEOUT_SECONDS)
+            ex = await sbx.run_code(
+                s["code"],
+                language=_code.CODE_LANGUAGES[s.get("language", "").lower()] or None,
+                timeout_seconds=_code.CODE_TIMEOUT_SECONDS,
+            )
         except WithRuntimeError as e:
             return _code.run_error(e)
         return _code.code_result(ex)
