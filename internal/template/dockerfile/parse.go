@@ -66,7 +66,7 @@ type File struct {
 var unsupported = map[string]string{
 	"ENTRYPOINT":  "a sandbox runs the commands its API calls ask for, and a template's one start command is CMD; write the whole command in CMD (CMD [\"/entrypoint.sh\", \"serve\"]) or remove it",
 	"EXPOSE":      "sandboxes take no inbound connections; remove it",
-	"VOLUME":      "sandboxes have no volumes; remove it",
+	"VOLUME":      "a sandbox's volumes are named by its create (volumes: [{name, path}]), not by its template; remove it",
 	"HEALTHCHECK": "the sandbox runtime checks its own agent; remove it",
 	"ONBUILD":     "remove it",
 	"SHELL":       "RUN uses /bin/sh -c; write the shell into the RUN line (RUN [\"bash\", \"-c\", \"...\"])",

@@ -176,8 +176,8 @@ def test_template_from_dockerfile(server: Server, tmp_path: Path) -> None:
             res = sbx.exec("sh $APP/app/main.sh; cat $APP/who; ls -A $APP | tr '\\n' ' '")
             assert res.stdout == "built app\npy\n.dockerignore Dockerfile app who "
         c.delete_template("py-built")
-        with pytest.raises(BadRequestError, match="CMD is not supported"):
-            c.build_template("py-refused", ctx, dockerfile_content='FROM base\nCMD ["sh"]\n')
+        with pytest.raises(BadRequestError, match="ENTRYPOINT is not supported"):
+            c.build_template("py-refused", ctx, dockerfile_content='FROM base\nENTRYPOINT ["sh"]\n')
         with pytest.raises(NotFoundError):
             c.build_template("py-refused", ctx / "missing")
 

@@ -146,7 +146,7 @@ test("a template from a Dockerfile: the context less .dockerignore, build args, 
   assert.equal(res.stdout, "built app\nts\n.dockerignore Dockerfile app who ");
   await sbx.kill();
   await c.deleteTemplate("ts-built");
-  await assert.rejects(c.buildTemplate("ts-refused", ctx, { dockerfileContent: 'FROM base\nCMD ["sh"]\n' }), /CMD is not supported/);
+  await assert.rejects(c.buildTemplate("ts-refused", ctx, { dockerfileContent: 'FROM base\nENTRYPOINT ["sh"]\n' }), /ENTRYPOINT is not supported/);
   await assert.rejects(c.buildTemplate("ts-refused", join(ctx, "missing")), NotFoundError);
 });
 
