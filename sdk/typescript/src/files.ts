@@ -334,7 +334,7 @@ export class Files extends FileTransfer {
   signedUrl(path: string, opts: { operation?: "read" | "write"; expiresInSeconds?: number } & CallOptions = {}): Promise<FileURL> {
     const body: Schemas["FileURLRequest"] = { path, operation: opts.operation ?? "read" };
     if (opts.expiresInSeconds) body.expiresInSeconds = opts.expiresInSeconds;
-    return this.#c.json<FileURL>("POST", `${this.#base}/files/url`, body, opts.signal);
+    return this.c.json<FileURL>("POST", `${this.base}/files/url`, body, opts.signal);
   }
 
   /** Removes a file, a symlink or an empty directory. */

@@ -1446,7 +1446,7 @@ export interface paths {
          *     saves that sandbox as the template's warm image: every create of the
          *     template then starts from it, so the first command finds the server
          *     answering. A ready check that has not passed within
-         *     `readyTimeoutSeconds` (default 60), or a start command that exits
+         *     `readyTimeoutSeconds` (default 60), or a start command that exits non-zero
          *     first, fails the build (400 before the stream, an `error` event in
          *     it) with the check's last output, and the template is deleted again.
          *
