@@ -53,6 +53,7 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "contexts/{contextId}"},
 	{method: "DELETE", path: "contexts/{contextId}"},
 	{method: "POST", path: "contexts/{contextId}/restart"},
+	{method: "PATCH", path: "contexts/{contextId}", body: func() any { return &updateContextRequest{} }},
 }
 
 // maxExecBytes caps an exec's JSON body, which carries its stdin (64 MiB,

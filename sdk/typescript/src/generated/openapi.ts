@@ -997,7 +997,19 @@ export interface paths {
         delete: operations["deleteContext"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Move a code context's kernel to another working directory
+         * @description Changes the kernel's working directory to `cwd` (relative paths
+         *     resolve under `/workspace`; it must exist and the kernel's user must
+         *     be able to enter it, else 400). A running kernel changes directory
+         *     without a cell (no output, no history, no execution count); a
+         *     restarted kernel starts there. The `default` context need not exist
+         *     yet: in a sandbox with kernels it is made with that `cwd` and its
+         *     kernel started, so the first call runs there (a sandbox without
+         *     kernels: 501). The E2B facade uses it to start E2B's code contexts
+         *     in the user's home, as E2B's interpreter does.
+         */
+        patch: operations["updateContext"];
         trace?: never;
     };
     "/v1/sandboxes/{id}/contexts/{contextId}/restart": {
@@ -2454,6 +2466,11 @@ export interface components {
             from: string;
             /** @description The new path, absolute or relative to /workspace. */
             to: string;
+        };
+        /** @description A code context's new working directory. */
+        UpdateContextRequest: {
+            /** @description The kernel's new working directory (relative paths resolve under /workspace; it must exist). */
+            cwd: string;
         };
         /** @description A code context to start. */
         CreateContextRequest: {
@@ -4696,6 +4713,42 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+        };
+    };
+    updateContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+                /** @description A code context's id ("default", or as returned by POST /contexts). */
+                contextId: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateContextRequest"];
+            };
+        };
+        responses: {
+            /** @description The context, in its new working directory. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeContext"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
         };
     };
     restartContext: {
