@@ -668,6 +668,16 @@ export interface paths {
          *     cap is refused with 413 before any of it is read (send
          *     `Expect: 100-continue` to avoid sending it at all); a chunked body is
          *     cut off with 413 when it passes the cap.
+         *
+         *     `metadata` gives the file metadata (E2B's, envd 0.6.2): a JSON object
+         *     of short text pairs, kept as the file's `user.e2b.KEY` extended
+         *     attributes and reported in `FileInfo.metadata`. Each write replaces
+         *     the file and with it its metadata: a write without `metadata` leaves
+         *     none. Keys are 1-246 lower-case HTTP token characters, values
+         *     printable US-ASCII, 4096 bytes in all (keys counted with their
+         *     prefix); anything else is a 400. A file system without user extended
+         *     attributes keeps none (the answer shows none). Whatever runs inside
+         *     the sandbox can change them: data, not a proof of who wrote the file.
          */
         put: operations["writeFile"];
         post?: never;
@@ -2413,6 +2423,10 @@ export interface components {
             gid: number;
             /** @description Where a symlink points (as written in the link); set only for symlinks. */
             target?: string;
+            /** @description The file's metadata (files and directories; absent when none), as writes give it (`PUT .../files?metadata=`), read from its `user.e2b.*` extended attributes. Anything inside the sandbox can change it. */
+            metadata?: {
+                [key: string]: string;
+            };
         };
         /** @description One line of a file watch's stream (GET /v1/sandboxes/{id}/files/watch). */
         WatchEvent: {
@@ -4205,6 +4219,8 @@ export interface operations {
             query: {
                 /** @description The file's path, absolute or relative to /workspace. Must not contain NUL. */
                 path: components["parameters"]["Path"];
+                /** @description The file's metadata, a JSON object of strings, such as `{"owner":"agent-7"}` (URL-encoded). */
+                metadata?: string;
             };
             header?: never;
             path: {
