@@ -22,8 +22,6 @@ import (
 // print is cut before it goes into a message.
 
 const (
-	// readyAttemptTimeout bounds one run of the ready check.
-	readyAttemptTimeout = 10 * time.Second
 	// readyPollFirst and readyPollMax are the first and the longest
 	// pause between two runs of the ready check.
 	readyPollFirst = 50 * time.Millisecond
@@ -83,7 +81,9 @@ func waitReady(ctx context.Context, tr http.RoundTripper, st *template.Start, pi
 	runs := 0
 	for {
 		left := time.Until(deadline)
-		attempt := min(readyAttemptTimeout, max(left, time.Second))
+		// A run may take what is left of the timeout: a check that waits
+		// (E2B's wait_for_timeout is `sleep N`) must be able to finish.
+		attempt := max(left, time.Second)
 		var res agentapi.ExecResult
 		status, err := agentJSON(ctx, tr, http.MethodPost, "/exec",
 			agentapi.ExecRequest{Command: st.ReadyCommand, TimeoutSeconds: attempt.Seconds()}, &res)
