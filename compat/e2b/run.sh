@@ -24,6 +24,8 @@
 # of /etc/resolv.conf (unshare): nothing leaves the host. Needs openssl
 # and unshare.
 # Usage: compat/e2b/run.sh [python|ts|python-domain|ts-domain]...   (default: all four)
+# upstream-py-sync, upstream-py-async, upstream-py-shared and upstream-ci-py
+# run E2B's own suites (compat/e2b/upstream.sh says from where).
 # COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k, node
 # --test-name-pattern), for a narrow run while working on one feature.
 set -euo pipefail
@@ -40,7 +42,7 @@ mkdir -p "$cache"
 # Dependencies, installed once per lock file's content.
 hash_of() { sha256sum "$@" | sha256sum | cut -c1-16; }
 venv=$cache/venv-$(hash_of "$here/python/requirements.lock")
-if [[ " ${suites[*]} " == *" python"* && ! -x $venv/.ready ]]; then
+if [[ " ${suites[*]} " == *" python"* || " ${suites[*]} " == *" upstream-"* ]] && [[ ! -x $venv/.ready ]]; then
 	log "installing the Python SDKs into $venv"
 	rm -rf "$venv"
 	python3 -m venv "$venv"
@@ -183,6 +185,7 @@ for s in "${suites[@]}"; do
 	case $s in
 	python) (cd "$here/python" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider ${COMPAT_ONLY:+-k "$COMPAT_ONLY"} tests) ;;
 	ts) (cd "$here/ts" && if [[ -n ${COMPAT_ONLY:-} ]]; then node --test --test-concurrency=1 --test-name-pattern="$COMPAT_ONLY" test/; else npm test --silent; fi) ;;
+	upstream-*) "$here/upstream.sh" "$venv" "$s" ;;
 	python-domain) start_domain; (cd "$here/python" && in_domain "$venv/bin/pytest" -q -p no:cacheprovider domain) ;;
 	ts-domain) start_domain; (cd "$here/ts" && in_domain node --test --test-concurrency=1 domain/) ;;
 	*) log "unknown suite $s (python, ts, python-domain or ts-domain)"; exit 2 ;;

@@ -40,6 +40,10 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 	if err := checkTarget(path); err != nil {
 		return err
 	}
+	meta, err := agentapi.ParseMetadata(r.URL.Query().Get("metadata"))
+	if err != nil {
+		return badRequest("%v", err)
+	}
 	mode, uid, gid := fs.FileMode(0o644), acct.Uid, acct.Gid
 	existed := false
 	if st, err := os.Lstat(path); err == nil {
@@ -93,6 +97,9 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := tmp.Chown(uid, gid); err != nil {
 		return fmt.Errorf("chown %s: %w", path, err)
+	}
+	if err := setMetadata(tmp, meta); err != nil {
+		return fsErr(err, path)
 	}
 	if err := tmp.Close(); err != nil {
 		return fsErr(err, path)

@@ -216,8 +216,10 @@ func toFileInfo(path string, st fs.FileInfo) agentapi.FileInfo {
 	switch m := st.Mode(); {
 	case m.IsRegular():
 		fi.Type = "file"
+		fi.Metadata = readMetadata(path)
 	case m.IsDir():
 		fi.Type = "dir"
+		fi.Metadata = readMetadata(path)
 	case m&fs.ModeSymlink != 0:
 		fi.Type = "symlink"
 		fi.Target, _ = os.Readlink(path)

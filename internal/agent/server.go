@@ -174,6 +174,7 @@ func (s *Server) Handler() http.Handler {
 	route("GET", "/contexts/{contextId}", s.handleGetContext)
 	route("DELETE", "/contexts/{contextId}", s.handleDeleteContext)
 	route("POST", "/contexts/{contextId}/restart", s.handleRestartContext)
+	route("PATCH", "/contexts/{contextId}", s.handleUpdateContext)
 	route("POST", "/code", s.handleRunCode)
 	route("POST", "/ports/{port}/connect", s.handlePortConnect)
 	// Method-less patterns catch a known path with a wrong method.

@@ -12,6 +12,7 @@ import "withruntime.dev/runtime/sdk/go/wire"
 //	GET    /contexts/{contextId}                  -> 200 Context
 //	DELETE /contexts/{contextId}                  -> 204 (kernel stopped)
 //	POST   /contexts/{contextId}/restart          -> 200 Context (a new kernel; state lost)
+//	PATCH  /contexts/{contextId} UpdateContextRequest -> 200 Context (its kernel moved)
 //	POST   /code             RunCodeRequest       -> 200 Execution, or an NDJSON stream of
 //	                                                 CodeEvent when Accept: application/x-ndjson
 
@@ -43,6 +44,8 @@ const (
 // The code interpreter's public bodies are package wire's.
 type (
 	CreateContextRequest = wire.CreateContextRequest
+	// UpdateContextRequest is the body of PATCH /contexts/{id}.
+	UpdateContextRequest = wire.UpdateContextRequest
 	Context              = wire.CodeContext
 	ContextList          = wire.ContextList
 	RunCodeRequest       = wire.RunCodeRequest

@@ -35,6 +35,16 @@ func (req *runCodeRequest) check() error {
 // createContextRequest is POST .../contexts.
 type createContextRequest agentapi.CreateContextRequest
 
+// updateContextRequest is the body of PATCH .../contexts/{contextId}.
+type updateContextRequest agentapi.UpdateContextRequest
+
+func (req *updateContextRequest) check() error {
+	if req.Cwd == "" {
+		return badRequest("cwd is missing: say where the context's kernel is to work")
+	}
+	return checkNoNUL("cwd", req.Cwd)
+}
+
 func (req *createContextRequest) check() error {
 	if err := checkName("language", req.Language); err != nil {
 		return err

@@ -39,7 +39,7 @@ var agentRoutes = []agentRoute{
 	{method: "POST", path: "processes/{pid}/stdin/close"},
 	{method: "POST", path: "processes/{pid}/resize", body: func() any { return &resizeRequest{} }},
 	{method: "GET", path: "files", query: map[string]queryRule{"path": pathParam}},
-	{method: "PUT", path: "files", query: map[string]queryRule{"path": pathParam}},
+	{method: "PUT", path: "files", query: map[string]queryRule{"path": pathParam, "metadata": metadataParam}},
 	{method: "DELETE", path: "files", query: map[string]queryRule{"path": pathParam, "recursive": boolParam}},
 	{method: "GET", path: "files/list", query: map[string]queryRule{"path": pathParam, "depth": intParam(1, agentapi.ListMaxDepth, "levels"),
 		"limit": intParam(1, agentapi.ListMaxLimit, "entries per page"), "cursor": cursorParam}},
@@ -53,6 +53,7 @@ var agentRoutes = []agentRoute{
 	{method: "GET", path: "contexts/{contextId}"},
 	{method: "DELETE", path: "contexts/{contextId}"},
 	{method: "POST", path: "contexts/{contextId}/restart"},
+	{method: "PATCH", path: "contexts/{contextId}", body: func() any { return &updateContextRequest{} }},
 }
 
 // maxExecBytes caps an exec's JSON body, which carries its stdin (64 MiB,

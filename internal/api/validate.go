@@ -230,6 +230,15 @@ type queryRule func(name, value string) error
 
 func pathParam(name, v string) error { return checkNoNUL(name, v) }
 
+// metadataParam checks a write's file metadata: a JSON object of strings
+// within agentapi.CheckMetadata's rules.
+func metadataParam(name, v string) error {
+	if _, err := agentapi.ParseMetadata(v); err != nil {
+		return badRequest("%s: %v", name, err)
+	}
+	return nil
+}
+
 // cursorParam checks a listing's cursor (the next of an earlier page):
 // base64url of a clean absolute path, at most agentapi.ListMaxCursorBytes.
 func cursorParam(name, v string) error {

@@ -22,8 +22,6 @@ import (
 // print is cut before it goes into a message.
 
 const (
-	// readyAttemptTimeout bounds one run of the ready check.
-	readyAttemptTimeout = 10 * time.Second
 	// readyPollFirst and readyPollMax are the first and the longest
 	// pause between two runs of the ready check.
 	readyPollFirst = 50 * time.Millisecond
@@ -76,14 +74,16 @@ func runStart(ctx context.Context, tr http.RoundTripper, st *template.Start, inP
 }
 
 // waitReady runs st's ready check until it exits 0, the start command
-// (pid, 0: none) exits, or st's ready timeout passes.
+// (pid, 0: none) exits with a failure, or st's ready timeout passes.
 func waitReady(ctx context.Context, tr http.RoundTripper, st *template.Start, pid int) error {
 	deadline := time.Now().Add(st.ReadyTimeout())
 	pause := readyPollFirst
 	runs := 0
 	for {
 		left := time.Until(deadline)
-		attempt := min(readyAttemptTimeout, max(left, time.Second))
+		// A run may take what is left of the timeout: a check that waits
+		// (E2B's wait_for_timeout is `sleep N`) must be able to finish.
+		attempt := max(left, time.Second)
 		var res agentapi.ExecResult
 		status, err := agentJSON(ctx, tr, http.MethodPost, "/exec",
 			agentapi.ExecRequest{Command: st.ReadyCommand, TimeoutSeconds: attempt.Seconds()}, &res)
@@ -100,7 +100,10 @@ func waitReady(ctx context.Context, tr http.RoundTripper, st *template.Start, pi
 		}
 		if pid > 0 {
 			var p agentapi.Process
-			if status, err := agentJSON(ctx, tr, http.MethodGet, "/processes/"+strconv.Itoa(pid), nil, &p); err == nil && status == http.StatusOK && !p.Running && p.Result != nil {
+			// A start command that exits 0 may have left a daemon behind
+			// (`service x start`, a program that forks): only a failure
+			// ends the wait early, as in E2B's builds.
+			if status, err := agentJSON(ctx, tr, http.MethodGet, "/processes/"+strconv.Itoa(pid), nil, &p); err == nil && status == http.StatusOK && !p.Running && p.Result != nil && p.Result.ExitCode != 0 {
 				return fmt.Errorf("%w: the start command %q exited %d before the ready check %q passed; it printed:\n%s\nThe ready check: %s",
 					errStartFailed, st.Command, p.Result.ExitCode, st.ReadyCommand, printed(*p.Result), last)
 			}

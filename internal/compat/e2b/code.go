@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -284,6 +285,24 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, e2bContext{ID: c.ID, Language: c.Language, Cwd: c.Cwd})
+}
+
+// e2bKernelHome is where E2B's code interpreter starts its kernels: the
+// user's home (Runtime's own start in /workspace).
+const e2bKernelHome = "/home/user"
+
+// homeKernel moves the default code context of a sandbox the facade just
+// created from a template to e2bKernelHome (PATCH .../contexts/default: a
+// running kernel, a warm template's, changes directory silently; in a
+// sandbox with kernels and no default context yet, the context is made
+// there), as E2B's is. A sandbox without kernels (501) or without that
+// directory (400) keeps Runtime's defaults; a sandbox restored from a
+// snapshot keeps its kernels where they were.
+func (s *Server) homeKernel(ctx context.Context, as who, id string) {
+	p := "/v1/sandboxes/" + url.PathEscape(id) + "/contexts/" + agentapi.DefaultContextID
+	if err := s.api.json(ctx, as, "PATCH", p, agentapi.UpdateContextRequest{Cwd: e2bKernelHome}, nil); err != nil {
+		s.cfg.Log.Debug("e2b: the default code context stays where it is", "sandbox", id, "err", err)
+	}
 }
 
 // listContexts is GET /contexts: a JSON array of contexts.

@@ -150,6 +150,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 		s.writeAPIError(w, r, err)
 		return
 	}
+	if snap == "" {
+		s.homeKernel(r.Context(), as, sb.ID)
+	}
 	public := s.cfg.PublicTraffic
 	if req.Network != nil && req.Network.AllowPublicTraffic != nil {
 		public = *req.Network.AllowPublicTraffic

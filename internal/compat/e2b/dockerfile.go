@@ -93,6 +93,43 @@ type translated struct {
 	// desc says what each E2B step does, for the build's log: "RUN ls"
 	// (index 0 is the base).
 	desc []string
+	// startCmd and readyCmd are the template's start command and ready
+	// check (set_start_cmd, set_ready_cmd) as Runtime's start runs them:
+	// wrapped by startContext in the steps' last user, working directory
+	// and environment; "" for none.
+	startCmd, readyCmd string
+}
+
+// e2bReadyTimeout is how long E2B waits for a template's ready check
+// (seconds): ten minutes, Runtime's template.MaxReadyTimeout.
+const e2bReadyTimeout = 600
+
+// startContext wraps cmd so that Runtime's start (which runs a command as
+// the sandbox user in /workspace) runs it as E2B's does: in the working
+// directory and environment the template's steps ended with, and as root
+// when they ended as root (through sudo, which E2B's base image and
+// Runtime's have for "user"; an image without it fails the start saying
+// so). "" stays "".
+func startContext(cmd, workdir, user string, env [][2]string) string {
+	if strings.TrimSpace(cmd) == "" {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "cd %s || exit 1\n", shellWord(workdir))
+	for _, kv := range env {
+		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellWord(kv[1]))
+	}
+	b.WriteString(cmd)
+	if user != "root" {
+		return b.String()
+	}
+	return "command -v sudo >/dev/null 2>&1 || { echo 'the template ends as root (set_user), and Runtime runs its start command as root through sudo, which this image lacks' >&2; exit 1; }\n" +
+		"exec sudo -n -- /bin/sh -c " + shellWord("if [ -x /bin/bash ]; then exec /bin/bash -c \"$0\"; fi; exec /bin/sh -c \"$0\"") + " " + shellWord(b.String())
+}
+
+// shellWord quotes s as one word for a POSIX shell.
+func shellWord(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkUser returns the user a step runs as: root or user.
@@ -162,8 +199,10 @@ func (b buildSpec) checkFrom() (string, error) {
 // image reference), checking every step first: a step type Runtime's
 // builder lacks, or arguments it cannot take, is a *stepError naming it.
 func (b buildSpec) translate(from string) (translated, error) {
-	if b.StartCmd != "" || b.ReadyCmd != "" {
-		return translated{}, &stepError{msg: "startCmd and readyCmd (set_start_cmd, set_ready_cmd) are not supported by Runtime: its templates are file systems, not snapshots of running sandboxes; start the process after Sandbox.create (commands.run(cmd, background=True)) and wait for it there"}
+	for _, c := range []struct{ name, v string }{{"startCmd", b.StartCmd}, {"readyCmd", b.ReadyCmd}} {
+		if strings.ContainsRune(c.v, 0) {
+			return translated{}, &stepError{msg: c.name + " holds a NUL byte"}
+		}
 	}
 	if len(b.Steps) > maxSteps {
 		return translated{}, &stepError{msg: fmt.Sprintf("the template has %d steps; Runtime builds at most %d", len(b.Steps), maxSteps)}
@@ -181,7 +220,8 @@ func (b buildSpec) translate(from string) (translated, error) {
 	emit(0, "FROM "+from)
 	emit(0, "USER "+buildUser)
 	emit(0, "WORKDIR "+buildWorkdir)
-	cur := buildUser
+	cur, wd := buildUser, buildWorkdir
+	var env [][2]string
 	for i, st := range b.Steps {
 		n := i + 1
 		what := st.Type
@@ -279,6 +319,7 @@ func (b buildSpec) translate(from string) (translated, error) {
 					return translated{}, bad("the value of %s: %v", st.Args[j], err)
 				}
 				emit(n, "ARG "+st.Args[j]+"="+v)
+				env = append(env, [2]string{st.Args[j], st.Args[j+1]})
 			}
 		case "WORKDIR":
 			if len(st.Args) != 1 || st.Args[0] == "" {
@@ -289,6 +330,10 @@ func (b buildSpec) translate(from string) (translated, error) {
 				return translated{}, bad("the path %v", err)
 			}
 			emit(n, "WORKDIR "+d)
+			wd = path.Join(wd, st.Args[0])
+			if path.IsAbs(st.Args[0]) {
+				wd = path.Clean(st.Args[0])
+			}
 		case "USER":
 			if len(st.Args) != 1 {
 				return translated{}, bad("USER takes one user")
@@ -304,5 +349,7 @@ func (b buildSpec) translate(from string) (translated, error) {
 		}
 	}
 	t.dockerfile = strings.Join(lines, "\n") + "\n"
+	t.startCmd = startContext(b.StartCmd, wd, cur, env)
+	t.readyCmd = startContext(b.ReadyCmd, wd, cur, env)
 	return t, nil
 }

@@ -1,6 +1,9 @@
 package e2b
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,7 +72,7 @@ func TestTranslateRefuses(t *testing.T) {
 		want string
 	}{
 		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "ADD", Args: []string{"a", "b"}}}}, `step 1 (ADD a b): the step type "ADD" is not supported`},
-		{buildSpec{FromImage: "x", StartCmd: "npm start", ReadyCmd: "true"}, "startCmd and readyCmd (set_start_cmd, set_ready_cmd) are not supported"},
+		{buildSpec{FromImage: "x", StartCmd: "npm start\x00", ReadyCmd: "true"}, "startCmd holds a NUL byte"},
 		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "RUN", Args: []string{"id", "postgres"}}}}, `step 1 (RUN id postgres): user "postgres": Runtime runs build steps as root or user`},
 		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "COPY", Args: []string{"a", "/b"}, FilesHash: "nothex"}}}, `filesHash "nothex" is not a SHA-256`},
 		{buildSpec{FromImage: "x", Steps: []buildStep{{Type: "COPY", Args: []string{"../a", "/b"}, FilesHash: hashA}}}, "must be a path inside the template's file context"},
@@ -101,6 +104,51 @@ func TestTranslateRefuses(t *testing.T) {
 	}
 	if ref, err := (buildSpec{FromImage: "e2bdev/base"}).checkFrom(); err != nil || ref != "" {
 		t.Errorf("E2B's base image: %q %v; want Runtime's base template", ref, err)
+	}
+}
+
+// TestTranslateStart: set_start_cmd and set_ready_cmd become the
+// template's start, run where E2B runs them: the last WORKDIR (relative
+// ones resolved), with the ENV steps' values exported as written (no
+// expansion, quotes kept), through sudo when the steps ended as root. The
+// wrapped command is run by a real shell here.
+func TestTranslateStart(t *testing.T) {
+	dir := t.TempDir()
+	spec := buildSpec{FromImage: "e2bdev/base", StartCmd: `printf '%s|%s|%s' "$(pwd)" "$NOTE" "$B"`, ReadyCmd: `test -n "$NOTE"`, Steps: []buildStep{
+		{Type: "ENV", Args: []string{"NOTE", `it's "$HOME"`, "B", "2"}},
+		{Type: "WORKDIR", Args: []string{dir}},
+		{Type: "WORKDIR", Args: []string{"sub"}},
+	}}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := spec.translate("base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", "-c", tr.startCmd).CombinedOutput()
+	if want := filepath.Join(dir, "sub") + `|it's "$HOME"|2`; err != nil || string(out) != want {
+		t.Errorf("start command printed %q (%v); want %q\n%s", out, err, want, tr.startCmd)
+	}
+	if err := exec.Command("bash", "-c", tr.readyCmd).Run(); err != nil {
+		t.Errorf("ready check: %v\n%s", err, tr.readyCmd)
+	}
+	// A working directory that is gone fails the start, not runs it elsewhere.
+	if err := exec.Command("bash", "-c", startContext("true", filepath.Join(dir, "gone"), "user", nil)).Run(); err == nil {
+		t.Error("a start in a missing directory ran")
+	}
+
+	// Ending as root: the command goes through sudo with the same script.
+	spec.Steps = append(spec.Steps, buildStep{Type: "USER", Args: []string{"root"}})
+	if tr, err = spec.translate("base"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tr.startCmd, "exec sudo -n -- /bin/sh -c") || !strings.Contains(tr.startCmd, "command -v sudo") {
+		t.Errorf("a root start: %s", tr.startCmd)
+	}
+	// No start, no ready check: nothing (the template is not warm).
+	if tr, err = (buildSpec{FromImage: "x"}).translate("base"); err != nil || tr.startCmd != "" || tr.readyCmd != "" {
+		t.Errorf("no start: %q %q %v", tr.startCmd, tr.readyCmd, err)
 	}
 }
 

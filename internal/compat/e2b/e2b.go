@@ -49,9 +49,11 @@ import (
 // EnvdVersion is the envd version the facade answers. The SDKs switch
 // features on by it; everything up to it is served: recursive watch (0.1.4),
 // stdin kept open or closed (0.3.0), a default user (0.4.0), closing stdin
-// (0.5.2), octet-stream uploads (0.5.7). File metadata (0.6.2) and entries in
-// watch events (0.6.3) are not, so the SDKs refuse them with their own error.
-const EnvdVersion = "0.5.7"
+// (0.5.2), octet-stream uploads (0.5.7), file metadata (0.6.2: X-Metadata-*
+// headers on a write, kept as the file's user.e2b.* extended attributes,
+// reported in every EntryInfo). Entries in watch events (0.6.3) are not, so
+// the SDKs refuse them with their own error.
+const EnvdVersion = "0.6.2"
 
 // EnvdPort is the port of envd in E2B's sandboxes, which the SDKs name in
 // E2b-Sandbox-Port.

@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"path"
 	"strings"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/compat/e2b/envd/filesystempb/filesystempbconnect"
 	"withruntime.dev/runtime/internal/compat/e2b/envd/processpb/processpbconnect"
 	"withruntime.dev/runtime/internal/store"
@@ -283,9 +285,37 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 
 // writeInfo is one entry of the answer to POST /files.
 type writeInfo struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	Path string `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Path     string            `json:"path"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// metadataHeader is the prefix of the headers that carry a write's file
+// metadata (envd 0.6.2): X-Metadata-KEY: VALUE.
+const metadataHeader = "X-Metadata-"
+
+// uploadMetadata is a write's file metadata from its X-Metadata-* headers,
+// keys lower-cased, the first value of a repeated one, as envd reads them;
+// "" when there is none (the write then leaves the file none), else the
+// metadata query parameter of Runtime's PUT /files.
+func uploadMetadata(h http.Header) (string, error) {
+	m := map[string]string{}
+	for name, vs := range h {
+		key, ok := strings.CutPrefix(name, metadataHeader)
+		if !ok || len(vs) == 0 || key == "" {
+			continue
+		}
+		m[strings.ToLower(key)] = vs[0]
+	}
+	if len(m) == 0 {
+		return "", nil
+	}
+	if err := agentapi.CheckMetadata(m); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
 }
 
 // writeFiles is POST /files: a multipart body (each part "file", named by
@@ -295,16 +325,29 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 	t := targetFrom(r.Context())
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	qpath := r.URL.Query().Get("path")
+	meta, err := uploadMetadata(r.Header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	var out []writeInfo
 	put := func(p string, body io.Reader, length int64) error {
 		p = t.abs(p)
 		h := http.Header{"Content-Type": {"application/octet-stream"}}
-		resp, err := s.api.doLen(r.Context(), t.as, "PUT", t.base()+"/files?path="+url.QueryEscape(p), body, length, h)
+		q := url.Values{"path": {p}}
+		if meta != "" {
+			q.Set("metadata", meta)
+		}
+		resp, err := s.api.doLen(r.Context(), t.as, "PUT", t.base()+"/files?"+q.Encode(), body, length, h)
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
-		out = append(out, writeInfo{Name: path.Base(p), Type: "file", Path: p})
+		defer resp.Body.Close()
+		// What the sandbox kept (none where its file system has no
+		// extended attributes), read from inside it: checked again.
+		var fi agentapi.FileInfo
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&fi)
+		out = append(out, writeInfo{Name: path.Base(p), Type: "file", Path: p, Metadata: agentapi.CleanMetadata(fi.Metadata)})
 		return nil
 	}
 	switch ct {

@@ -222,6 +222,9 @@ func entryInfo(fi agentapi.FileInfo) *filesystempb.EntryInfo {
 	mode := fs.FileMode(perm) & fs.ModePerm
 	e := &filesystempb.EntryInfo{Name: fi.Name, Path: fi.Path, Size: fi.Size, Owner: account(fi.Uid), Group: account(fi.Gid),
 		ModifiedTime: timestamppb.New(fi.ModTime), Metadata: map[string]string{}}
+	for k, v := range agentapi.CleanMetadata(fi.Metadata) { // from inside the sandbox: checked again
+		e.Metadata[k] = v
+	}
 	switch fi.Type {
 	case "file":
 		e.Type = filesystempb.FileType_FILE_TYPE_FILE

@@ -115,6 +115,16 @@ func (s *Server) runBuild(ctx context.Context, as who, t store.E2BTemplate, b *b
 	// these, as E2B's sandboxes do by default here, behind the host's
 	// guard against private and metadata addresses.
 	q := url.Values{"name": {name}, "dockerfile": {"Dockerfile"}, "private": {"true"}, "internet": {"true"}}
+	// set_start_cmd, set_ready_cmd: the template's start (a warm
+	// template: the build runs it and saves the running sandbox, as
+	// E2B's does), with E2B's ten minutes for the ready check.
+	if tr.startCmd != "" {
+		q.Set("startCommand", tr.startCmd)
+	}
+	if tr.readyCmd != "" {
+		q.Set("readyCommand", tr.readyCmd)
+		q.Set("readyTimeoutSeconds", strconv.Itoa(e2bReadyTimeout))
+	}
 	resp, err := s.api.doLen(ctx, as, "POST", "/v1/templates?"+q.Encode(), io.NewSectionReader(bctx, 0, size), size,
 		http.Header{"Content-Type": {api.ContentTypeTar}, "Accept": {agentapi.ContentTypeNDJSON}})
 	if err != nil {

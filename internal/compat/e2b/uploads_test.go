@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -112,5 +113,28 @@ func TestBuildContext(t *testing.T) {
 	}
 	if _, err := buildContext(t.TempDir(), tr, []*upload{uploadOf(t, hashA, []byte{0x1f, 0x8b, 0, 1})}); err == nil || !strings.Contains(err.Error(), "step 2") {
 		t.Errorf("a broken gzip: %v", err)
+	}
+}
+
+// TestUploadMetadata: a write's X-Metadata-* headers become Runtime's
+// metadata query (keys lower-cased, a repeated header's first value);
+// what envd would refuse is refused here, before the sandbox sees it.
+func TestUploadMetadata(t *testing.T) {
+	h := http.Header{}
+	h.Add("X-Metadata-Owner", "agent-7")
+	h.Add("X-Metadata-Owner", "second")
+	h.Add("X-Metadata-Stage", "")
+	h.Add("Content-Type", "text/plain")
+	q, err := uploadMetadata(h)
+	if err != nil || q != `{"owner":"agent-7","stage":""}` {
+		t.Errorf("%s %v", q, err)
+	}
+	if q, err := uploadMetadata(http.Header{"Content-Type": {"x"}}); q != "" || err != nil {
+		t.Errorf("none: %q %v", q, err)
+	}
+	for _, bad := range []http.Header{{"X-Metadata-K": {"caf\u00e9"}}, {"X-Metadata-K": {"a\nb"}}, {"X-Metadata-Big": {strings.Repeat("v", 5000)}}} {
+		if _, err := uploadMetadata(bad); err == nil {
+			t.Errorf("%v was taken", bad)
+		}
 	}
 }

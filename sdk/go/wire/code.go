@@ -52,6 +52,16 @@ type CreateContextRequest struct {
 	User string `json:"user,omitempty"`
 }
 
+// UpdateContextRequest is the body of PATCH .../contexts/{contextId}.
+type UpdateContextRequest struct {
+	// Cwd moves the context's kernel to this working directory (relative
+	// paths resolve under /workspace; it must exist and the kernel's user
+	// must be able to enter it): a running kernel changes directory
+	// without a cell (no output, no execution count), a restarted one
+	// starts there.
+	Cwd string `json:"cwd"`
+}
+
 // CodeContext is a code context: one kernel and the state it keeps.
 type CodeContext struct {
 	// ID names the context ("ctx_...", "default" for Python's default

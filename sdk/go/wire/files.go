@@ -34,6 +34,12 @@ type FileInfo struct {
 	Gid int `json:"gid"`
 	// Target is where a symlink points.
 	Target string `json:"target,omitempty"`
+	// Metadata is the file's metadata: short text pairs a write gave it
+	// (PUT .../files?metadata=), kept as its extended attributes (keys
+	// lower-case HTTP token characters, values printable US-ASCII, 4 KiB
+	// in all). Anything inside the sandbox can change them: data, not a
+	// proof of who wrote the file. Absent when there are none.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // FileList is the body of GET .../files/list: one page of a directory's

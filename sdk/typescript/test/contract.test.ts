@@ -155,6 +155,7 @@ const NOT_USED: Record<string, string> = {
   DeviceRequest: "a device login waiting for approval: the dashboard's administrator page, not a client's",
   DeviceApproveRequest: "the dashboard's approval of a device login",
   DeviceDenyRequest: "the dashboard's denial of a device login",
+  UpdateContextRequest: "PATCH .../contexts/{contextId}: moves a kernel's cwd, for the E2B facade (E2B's kernels start in /home/user); the SDK gives a context its cwd when it creates it",
 };
 
 /** The names of components.schemas in a generated file's text. */

@@ -165,6 +165,23 @@ def test_string_result_text_has_no_quotes(ci):
     assert ci.run_code("42").text == "42"
 
 
+@pytest.mark.parametrize("envs", [None, {"SHAPE": "not the warm image's"}])
+def test_default_context_works_in_the_users_home(envs):
+    """E2B's kernels start in /home/user (Runtime's own in /workspace):
+    listed so before any cell, and the first cell runs there with its
+    execution count 1 (the move is silent). With envs the sandbox boots
+    without the warm image, and its kernel starts there too."""
+    sb = Sandbox.create(timeout=120, envs=envs)
+    try:
+        default = [c for c in sb.list_code_contexts() if c.language == "python"]
+        assert [c.cwd for c in default] == ["/home/user"]
+        ex = sb.run_code("import os; os.getcwd()")
+        assert ex.error is None and ex.text == "/home/user" and ex.execution_count == 1
+        assert sb.create_code_context().cwd == "/home/user"
+    finally:
+        sb.kill()
+
+
 def test_default_context_is_listed_and_root_context_runs():
     """list_code_contexts shows the default context before any cell has
     run, and a context in /root (E2B's kernels are root's) works."""

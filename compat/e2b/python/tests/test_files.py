@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 from e2b import FileType, FilesystemEventType
-from e2b.exceptions import FileNotFoundException, TemplateException
+from e2b.exceptions import FileNotFoundException
 
 
 def test_text_and_bytes(sandbox):
@@ -110,10 +110,34 @@ def test_watch_dir_sees_a_short_lived_file_and_a_rename(sandbox):
         handle.stop()
 
 
-def test_file_metadata_is_refused_by_the_sdk(sandbox):
-    # Runtime answers envd 0.5.7, so the SDK itself refuses what needs more.
-    with pytest.raises(TemplateException):
-        sandbox.files.write("/tmp/meta.txt", "x", metadata={"k": "v"})
+def test_file_metadata(sandbox):
+    # Kept as the file's user.e2b.* extended attributes, as E2B's envd
+    # 0.6.2 does: keys lower-cased, reported on the write, stat, list and
+    # rename; a rename keeps them, a new write without metadata clears them.
+    d = f"/home/user/meta-{uuid.uuid4().hex[:8]}"
+    info = sandbox.files.write(f"{d}/a.txt", "x", metadata={"Owner": "agent-7", "stage": "draft"})
+    assert info.metadata == {"owner": "agent-7", "stage": "draft"}
+    assert sandbox.files.get_info(f"{d}/a.txt").metadata == {"owner": "agent-7", "stage": "draft"}
+    assert [e.metadata for e in sandbox.files.list(d)] == [{"owner": "agent-7", "stage": "draft"}]
+    moved = sandbox.files.rename(f"{d}/a.txt", f"{d}/b.txt")
+    assert moved.metadata == {"owner": "agent-7", "stage": "draft"}
+    written = sandbox.files.write_files([{"path": f"{d}/c", "data": "1"}, {"path": f"{d}/e", "data": "2"}], metadata={"batch": "7"})
+    assert [w.metadata for w in written] == [{"batch": "7"}, {"batch": "7"}]
+    assert sandbox.files.write(f"{d}/b.txt", "y").metadata is None
+    assert sandbox.files.get_info(f"{d}/b.txt").metadata is None
+
+    # The sandbox owns its files' attributes: one set from inside with a
+    # valid key is reported (as E2B's); bytes no write could have given
+    # (non-ASCII, a key with upper case, a huge value) are not, and break
+    # nothing.
+    script = (
+        "import os; p=%r; os.setxattr(p, 'user.e2b.from-inside', b'ok'); "
+        "os.setxattr(p, 'user.e2b.bin', bytes([255, 0, 10])); os.setxattr(p, 'user.e2b.Upper', b'x'); "
+        "os.setxattr(p, 'user.e2b.big', b'v' * 4090); os.setxattr(p, 'user.other', b'z')"
+    ) % f"{d}/c"
+    r = sandbox.commands.run(f'python3 -c "{script}"')
+    assert r.exit_code == 0, r.stderr
+    assert sandbox.files.get_info(f"{d}/c").metadata == {"batch": "7", "from-inside": "ok"}
 
 
 def test_gzip_upload(sandbox):

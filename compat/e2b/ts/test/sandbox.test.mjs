@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import {
   Sandbox, CommandExitError, FileNotFoundError, AuthenticationError, SandboxError, SandboxNotFoundError,
-  TimeoutError, TemplateError, FilesystemEventType,
+  TimeoutError, FilesystemEventType,
 } from 'e2b'
 import { otherKey, envd, eventually } from './helpers.mjs'
 
@@ -89,7 +89,17 @@ test('files: text, bytes, list, makeDir, exists, rename, remove', async () => {
   await sb.files.remove(d)
   assert.equal(await sb.files.exists(d), false)
   await assert.rejects(sb.files.read(`${d}/nothing`), FileNotFoundError)
-  await assert.rejects(sb.files.write('/tmp/m.txt', 'x', { metadata: { k: 'v' } }), TemplateError)
+})
+
+test('files: metadata on a write, kept by a rename, cleared by a new write', async () => {
+  const p = `/home/user/meta-${Date.now()}.txt`
+  const w = await sb.files.write(p, 'x', { metadata: { Owner: 'agent-7' } })
+  assert.deepEqual(w.metadata, { owner: 'agent-7' })
+  assert.deepEqual((await sb.files.getInfo(p)).metadata, { owner: 'agent-7' })
+  const moved = await sb.files.rename(p, p + '.moved')
+  assert.deepEqual(moved.metadata, { owner: 'agent-7' })
+  await sb.files.write(p + '.moved', 'y')
+  assert.equal((await sb.files.getInfo(p + '.moved')).metadata, undefined)
 })
 
 test('files: watchDir', async () => {

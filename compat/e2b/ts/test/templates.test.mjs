@@ -1,15 +1,15 @@
 // The unmodified e2b JS SDK's Template.build against Runtime: a template
 // from an image (a small one that compat/e2b/run.sh serves from a registry
 // on loopback) with copy, setEnvs and runCmd steps, whose sandboxes hold
-// what the steps made; one key's template is no other key's; a step
-// Runtime's builder lacks is refused by name.
+// what the steps made; one key's template is no other key's; a start
+// command with a ready check is running at a sandbox's first command.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { Sandbox, Template } from 'e2b'
+import { Sandbox, Template, waitForPort } from 'e2b'
 import { otherKey } from './helpers.mjs'
 
 const image = process.env.COMPAT_IMAGE
@@ -54,7 +54,20 @@ test('Template.build from an image with copy and runCmd; a sandbox of it runs th
   assert.equal(await Template.exists(name), false)
 })
 
-test('Template.build refuses a start command by name', async () => {
-  const t = Template().fromTemplate('base').runCmd('true').setStartCmd('sleep 100', 'true')
-  await assert.rejects(Template.build(t, newName()), /startCmd and readyCmd \(set_start_cmd, set_ready_cmd\) are not supported/)
+test('Template.build with setStartCmd: the server answers at the first command', async () => {
+  const name = newName()
+  const t = Template()
+    .fromBaseImage()
+    .runCmd('mkdir -p /home/user/www && echo warm-from-js > /home/user/www/index.html')
+    .setWorkdir('/home/user/www')
+    .setStartCmd('python3 -m http.server 8000', waitForPort(8000))
+  const info = await Template.build(t, name)
+  const sb = await Sandbox.create(name, { timeoutMs: 120_000 })
+  try {
+    const r = await sb.commands.run('curl -sS --max-time 5 http://127.0.0.1:8000/index.html')
+    assert.equal(r.stdout, 'warm-from-js\n')
+  } finally {
+    await sb.kill()
+    assert.equal(await Sandbox.deleteSnapshot(info.templateId), true)
+  }
 })

@@ -341,6 +341,10 @@ class FileInfo:
     gid: int
     #: Where a symlink points, else ``""``.
     target: str = ""
+    #: The file's metadata (short text pairs a write gave it, kept as its
+    #: extended attributes; anything inside the sandbox can change them),
+    #: empty when none.
+    metadata: dict[str, str] = field(default_factory=dict)
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -355,6 +359,7 @@ class FileInfo:
             uid=int(d.get("uid", 0) or 0),
             gid=int(d.get("gid", 0) or 0),
             target=d.get("target", "") or "",
+            metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
             _raw=dict(d),
         )
 

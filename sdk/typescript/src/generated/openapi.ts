@@ -668,6 +668,16 @@ export interface paths {
          *     cap is refused with 413 before any of it is read (send
          *     `Expect: 100-continue` to avoid sending it at all); a chunked body is
          *     cut off with 413 when it passes the cap.
+         *
+         *     `metadata` gives the file metadata (E2B's, envd 0.6.2): a JSON object
+         *     of short text pairs, kept as the file's `user.e2b.KEY` extended
+         *     attributes and reported in `FileInfo.metadata`. Each write replaces
+         *     the file and with it its metadata: a write without `metadata` leaves
+         *     none. Keys are 1-246 lower-case HTTP token characters, values
+         *     printable US-ASCII, 4096 bytes in all (keys counted with their
+         *     prefix); anything else is a 400. A file system without user extended
+         *     attributes keeps none (the answer shows none). Whatever runs inside
+         *     the sandbox can change them: data, not a proof of who wrote the file.
          */
         put: operations["writeFile"];
         post?: never;
@@ -997,7 +1007,19 @@ export interface paths {
         delete: operations["deleteContext"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Move a code context's kernel to another working directory
+         * @description Changes the kernel's working directory to `cwd` (relative paths
+         *     resolve under `/workspace`; it must exist and the kernel's user must
+         *     be able to enter it, else 400). A running kernel changes directory
+         *     without a cell (no output, no history, no execution count); a
+         *     restarted kernel starts there. The `default` context need not exist
+         *     yet: in a sandbox with kernels it is made with that `cwd` and its
+         *     kernel started, so the first call runs there (a sandbox without
+         *     kernels: 501). The E2B facade uses it to start E2B's code contexts
+         *     in the user's home, as E2B's interpreter does.
+         */
+        patch: operations["updateContext"];
         trace?: never;
     };
     "/v1/sandboxes/{id}/contexts/{contextId}/restart": {
@@ -1446,7 +1468,7 @@ export interface paths {
          *     saves that sandbox as the template's warm image: every create of the
          *     template then starts from it, so the first command finds the server
          *     answering. A ready check that has not passed within
-         *     `readyTimeoutSeconds` (default 60), or a start command that exits
+         *     `readyTimeoutSeconds` (default 60), or a start command that exits non-zero
          *     first, fails the build (400 before the stream, an `error` event in
          *     it) with the check's last output, and the template is deleted again.
          *
@@ -2423,6 +2445,10 @@ export interface components {
             gid: number;
             /** @description Where a symlink points (as written in the link); set only for symlinks. */
             target?: string;
+            /** @description The file's metadata (files and directories; absent when none), as writes give it (`PUT .../files?metadata=`), read from its `user.e2b.*` extended attributes. Anything inside the sandbox can change it. */
+            metadata?: {
+                [key: string]: string;
+            };
         };
         /** @description One line of a file watch's stream (GET /v1/sandboxes/{id}/files/watch). */
         WatchEvent: {
@@ -2476,6 +2502,11 @@ export interface components {
             from: string;
             /** @description The new path, absolute or relative to /workspace. */
             to: string;
+        };
+        /** @description A code context's new working directory. */
+        UpdateContextRequest: {
+            /** @description The kernel's new working directory (relative paths resolve under /workspace; it must exist). */
+            cwd: string;
         };
         /** @description A code context to start. */
         CreateContextRequest: {
@@ -4213,6 +4244,8 @@ export interface operations {
             query: {
                 /** @description The file's path, absolute or relative to /workspace. Must not contain NUL. */
                 path: components["parameters"]["Path"];
+                /** @description The file's metadata, a JSON object of strings, such as `{"owner":"agent-7"}` (URL-encoded). */
+                metadata?: string;
             };
             header?: never;
             path: {
@@ -4721,6 +4754,42 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+        };
+    };
+    updateContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The sandbox's id (`sbx_...`). */
+                id: components["parameters"]["SandboxID"];
+                /** @description A code context's id ("default", or as returned by POST /contexts). */
+                contextId: components["parameters"]["ContextID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateContextRequest"];
+            };
+        };
+        responses: {
+            /** @description The context, in its new working directory. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CodeContext"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
         };
     };
     restartContext: {
