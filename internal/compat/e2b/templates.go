@@ -330,8 +330,12 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, as who) {
 }
 
 // aliasOf is GET /templates/aliases/{alias} (Template.exists): 200 for the
-// key's own template of that alias, 404 otherwise (E2B's 403 for another
-// team's alias would say it exists; here another key's is not found).
+// key's own template of that alias, and for a Runtime template the key may
+// use (public unless it is the key's private one) under that name or the
+// name E2B gives it
+// (Config.Templates: "base", "code-interpreter-v1"), as E2B answers for its
+// public templates; 404 otherwise (E2B's 403 for another team's alias
+// would say it exists; here another key's is not found).
 func (s *Server) aliasOf(w http.ResponseWriter, r *http.Request, as who) {
 	alias := r.PathValue("alias")
 	if _, err := parseName(alias, nil); err != nil {
@@ -340,6 +344,17 @@ func (s *Server) aliasOf(w http.ResponseWriter, r *http.Request, as who) {
 	}
 	t, err := s.cfg.Store.E2BTemplateOf(r.Context(), as.keyID, alias)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Alias != alias) {
+		name := alias
+		if n, ok := s.cfg.Templates[alias]; ok {
+			name = n
+		}
+		var info struct {
+			Private bool `json:"private"`
+		}
+		if err := s.api.json(r.Context(), as, "GET", "/v1/templates/"+url.PathEscape(name), nil, &info); err == nil {
+			writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": !info.Private})
+			return
+		}
 		writeError(w, http.StatusNotFound, "no template %q: this API key has built none of that name", alias)
 		return
 	}

@@ -5,7 +5,8 @@ sandboxes (Sandbox.create(<name>)) hold what the steps made; one key's
 template is no other key's; a start command (set_start_cmd with a ready
 check) is running at a sandbox's first command, in the steps' last
 directory, environment and user; a step Runtime's builder lacks is refused
-by name, and a failing step or start fails the build with its output."""
+by name, and a failing step or start fails the build with its output;
+Template.exists knows the server's own templates."""
 
 import os
 import uuid
@@ -144,3 +145,12 @@ def test_unsupported_and_failing_steps():
     with pytest.raises(Exception) as failed:
         Template.build(failing, new_name())
     assert "exit code 3" in str(failed.value) and "broken-step" in str(failed.value)
+
+
+def test_exists_knows_the_servers_templates():
+    # Template.exists asks for an alias: Runtime's own templates the key may
+    # use are there under their names and E2B's ("base",
+    # "code-interpreter-v1"), as E2B's public templates are.
+    assert Template.exists("base")
+    assert Template.exists("code-interpreter-v1")
+    assert not Template.exists(new_name())
