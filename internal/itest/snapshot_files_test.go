@@ -61,6 +61,8 @@ func TestSnapshotFilesystem(t *testing.T) {
 		want string
 	}{
 		{api.CreateSandboxRequest{Snapshot: sn.ID, DiskMiB: 256}, "512 MiB or more"},
+		// 3 MiB of files: 2 × 3 + 128 MiB at boot.
+		{api.CreateSandboxRequest{Snapshot: sn.ID, MemoryMiB: 128}, "134 MiB or more"},
 		{api.CreateSandboxRequest{Snapshot: sn.ID, Template: "code-interpreter"}, "omit template"},
 	} {
 		status, data := e.do("POST", "/v1/sandboxes", c.req)
@@ -245,5 +247,29 @@ func TestSnapshotRetention(t *testing.T) {
 	}
 	if got := e.sh(cp.ID, "cat /workspace/x").Stdout; got != "x\n" {
 		t.Errorf("the sandbox made from it: %q", got)
+	}
+}
+
+// TestSnapshotFilesystemSparse: a sparse file far larger than the sandbox's
+// disk (gVisor archives it whole) does not make the host write an archive
+// past the disk size: the snapshot is refused as it streams, nothing is
+// left under the snapshots directory, and the sandbox runs on.
+func TestSnapshotFilesystemSparse(t *testing.T) {
+	e := newEnv(t)
+	a := e.create(api.CreateSandboxRequest{DiskMiB: 64, MemoryMiB: 2048})
+	if res := e.rootSh(a.ID, "truncate -s 1536M /root/sparse && du -k /root/sparse"); res.ExitCode != 0 {
+		t.Fatalf("sparse file: %+v", res)
+	}
+	status, data := e.do("POST", "/v1/sandboxes/"+a.ID+"/snapshots", api.CreateSnapshotRequest{Mode: "filesystem"})
+	t.Logf("files-only snapshot with a 1.5 GiB sparse file on a 64 MiB disk: %d %s", status, data)
+	if status == http.StatusCreated {
+		t.Fatalf("a 1.5 GiB archive of a 64 MiB disk was kept: %s", data)
+	}
+	entries, _ := os.ReadDir(filepath.Join(e.dataDir, "gvisor", "snapshots"))
+	for _, en := range entries {
+		t.Errorf("left under snapshots: %s", en.Name())
+	}
+	if got := e.sh(a.ID, "echo alive").Stdout; got != "alive\n" {
+		t.Errorf("the sandbox after the refused snapshot: %q", got)
 	}
 }

@@ -123,10 +123,21 @@ var (
 // (the decoded FileInfo, the EntryInfo and its encoding).
 const entryOverhead = 256
 
-// entryBytes estimates what one listed entry holds in the server.
+// entryBytes estimates what one listed entry holds in the server: its
+// strings, its metadata (up to 4 KiB a file, which a program inside the
+// sandbox may set on every file) twice (decoded, then in the EntryInfo and
+// its encoding), and entryOverhead.
 func entryBytes(e agentapi.FileInfo) int64 {
-	return int64(len(e.Name)+len(e.Path)+len(e.Target)) + entryOverhead
+	n := int64(len(e.Name)+len(e.Path)+len(e.Target)) + entryOverhead
+	for k, v := range e.Metadata {
+		n += 2 * int64(len(k)+len(v)+metadataEntryOverhead)
+	}
+	return n
 }
+
+// metadataEntryOverhead is what one metadata pair holds beyond its bytes
+// (map entry and string headers), in bytes.
+const metadataEntryOverhead = 64
 
 // list calls each for every entry of p's listing to depth, in listing
 // order, following Runtime's pages (agentapi.ListMaxLimit entries each)

@@ -3,6 +3,7 @@ package gvisor
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +14,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/driver"
 )
@@ -29,8 +33,8 @@ var _ driver.FileSnapshotter = (*Driver)(nil)
 //
 //   - `runsc tar rootfs-upper` asks the sentry to write that layer as a tar
 //     archive (it holds the layer's lock while it does: writes to the root
-//     wait, processes run on) into a file of the host's; copyLayer reads
-//     it and writes snapshots/.new-<id>/rootfs-upper.tar; the
+//     wait, processes run on) into a FIFO that copyLayer reads as it
+//     comes, writing snapshots/.new-<id>/rootfs-upper.tar; the
 //     directory is then renamed into place as a full snapshot's is.
 //   - The archive comes from inside the sandbox, so copyLayer treats it as
 //     hostile: every name must be a clean relative path under "./", only
@@ -96,8 +100,7 @@ func (d *Driver) SnapshotFiles(ctx context.Context, id string, raw []byte, snapI
 	if err != nil {
 		need = diskBytes // a memory-backed layer: at most its size
 	}
-	// runsc's raw archive and the checked copy are on disk together.
-	if err := checkSpace(tmp, 2*need); err != nil {
+	if err := checkSpace(tmp, need); err != nil {
 		return fail(err)
 	}
 	meta := snapshotMeta{ID: snapID, Source: id, Mode: modeFiles, Runsc: d.runscVersion(ctx)}
@@ -136,34 +139,74 @@ func (d *Driver) SnapshotFiles(ctx context.Context, id string, raw []byte, snapI
 }
 
 // tarLayer writes sandbox id's upper layer, checked by copyLayer, to path
-// (at most limit bytes of archive). runsc writes the raw archive to a file
-// of its own beside path (-file: on stdout the archive would follow a line
-// of runsc's own), which is read back as hostile input and then removed.
+// (at most limit bytes of archive). runsc writes the archive into a FIFO
+// beside path (-file; on stdout the archive would follow a line of runsc's
+// own), which copyLayer reads as it comes: nothing of it reaches the host's
+// disk unchecked, and past limit runsc is killed. (A sparse file inside is
+// written whole, so a file-backed raw copy could grow far past the
+// sandbox's disk.) The FIFO is opened read-write, so that the open never
+// waits for runsc; the archive's own end marker ends the read, and a runsc
+// that fails first closes it.
 func (d *Driver) tarLayer(ctx context.Context, id, path string, limit int64) error {
-	raw := path + ".raw"
-	defer os.Remove(raw)
-	argv := []string{"--root", filepath.Join(d.cfg.StateDir, "runsc"), "tar", "rootfs-upper", "-file", raw, id}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
-	defer cancel()
-	if out, err := exec.CommandContext(tctx, d.cfg.Runsc, argv...).CombinedOutput(); err != nil {
-		return fmt.Errorf("runsc tar rootfs-upper: %w: %s", err, strings.TrimSpace(string(out)))
+	fifo := path + ".fifo"
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		return fmt.Errorf("the root layer's pipe: %w", err)
 	}
-	in, err := os.Open(raw)
+	defer os.Remove(fifo)
+	in, err := os.OpenFile(fifo, os.O_RDWR, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("the root layer's pipe: %w", err)
 	}
-	defer in.Close()
+	var closeOnce sync.Once
+	closeIn := func() { closeOnce.Do(func() { in.Close() }) }
+	defer closeIn()
 	out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
-	w := bufio.NewWriterSize(out, 1<<20)
-	if _, err := copyLayer(w, io.LimitReader(in, limit+1), limit); err != nil {
-		return fmt.Errorf("the sandbox's root layer: %w", err)
+	argv := []string{"--root", filepath.Join(d.cfg.StateDir, "runsc"), "tar", "rootfs-upper", "-file", fifo, id}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(tctx, d.cfg.Runsc, argv...)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("runsc tar: %w", err)
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		exited <- err
+		if err != nil {
+			closeIn() // the archive will not end: stop the read
+			return
+		}
+		// Written whole: what is left in the pipe is read in moments.
+		select {
+		case <-tctx.Done():
+		case <-time.After(time.Minute):
+		}
+		closeIn()
+	}()
+	w := bufio.NewWriterSize(out, 1<<20)
+	_, cerr := copyLayer(w, io.LimitReader(in, limit+1), limit)
+	if cerr == nil {
+		cerr = w.Flush()
+	}
+	if cerr != nil {
+		_ = cmd.Process.Kill()
+	}
+	werr := <-exited
+	cancel()
+	switch {
+	case werr != nil && cerr == nil:
+		return fmt.Errorf("runsc tar rootfs-upper: %w: %s", werr, strings.TrimSpace(output.String()))
+	case cerr != nil && werr != nil && !errors.Is(cerr, errLayer):
+		// The read stopped because runsc failed: its message says why.
+		return fmt.Errorf("runsc tar rootfs-upper: %w: %s", werr, strings.TrimSpace(output.String()))
+	case cerr != nil:
+		return fmt.Errorf("the sandbox's root layer: %w", cerr)
 	}
 	return out.Sync()
 }
