@@ -262,8 +262,8 @@ func TestSnapshotFilesystemSparse(t *testing.T) {
 	}
 	status, data := e.do("POST", "/v1/sandboxes/"+a.ID+"/snapshots", api.CreateSnapshotRequest{Mode: "filesystem"})
 	t.Logf("files-only snapshot with a 1.5 GiB sparse file on a 64 MiB disk: %d %s", status, data)
-	if status == http.StatusCreated {
-		t.Fatalf("a 1.5 GiB archive of a 64 MiB disk was kept: %s", data)
+	if status != http.StatusConflict || !strings.Contains(string(data), "sparse file") {
+		t.Fatalf("a 1.5 GiB archive of a 64 MiB disk: %d %s, want 409 naming the sparse file", status, data)
 	}
 	entries, _ := os.ReadDir(filepath.Join(e.dataDir, "gvisor", "snapshots"))
 	for _, en := range entries {

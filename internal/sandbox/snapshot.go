@@ -206,7 +206,8 @@ func (m *Manager) Snapshot(ctx context.Context, id string, p SnapshotParams) (st
 		case errors.Is(err, driver.ErrNotSavable):
 			return store.Snapshot{}, errs.New(errs.Conflict, "sandbox %s could not be saved: %v; it runs on", id, err)
 		}
-		return store.Snapshot{}, fmt.Errorf("the snapshot of sandbox %s failed (the sandbox runs on): %w", id, err)
+		// Not "it runs on": a sentry may die while it writes the archive.
+		return store.Snapshot{}, fmt.Errorf("the snapshot of sandbox %s failed: %w", id, err)
 	}
 	if err := hold.countedBy(func() error { return m.store.MarkSnapshotReady(ctx, snap.ID, img.Bytes) }); err != nil {
 		m.dropSnapshot(ctx, ss, snap.ID)

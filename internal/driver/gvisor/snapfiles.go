@@ -290,7 +290,7 @@ func copyLayer(dst io.Writer, src io.Reader, limit int64) (layerStats, error) {
 // was passed.
 func layerErr(cw *countWriter, err error) error {
 	if cw.over {
-		return fmt.Errorf("%w: the archive passed %d bytes, more than the sandbox's disk holds", errLayer, cw.limit)
+		return fmt.Errorf("%w: %w: its root layer's archive passed %d bytes, more than its disk holds (a sparse file is archived at its full size)", errLayer, driver.ErrNotSavable, cw.limit)
 	}
 	return err
 }
