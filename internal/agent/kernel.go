@@ -274,9 +274,13 @@ func (k *kernel) waitExit(d time.Duration) bool {
 // it printed.
 func (k *kernel) startError(what string) error {
 	msg := fmt.Sprintf("%s %s", k.lang.title, what)
+	status, code := http.StatusInternalServerError, agentapi.CodeInternal
 	if k.exited() {
 		if r := k.p.result(); r.OOMKilled {
-			msg += "; it was killed because the sandbox is out of memory"
+			// The sandbox's state, not the server's fault: 409.
+			msg += "; it was killed because the sandbox is out of memory (each context's kernel takes its own memory): " +
+				"remove a context you no longer need, or create the sandbox with more memoryMiB"
+			status, code = http.StatusConflict, agentapi.CodeConflict
 		} else {
 			msg += fmt.Sprintf(" (exit code %d)", r.ExitCode)
 		}
@@ -284,7 +288,7 @@ func (k *kernel) startError(what string) error {
 	if tail := strings.TrimSpace(k.stderr.String()); tail != "" {
 		msg += "; it printed:\n" + tail
 	}
-	return &apiError{status: http.StatusInternalServerError, code: agentapi.CodeInternal, msg: msg}
+	return &apiError{status: status, code: code, msg: msg}
 }
 
 // interrupt sends SIGINT to the kernel's process group: ipykernel raises
