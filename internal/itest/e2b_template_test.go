@@ -200,7 +200,6 @@ func TestE2BTemplateRoutes(t *testing.T) {
 		{"GET", "/templates/nope/builds/x/status", nil, 404, `no template "nope"`},
 		{"POST", "/v2" + build, map[string]any{"fromImage": "e2bdev/base", "steps": []any{map[string]any{"type": "ADD", "args": []string{"a", "b"}}}},
 			400, `step 1 (ADD a b): the step type "ADD" is not supported by Runtime's template builder`},
-		{"POST", "/v2" + build, map[string]any{"fromTemplate": "base", "startCmd": "npm start", "readyCmd": "true"}, 400, "startCmd and readyCmd"},
 		{"POST", "/v2" + build, map[string]any{"fromImage": "a", "fromTemplate": "b"}, 400, "not both"},
 		{"POST", "/v2" + build, map[string]any{"fromImage": "repo/x:1", "fromImageRegistry": map[string]string{"type": "registry", "username": "u", "password": "p"}},
 			400, "fromImageRegistry (registry credentials"},
