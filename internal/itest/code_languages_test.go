@@ -30,13 +30,13 @@ type langCase struct {
 	// viaDisplay: the value comes back as display data, not as the main
 	// result (IRkernel shows a value as display_data, as in a notebook).
 	viaDisplay bool
-	print     string // prints "hello" on stdout
-	raise     string // fails with errName / errValue
-	errName   string
-	errValue  string
-	errTrace  string // in the traceback ("": none expected)
-	loop      string // runs forever (until interrupted)
-	env       string // prints $WR_LANG_ENV (on stdout or as the result)
+	print      string // prints "hello" on stdout
+	raise      string // fails with errName / errValue
+	errName    string
+	errValue   string
+	errTrace   string // in the traceback ("": none expected)
+	loop       string // runs forever (until interrupted)
+	env        string // prints $WR_LANG_ENV (on stdout or as the result)
 }
 
 var langCases = []langCase{
