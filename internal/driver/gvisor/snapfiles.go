@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,22 +116,7 @@ func (d *Driver) SnapshotFiles(ctx context.Context, id string, raw []byte, snapI
 	if err != nil {
 		return fail(err)
 	}
-	data, _ := json.Marshal(meta)
-	if err := os.WriteFile(filepath.Join(tmp, snapshotMetaFile), data, 0o600); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(tmp); err != nil {
-		return fail(err)
-	}
-	final := d.snapshotDir(snapID)
-	if err := os.RemoveAll(final); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(root); err != nil {
-		_ = os.RemoveAll(final)
+	if err := d.commitSnapshot(root, tmp, meta); err != nil {
 		return fail(err)
 	}
 	return driver.Image{Bytes: size}, nil

@@ -86,6 +86,32 @@ func (d *Driver) snapshotsRoot() string { return filepath.Join(d.cfg.StateDir, s
 
 func (d *Driver) snapshotDir(id string) string { return filepath.Join(d.snapshotsRoot(), id) }
 
+// commitSnapshot writes meta's note into tmp, a snapshot's directory being
+// written under root, and renames it into place as snapshot meta.ID, each
+// step synced; on an error nothing of it is in place (tmp is the caller's
+// to remove).
+func (d *Driver) commitSnapshot(root, tmp string, meta snapshotMeta) error {
+	data, _ := json.Marshal(meta)
+	if err := os.WriteFile(filepath.Join(tmp, snapshotMetaFile), data, 0o600); err != nil {
+		return err
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	final := d.snapshotDir(meta.ID)
+	if err := os.RemoveAll(final); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	if err := syncDir(root); err != nil {
+		_ = os.RemoveAll(final)
+		return err
+	}
+	return nil
+}
+
 // validSnapshotID reports whether id may name a snapshot directory.
 func validSnapshotID(id string) bool {
 	if id == "" || len(id) > 64 {
@@ -182,22 +208,7 @@ func (d *Driver) Snapshot(ctx context.Context, id string, raw []byte, snapID str
 	if err != nil {
 		return fail(err)
 	}
-	data, _ := json.Marshal(meta)
-	if err := os.WriteFile(filepath.Join(tmp, snapshotMetaFile), data, 0o600); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(tmp); err != nil {
-		return fail(err)
-	}
-	final := d.snapshotDir(snapID)
-	if err := os.RemoveAll(final); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(root); err != nil {
-		_ = os.RemoveAll(final)
+	if err := d.commitSnapshot(root, tmp, meta); err != nil {
 		return fail(err)
 	}
 	return driver.Image{Bytes: size}, nil
