@@ -10,20 +10,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-timings=()
-# suite NAME CMD...: runs one suite and records its time; the first failing
-# suite stops the run (set -e) after the summary is printed.
+# Each suite's time (and FAILED) goes to a file, so suites run in a lane
+# (a background subshell, below) are counted too.
+timings=$(mktemp /tmp/withruntime-test-times.XXXXXX)
+# suite NAME CMD...: runs one suite and records its time and result.
 suite() {
 	local name=$1 start=$SECONDS rc=0
 	shift
 	echo "test: == $name" >&2
 	"$@" || rc=$?
-	timings+=("$(printf '%5d s  %s%s' $((SECONDS - start)) "$name" "$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")")")
+	printf '%5d s  %s%s\n' $((SECONDS - start)) "$name" "$([[ $rc -eq 0 ]] || echo "  FAILED ($rc)")" >>"$timings"
 	return $rc
 }
 summary() {
-	echo "test: suite times:" >&2
-	printf 'test:   %s\n' "${timings[@]}" >&2
+	echo "test: suite times (wall clock $((SECONDS)) s):" >&2
+	sed 's/^/test:   /' "$timings" >&2
+	rm -f "$timings"
 }
 trap summary EXIT
 
@@ -45,25 +47,56 @@ suite install scripts/install.sh --template
 export WITHRUNTIME_RUNSC=/usr/local/bin/runsc
 suite "go vet" go vet ./...
 suite "go test ./... (real gVisor sandboxes)" go test -count=1 -timeout 50m "$@" ./...
+# The suites after `go test` are independent of each other (each starts
+# servers of its own on free ports with fresh data directories, whose
+# sandbox networks have their own names), so they run in two lanes at once,
+# each lane's suites in order; a failing suite does not stop its lane, and
+# the run fails after both lanes end if any failed. Every output line is
+# prefixed with its lane. The lanes are balanced by measured times (about
+# 11 minutes each on the 2-core CI machine).
+lane() {
+	local name=$1 failed=0
+	shift
+	for s in "$@"; do
+		$s || failed=1
+	done
+	return $failed
+}
 # Fuzzing of the API's request decoders and handlers, bounded (~1.5 min).
 # A failing input is saved under internal/api/testdata/fuzz and then runs
 # with every `go test`.
-for target in FuzzDecode:30s FuzzAPI:40s FuzzAuthorization:15s; do
-	suite "fuzz ${target%%:*} ${target##*:}" go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${target##*:}" ./internal/api
-done
+fuzz() {
+	local target rc=0
+	for target in FuzzDecode:30s FuzzAPI:40s FuzzAuthorization:15s; do
+		suite "fuzz ${target%%:*} ${target##*:}" go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "${target##*:}" ./internal/api || rc=1
+	done
+	return $rc
+}
 # The unmodified e2b SDKs (Python and JS) against `serve --e2b-listen`, by
 # E2B_API_URL/E2B_SANDBOX_URL and by E2B_DOMAIN (--e2b-domain over TLS with
 # a test CA: openssl makes it).
 command -v openssl >/dev/null || { apt-get update -qq >&2; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >&2; }
-suite "compat/e2b (e2b SDKs, Python and JS; header and domain modes)" compat/e2b/run.sh
-suite "sdk/go" bash -c 'cd sdk/go && go test -count=1 ./...'
-suite "examples (vet)" bash -c 'cd examples && go vet ./...' # run against a server by TestSDKExampleDispatch
-suite "adapters/go/testserver (vet)" bash -c 'cd adapters/go/testserver && go vet ./...'
-suite "adapters/go/eino" bash -c 'cd adapters/go/eino && go vet ./... && go test -count=1 ./...'
-suite "sdk/typescript" bash -c 'cd sdk/typescript && npm ci --no-audit --no-fund && npm test'
-suite "sdk/python" bash -c "python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests"
-suite "adapters/typescript" bash -c 'cd adapters/typescript && npm ci --no-audit --no-fund && npm test'
-suite "adapters/python" adapters/python/run-tests.sh
-for a in openai anthropic genai; do
-	suite "adapters/go/$a" bash -c "cd adapters/go/$a && go vet ./... && go test -count=1 ./..."
-done
+compat() { suite "compat/e2b (e2b SDKs, Python and JS; header and domain modes)" compat/e2b/run.sh; }
+sdk_go() { suite "sdk/go" bash -c 'cd sdk/go && go test -count=1 ./...'; }
+examples() { suite "examples (vet)" bash -c 'cd examples && go vet ./...'; } # run against a server by TestSDKExampleDispatch
+testserver() { suite "adapters/go/testserver (vet)" bash -c 'cd adapters/go/testserver && go vet ./...'; }
+go_adapters() {
+	local a rc=0
+	for a in eino openai anthropic genai; do
+		suite "adapters/go/$a" bash -c "cd adapters/go/$a && go vet ./... && go test -count=1 ./..." || rc=1
+	done
+	return $rc
+}
+sdk_ts() { suite "sdk/typescript" bash -c 'cd sdk/typescript && npm ci --no-audit --no-fund && npm test'; }
+sdk_py() { suite "sdk/python" bash -c "python3 -m venv sdk/python/.venv && sdk/python/.venv/bin/pip install -q -e 'sdk/python[test]' && sdk/python/.venv/bin/pytest -q sdk/python/tests"; }
+adapters_ts() { suite "adapters/typescript" bash -c 'cd adapters/typescript && npm ci --no-audit --no-fund && npm test'; }
+adapters_py() { suite "adapters/python" adapters/python/run-tests.sh; }
+
+lane go compat sdk_go examples testserver go_adapters > >(sed -u 's/^/[lane go] /' >&2) 2>&1 &
+go_lane=$!
+lane js-py fuzz sdk_ts sdk_py adapters_ts adapters_py > >(sed -u 's/^/[lane js-py] /' >&2) 2>&1 &
+jspy_lane=$!
+rc=0
+wait $go_lane || rc=1
+wait $jspy_lane || rc=1
+exit $rc
