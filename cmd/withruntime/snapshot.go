@@ -123,10 +123,14 @@ func newSnapshotCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSOURCE\tTEMPLATE\tMEMORY\tSIZE\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tMODE\tSOURCE\tTEMPLATE\tMEMORY\tSIZE\tCREATED\tEXPIRES")
 			for _, sn := range snaps {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d MiB\t%s\t%s\n", sn.ID, sn.Name, sn.SourceSandboxID, sn.Template, sn.MemoryMiB,
-					mib(sn.Bytes), sn.CreatedAt.Local().Format(time.DateTime))
+				expires := "-" // kept until deleted
+				if sn.ExpiresAt != nil {
+					expires = sn.ExpiresAt.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d MiB\t%s\t%s\t%s\n", sn.ID, sn.Name, sn.Mode, sn.SourceSandboxID, sn.Template, sn.MemoryMiB,
+					mib(sn.Bytes), sn.CreatedAt.Local().Format(time.DateTime), expires)
 			}
 			return tw.Flush()
 		},

@@ -36,7 +36,8 @@ func TestCLISnapshot(t *testing.T) {
 			t.Errorf("fork %s: %q", id, got)
 		}
 	}
-	if ls := run("snapshot", "ls"); !strings.Contains(ls, snap) || !strings.Contains(ls, "cli-snap") || strings.Count(ls, "snap_") != 1 {
+	if ls := run("snapshot", "ls"); !strings.Contains(ls, snap) || !strings.Contains(ls, "cli-snap") || strings.Count(ls, "snap_") != 1 ||
+		!strings.Contains(ls, "MODE") || !strings.Contains(ls, " full ") || !strings.Contains(ls, "EXPIRES") {
 		t.Errorf("snapshot ls:\n%s", ls)
 	}
 	run("snapshot", "rm", "cli-snap")
