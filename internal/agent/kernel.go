@@ -275,7 +275,10 @@ func (k *kernel) waitExit(d time.Duration) bool {
 func (k *kernel) startError(what string) error {
 	msg := fmt.Sprintf("%s %s", k.lang.title, what)
 	status, code := http.StatusInternalServerError, agentapi.CodeInternal
-	if k.exited() {
+	// A kernel killed for memory as it starts often fails its connection a
+	// moment before its exit is seen: give the exit a moment, so that the
+	// answer says why (409, out of memory) rather than "did not answer".
+	if k.waitExit(time.Second) {
 		if r := k.p.result(); r.OOMKilled {
 			// The sandbox's state, not the server's fault: 409.
 			msg += "; it was killed because the sandbox is out of memory (each context's kernel takes its own memory): " +
