@@ -37,8 +37,9 @@ def source_with_state():
     sb = Sandbox.create(timeout=300, metadata={"case": "snapshot-source"})
     sb.files.write("/home/user/note.txt", "before the snapshot")
     proc = sb.commands.run(COUNTER, background=True)
-    deadline = time.time() + 10
-    while not sb.files.exists("/tmp/count") or count(sb) < 5:
+    deadline = time.time() + 30
+    # 20 counts (2 s): a copy whose process started afresh would be far below.
+    while not sb.files.exists("/tmp/count") or count(sb) < 20:
         assert time.time() < deadline, "the counter did not start"
         time.sleep(0.1)
     return sb, proc.pid
@@ -49,10 +50,12 @@ def test_snapshot_starts_independent_sandboxes(other_key):
     made = []
     try:
         name = "compat-py-" + uuid.uuid4().hex[:12]
+        # Read before the snapshot: the source counts on while it is taken,
+        # so a read after it may be past the count the copies start from.
+        at_snapshot = count(sb)
         snap = sb.create_snapshot(name=name)
         assert snap.snapshot_id.startswith("snap_")
         assert snap.names == [name]
-        at_snapshot = count(sb)
 
         a = Sandbox.create(snap.snapshot_id, timeout=120)
         made.append(a)

@@ -32,7 +32,7 @@ async function sourceWithState() {
   const sb = await Sandbox.create({ timeoutMs: 300_000, metadata: { case: 'ts-snapshot-source' } })
   await sb.files.write('/home/user/note.txt', 'before the snapshot')
   const proc = await sb.commands.run(counter, { background: true })
-  await eventually('the counter to start', async () => (await sb.files.exists('/tmp/count')) && (await count(sb)) >= 5, 10_000)
+  await eventually('the counter to start', async () => (await sb.files.exists('/tmp/count')) && (await count(sb)) >= 20, 30_000) // 2 s: a copy counting afresh would be far below
   return { sb, pid: proc.pid }
 }
 
@@ -43,10 +43,12 @@ test('a snapshot starts independent sandboxes; list, delete; another key sees no
   const made = []
   try {
     const name = 'compat-ts-' + randomBytes(6).toString('hex')
+    // Read before the snapshot: the source counts on while it is taken, so
+    // a read after it may be past the count the copies start from.
+    const atSnapshot = await count(sb)
     const snap = await sb.createSnapshot({ name })
     assert.match(snap.snapshotId, /^snap_/)
     assert.deepEqual(snap.names, [name])
-    const atSnapshot = await count(sb)
 
     const a = await Sandbox.create(snap.snapshotId, { timeoutMs: 120_000 })
     made.push(a)
