@@ -96,6 +96,7 @@ func (e *env) snapshotSection(ctx context.Context) (err error) {
 		}
 		fmt.Fprintf(os.Stderr, "suite: snapshot %s done\n", v.name)
 	}
+	var bareD []time.Duration
 	for i := -1; i < runs; i++ {
 		cs, err := c.CreateToFirstOutput(ctx, pythonArgv, pythonOut)
 		if cs.ID != "" {
@@ -104,18 +105,37 @@ func (e *env) snapshotSection(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("cold: %w", err)
 		}
+		// The issue's baseline: bare `runsc run` of the same command.
+		d, err := e.bare.RunFirstOutput(ctx, pythonArgv, pythonOut)
+		if err != nil {
+			return fmt.Errorf("bare runsc run: %w", err)
+		}
 		if i >= 0 {
 			coldD = append(coldD, cs.Total)
+			bareD = append(bareD, d)
 		}
 	}
 	const sec = "snapshot"
 	rCold := e.add(sampleRow(sec, "API create→first output, cold (alongside)", "ms", stats.MSSamples(coldD)))
 	rCold.Baseline, rCold.Short = true, "cold create→first output"
+	rBare := e.add(sampleRow(sec, "bare runsc run (alongside)", "ms", stats.MSSamples(bareD)))
+	rBare.Baseline, rBare.Short = true, "bare runsc run"
 	for _, v := range vs {
 		e.add(sampleRow(sec, "snapshot, "+v.name, "ms", stats.MSSamples(v.snapD)))
 		e.add(sampleRow(sec, "image on the host, "+v.name, "MiB", v.imageMiB))
 		r := e.add(sampleRow(sec, "create from the snapshot→first output, "+v.name, "ms", stats.MSSamples(v.fromD)))
-		compare(r, rCold)
+		compare(r, rBare)
+		if r.Median != nil && rCold.Median != nil && *rCold.Median > 0 {
+			r.Note = fmt.Sprintf("%.2f× cold create→first output", *r.Median / *rCold.Median)
+		}
+		if v.setup == "" && r.Ratio != nil {
+			// Issue 26's goal: at most 0.7 times bare runsc run.
+			met := "met"
+			if *r.Ratio > 0.7 {
+				met = "not met"
+			}
+			r.Note += fmt.Sprintf("; issue 26's goal (≤ 0.7× bare runsc run): %s", met)
+		}
 	}
 	rRes := e.add(sampleRow(sec, "8 resumes one after another, 200 MiB (alongside)", "ms", stats.MSSamples(resumes8D)))
 	rRes.Baseline, rRes.Short = true, "8 resumes"
