@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 5, "interleaved iterations (each runs every task on every path)")
 	flag.IntVar(&o.warmup, "warmup", 0, "unrecorded iterations first")
 	flag.StringVar(&only, "only", "", "comma-separated groups to run (files,root,git,python,node,go; default all)")
-	flag.StringVar(&envs, "envs", "runtime,bare,host", "comma-separated paths: runtime, bare (runsc defaults), bare-rt (bare runsc with Runtime's flags), host")
+	flag.StringVar(&envs, "envs", "runtime,bare,host", "comma-separated paths: runtime, bare (runsc defaults), bare-rt (bare runsc with Runtime's flags), bare-erofs (bare-rt booting the template's EROFS image), bare-erofs-def (bare booting it), host")
 	flag.StringVar(&o.out, "out", "", "where to write the samples (default bench/results/workloads.json; with -only, nothing unless given)")
 	flag.StringVar(&o.cache, "cache", defaultCache, "where the template and the inputs are kept between runs")
 	flag.StringVar(&o.diskMedium, "disk-medium", "", "the Runtime server's disk medium (file or memory; default the server's)")
@@ -65,7 +65,7 @@ func main() {
 	}
 	o.envs = strings.Split(envs, ",")
 	for _, e := range o.envs {
-		if !slices.Contains([]string{"runtime", "bare", "bare-rt", "host"}, e) {
+		if !slices.Contains(bareEnvs, e) && e != "runtime" && e != "host" {
 			fmt.Fprintf(os.Stderr, "workloads: -envs: no path %q\n", e)
 			os.Exit(2)
 		}
@@ -111,6 +111,12 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
+	var image string
+	if slices.Contains(o.envs, "bare-erofs") || slices.Contains(o.envs, "bare-erofs-def") {
+		if image, err = ensureErofs(ctx, rootfs); err != nil {
+			return err
+		}
+	}
 	sel := selected(o.only)
 	var names []string
 	for _, g := range sel {
@@ -128,7 +134,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 
-	runners, stopServer, err := openRunners(ctx, o, runsc, rootfs)
+	runners, stopServer, err := openRunners(ctx, o, runsc, rootfs, image)
 	if err != nil {
 		return err
 	}
@@ -245,7 +251,7 @@ func runGroup(ctx context.Context, r runner, g group, files map[string]string) (
 // openRunners starts what the paths need: an in-process server for
 // Runtime (no pool, no sandbox networks: these tasks are offline; metering
 // on), the bare runners, the host directory.
-func openRunners(ctx context.Context, o options, runsc, rootfs string) ([]runner, func() error, error) {
+func openRunners(ctx context.Context, o options, runsc, rootfs, image string) ([]runner, func() error, error) {
 	var runners []runner
 	stopServer := func() error { return nil }
 	for _, e := range o.envs {
@@ -264,10 +270,13 @@ func openRunners(ctx context.Context, o options, runsc, rootfs string) ([]runner
 			}
 			stopServer = served.Stop
 			runners = append(runners, &runtimeRunner{c: served.C, tpl: templateName})
-		case "bare", "bare-rt":
+		case "bare", "bare-rt", "bare-erofs", "bare-erofs-def":
 			size := &bare.Size{CPUs: sandboxCPUs, MemoryBytes: sandboxMemoryMiB << 20, DiskBytes: sandboxDiskMiB << 20}
 			b := &bare.Runner{Runsc: runsc, Rootfs: rootfs, Dir: filepath.Join(workDir, e), CgroupParent: bareCgroupParent,
-				Defaults: e == "bare", Size: size, Env: taskEnv}
+				Defaults: e == "bare" || e == "bare-erofs-def", Size: size, Env: taskEnv}
+			if strings.HasPrefix(e, "bare-erofs") {
+				b.Erofs = image
+			}
 			if err := os.MkdirAll(b.Dir, 0o700); err != nil {
 				return nil, stopServer, err
 			}
@@ -294,7 +303,7 @@ func sweep(runsc string) error {
 			errList = append(errList, err)
 		}
 	}
-	for _, e := range []string{"bare", "bare-rt"} {
+	for _, e := range bareEnvs {
 		b := &bare.Runner{Runsc: runsc, Dir: filepath.Join(workDir, e), CgroupParent: bareCgroupParent}
 		if err := b.Sweep(); err != nil {
 			errList = append(errList, err)

@@ -29,6 +29,9 @@ type results struct {
 	// and at the end.
 	Loads []string `json:"loads"`
 	Steps []*row   `json:"steps"`
+	// Ref is the path the ratios divide: runtime, or without it the first
+	// of -envs (e.g. bare-erofs against bare-rt).
+	Ref string `json:"ref"`
 	// GeoMean is, per ratio, the geometric mean over the steps of the
 	// ratios of medians.
 	GeoMean map[string]float64 `json:"geoMean"`
@@ -52,7 +55,8 @@ type row struct {
 	Seconds map[string][]float64 `json:"seconds"`
 	Median  map[string]float64   `json:"median"`
 	P90     map[string]float64   `json:"p90"`
-	// Ratio is Runtime's median ÷ each other path's; Paired the median
+	// Ratio is the reference path's median (Runtime's, or without it the
+	// first of -envs: results.Ref) ÷ each other path's; Paired the median
 	// of the per-iteration ratios (steadier when the host's load drifts).
 	Ratio  map[string]float64 `json:"ratio"`
 	Paired map[string]float64 `json:"paired"`
@@ -84,6 +88,10 @@ func (r *results) add(g group, path string, times []time.Duration) {
 
 // finish computes medians, p90s, ratios and the geometric means.
 func (r *results) finish() {
+	r.Ref = r.Paths[0]
+	if slices.Contains(r.Paths, "runtime") {
+		r.Ref = "runtime"
+	}
 	logs := map[string][]float64{}
 	for _, rw := range r.Steps {
 		rw.Median, rw.P90, rw.Ratio, rw.Paired = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
@@ -91,15 +99,15 @@ func (r *results) finish() {
 			m, p90, _ := stats.Summarize(xs)
 			rw.Median[p], rw.P90[p] = *m, *p90
 		}
-		rt, ok := rw.Seconds["runtime"]
+		rt, ok := rw.Seconds[r.Ref]
 		if !ok {
 			continue
 		}
 		for p, xs := range rw.Seconds {
-			if p == "runtime" || len(xs) != len(rt) {
+			if p == r.Ref || len(xs) != len(rt) {
 				continue
 			}
-			rw.Ratio[p] = rw.Median["runtime"] / rw.Median[p]
+			rw.Ratio[p] = rw.Median[r.Ref] / rw.Median[p]
 			per := make([]float64, len(xs))
 			for i := range xs {
 				per[i] = rt[i] / xs[i]
@@ -116,7 +124,7 @@ func (r *results) finish() {
 }
 
 // print writes the table: per step, each path's median and p90 (seconds),
-// then Runtime ÷ each other path (ratio of medians, and the median of
+// then the reference path (Runtime, or the first of -envs) ÷ each other path (ratio of medians, and the median of
 // per-iteration ratios in brackets).
 func (r *results) print(w io.Writer) {
 	fmt.Fprintf(w, "\nworkloads: %d interleaved runs, %d CPUs, runsc %s, Runtime flags extra %q, disk medium %q\n",
@@ -127,9 +135,13 @@ func (r *results) print(w io.Writer) {
 	for _, p := range r.Paths {
 		head += p + " median\t" + p + " p90\t"
 	}
-	others := slices.DeleteFunc(slices.Clone(r.Paths), func(p string) bool { return p == "runtime" })
+	others := slices.DeleteFunc(slices.Clone(r.Paths), func(p string) bool { return p == r.Ref })
+	ref := r.Ref
+	if ref == "runtime" {
+		ref = "Runtime"
+	}
 	for _, p := range others {
-		head += "Runtime ÷ " + p + "\t"
+		head += ref + " ÷ " + p + "\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, rw := range r.Steps {

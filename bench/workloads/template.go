@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"time"
 
 	"withruntime.dev/runtime/internal/template"
 )
@@ -42,4 +45,49 @@ func ensureTemplate(ctx context.Context, cacheDir string) (*template.Store, stri
 	}
 	root, err := st.RootFS(templateName)
 	return st, root, err
+}
+
+// bareEnvs are the bench's bare runsc paths (see openRunners).
+var bareEnvs = []string{"bare", "bare-rt", "bare-erofs", "bare-erofs-def"}
+
+// ensureErofs makes an EROFS image of the template's root filesystem
+// beside it (<template>/rootfs.erofs, read-only) unless one newer than its
+// template.json is there, and returns its path: the root of the
+// bare-erofs paths. Runtime's templates have none (measured: no gain on
+// this host; bench/README.md, workloads).
+func ensureErofs(ctx context.Context, rootfs string) (string, error) {
+	dir := filepath.Dir(rootfs)
+	image := filepath.Join(dir, "rootfs.erofs")
+	info, err := os.Stat(filepath.Join(dir, "template.json"))
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(image); err == nil && st.ModTime().After(info.ModTime()) {
+		return image, nil
+	}
+	mkfs, err := exec.LookPath("mkfs.erofs")
+	if err != nil {
+		return "", fmt.Errorf("the bare-erofs paths need mkfs.erofs (Debian's erofs-utils): %w", err)
+	}
+	start := time.Now()
+	tmp := image + ".tmp"
+	// What gVisor's EROFS reads (pinned runsc, pkg/erofs): no extended
+	// attributes (-x -1), no data inlined in inodes (-E noinline_data:
+	// without it binaries fail to load, "bad address"), no compression
+	// (the default).
+	cmd := exec.CommandContext(ctx, mkfs, "-x", "-1", "-E", "noinline_data", tmp, rootfs)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr // its stdout is a line per file
+	if err := cmd.Run(); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("mkfs.erofs: %w: %s", err, tailStr(stderr.String(), 1000))
+	}
+	if err := os.Chmod(tmp, 0o444); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, image); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "made %s in %.1fs\n", image, time.Since(start).Seconds())
+	return image, nil
 }

@@ -47,6 +47,11 @@ import (
 // bench/workloads. Size, when set, replaces Runtime's default sandbox size
 // (one vCPU, 512 MiB) with another, as Runtime's driver would turn it into
 // host limits; Env, when set, replaces the process environment.
+//
+// Erofs, when set, is an EROFS image of Rootfs: the sandboxes boot it as
+// their root through runsc's rootfs annotations (dev.gvisor.spec.rootfs.*,
+// read by gVisor's kernel itself, no gofer), with the same file-backed
+// upper layer (Runtime's flags) or runsc's default self-backed one.
 type Runner struct {
 	Runsc, Rootfs, Dir string
 	CgroupParent       string
@@ -54,6 +59,7 @@ type Runner struct {
 	Defaults           bool
 	Size               *Size
 	Env                []string
+	Erofs              string
 }
 
 // Size is a sandbox's size as a create asks for it: vCPUs, memory and
@@ -137,6 +143,24 @@ func (b *Runner) bundle(id string, argv []string) (string, error) {
 	for in, host := range b.Files {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: in, Type: "bind", Source: host, Options: []string{"bind", "ro"}})
 	}
+	if b.Erofs != "" {
+		// One bind mount, as Runtime's sandboxes have (the socket
+		// directory): with no mount to serve runsc starts no gofer, and
+		// then (pinned runsc) makes no file for a file-backed upper layer
+		// and its kernel panics at boot ("fdDispenser out of fds").
+		mnt := filepath.Join(dir, "mnt")
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return "", err
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/run/bare", Type: "bind", Source: mnt, Options: []string{"bind", "ro"}})
+		medium := "self"
+		if !b.Defaults {
+			medium = "dir=" + dir
+		}
+		spec.Annotations = map[string]string{"dev.gvisor.spec.rootfs.source": b.Erofs,
+			"dev.gvisor.spec.rootfs.type": "erofs", "dev.gvisor.spec.rootfs.overlay": medium,
+			"dev.gvisor.spec.rootfs.options": fmt.Sprintf("size=%d", b.diskBytes())}
+	}
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return "", err
@@ -152,10 +176,7 @@ func (b *Runner) runArgs(bundle, id string, detach bool) []string {
 		}
 		return append(args, "--bundle", bundle, id)
 	}
-	disk := int64(bareDiskBytes)
-	if b.Size != nil && b.Size.DiskBytes > 0 {
-		disk = b.Size.DiskBytes
-	}
+	disk := b.diskBytes()
 	// Extra runsc flags the server passes too (WITHRUNTIME_RUNSC_FLAGS).
 	args := append([]string{"--root", b.Root()}, strings.Fields(os.Getenv("WITHRUNTIME_RUNSC_FLAGS"))...)
 	args = append(args, "--network=none", "--host-uds=create",
@@ -164,6 +185,14 @@ func (b *Runner) runArgs(bundle, id string, detach bool) []string {
 		args = append(args, "--detach")
 	}
 	return append(args, "--bundle", bundle, id)
+}
+
+// diskBytes is the sandboxes' root filesystem writes limit.
+func (b *Runner) diskBytes() int64 {
+	if b.Size != nil && b.Size.DiskBytes > 0 {
+		return b.Size.DiskBytes
+	}
+	return bareDiskBytes
 }
 
 // RunFirstOutput times `runsc run` of argv from its start to the first
