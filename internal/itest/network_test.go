@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"log"
 	"log/slog"
 	"math/big"
 	"net"
@@ -89,12 +90,77 @@ type fakeInternet struct {
 	resolver *mapResolver
 	mu       sync.Mutex
 	auths    []string
+	// serverLog is what the fake internet's servers logged and no test
+	// has claimed (certificateRefused claims its line): one entry a line.
+	// Checked empty when the test ends.
+	serverLog []string
 }
 
 func (in *fakeInternet) seenAuths() string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return strings.Join(in.auths, "\n")
+}
+
+// serverLogWriter is the fake internet's servers' ErrorLog: it keeps the
+// lines (a TLS handshake error, say) for the test to claim or be failed by,
+// instead of printing them into the run's output.
+type serverLogWriter struct{ in *fakeInternet }
+
+func (w serverLogWriter) Write(p []byte) (int, error) {
+	w.in.mu.Lock()
+	defer w.in.mu.Unlock()
+	w.in.serverLog = append(w.in.serverLog, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// refusedCertificate is the HTTPS server's log line for a client that
+// refused its certificate. Over TLS 1.2 the client's unknown_ca alert
+// reads as one. Over TLS 1.3 OpenSSL (curl, Python) sends that alert in
+// plaintext after the server has switched to the handshake keys, so Go's
+// server, which cannot authenticate the plaintext record, reports
+// "bad record MAC": the same refusal, not altered bytes.
+var refusedCertificate = regexp.MustCompile(`^http: TLS handshake error from [0-9.]+:[0-9]+: (local error: tls: bad record MAC|remote error: tls: unknown certificate authority)$`)
+
+// certificateRefused runs request, a sandbox's curl to https://inetAPI/
+// that no secret covers, so the egress proxy splices it to the fake
+// internet and the sandbox checks the certificate itself against roots
+// that do not hold the fake internet's CA. It must end as that refusal
+// does: curl exits 60 ("SSL certificate problem"), and the fake HTTPS
+// server logs exactly one refused handshake, which this claims. Anything
+// else (a 200, another error, two lines) is reported.
+func (in *fakeInternet) certificateRefused(t *testing.T, request func() agentapi.ExecResult) agentapi.ExecResult {
+	t.Helper()
+	in.mu.Lock()
+	n := len(in.serverLog)
+	in.mu.Unlock()
+	res := request()
+	if res.ExitCode != 60 || !strings.Contains(res.Stderr, "SSL certificate problem") {
+		t.Errorf("a request the sandbox's own TLS check should refuse: %+v, want curl's exit 60, SSL certificate problem", res)
+	}
+	// The server logs when it reads the alert, just after curl exits.
+	var lines []string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		in.mu.Lock()
+		lines = append([]string(nil), in.serverLog[n:]...)
+		in.mu.Unlock()
+		if len(lines) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a second line would come now
+	in.mu.Lock()
+	lines = append([]string(nil), in.serverLog[n:]...)
+	if len(lines) == 1 && refusedCertificate.MatchString(lines[0]) {
+		in.serverLog = in.serverLog[:n]
+	}
+	in.mu.Unlock()
+	if len(lines) != 1 || !refusedCertificate.MatchString(lines[0]) {
+		t.Errorf("the fake internet's HTTPS server logged %q during the refused request, want exactly one line matching %s", lines, refusedCertificate)
+	}
+	return res
 }
 
 var inetMu sync.Mutex
@@ -150,10 +216,19 @@ func newFakeInternet(t *testing.T) *fakeInternet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := &http.Server{Handler: handler}
-	secure := &http.Server{Handler: handler, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	errLog := log.New(serverLogWriter{in}, "", 0)
+	plain := &http.Server{Handler: handler, ErrorLog: errLog}
+	secure := &http.Server{Handler: handler, ErrorLog: errLog, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	go func() { _ = plain.Serve(ls[0]) }()
 	go func() { _ = secure.ServeTLS(ls[1], "", "") }()
+	// After the servers close (cleanups run last first): no line unclaimed.
+	t.Cleanup(func() {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if len(in.serverLog) > 0 {
+			t.Errorf("the fake internet's servers logged what this test does not expect (a client's handshake or request failed: altered or mixed-up bytes, or an attack the test does not claim):\n%s", strings.Join(in.serverLog, "\n"))
+		}
+	})
 	t.Cleanup(func() {
 		_ = plain.Close()
 		_ = secure.Close()
@@ -541,8 +616,12 @@ echo done`)
 	if status != http.StatusNoContent {
 		t.Errorf("DELETE secret: %d %s", status, data)
 	}
+	// The proxy splices the sandbox's TLS to the upstream now, whose CA the
+	// sandbox does not trust: curl refuses the certificate.
 	before := strings.Count(in.seenAuths(), "Bearer sk-")
-	run(curl(`-H "Authorization: Bearer $API_KEY" https://` + inetAPI + `/`))
+	in.certificateRefused(t, func() agentapi.ExecResult {
+		return run(curl(`-H "Authorization: Bearer $API_KEY" https://` + inetAPI + `/`))
+	})
 	if after := strings.Count(in.seenAuths(), "Bearer sk-"); after != before {
 		t.Errorf("after deletion a request still carried a secret value; the upstream saw:\n%s", in.seenAuths())
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
 	"withruntime.dev/runtime/internal/secretkey"
 	"withruntime.dev/runtime/internal/server"
@@ -224,10 +225,12 @@ func TestSecretsBelongToKeys(t *testing.T) {
 		t.Errorf("A's secrets after the admin deleted its only one: %d %s", st, data)
 	}
 	// No secret covers the host any more, so the proxy no longer intercepts
-	// and the sandbox does not trust the upstream's CA: the request may
-	// fail, but no value goes out.
+	// and the sandbox does not trust the upstream's CA: curl refuses the
+	// certificate, and no value goes out.
 	before := in.seenAuths()
-	e2.sh(sbA.ID, curl(`-H "Authorization: Bearer $API_KEY" https://`+inetAPI+`/`))
+	in.certificateRefused(t, func() agentapi.ExecResult {
+		return e2.sh(sbA.ID, curl(`-H "Authorization: Bearer $API_KEY" https://`+inetAPI+`/`))
+	})
 	if seen := strings.TrimPrefix(in.seenAuths(), before); strings.Contains(seen, "sk-") {
 		t.Errorf("A's sandbox still sends a value after its secret was deleted: %s", seen)
 	}
