@@ -120,6 +120,10 @@ func (w serverLogWriter) Write(p []byte) (int, error) {
 // plaintext after the server has switched to the handshake keys, so Go's
 // server, which cannot authenticate the plaintext record, reports
 // "bad record MAC": the same refusal, not altered bytes.
+// alteredBytes matches a server log line that says a client's TLS records
+// could not be authenticated or parsed: altered, spliced or mixed-up bytes.
+var alteredBytes = regexp.MustCompile(`bad record MAC|decryption failed|record overflow|unexpected message|first record does not look like a TLS handshake`)
+
 var refusedCertificate = regexp.MustCompile(`^http: TLS handshake error from [0-9.]+:[0-9]+: (local error: tls: bad record MAC|remote error: tls: unknown certificate authority)$`)
 
 // certificateRefused runs request, a sandbox's curl to https://inetAPI/
@@ -221,12 +225,19 @@ func newFakeInternet(t *testing.T) *fakeInternet {
 	secure := &http.Server{Handler: handler, ErrorLog: errLog, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	go func() { _ = plain.Serve(ls[0]) }()
 	go func() { _ = secure.ServeTLS(ls[1], "", "") }()
-	// After the servers close (cleanups run last first): no line unclaimed.
+	// After the servers close (cleanups run last first): no unclaimed line
+	// that says bytes were altered or mixed up. Other lines (a client gone
+	// mid-handshake: EOF, a reset, a timeout, as when a test destroys a
+	// sandbox with connections open) are logged, not failed.
 	t.Cleanup(func() {
 		in.mu.Lock()
 		defer in.mu.Unlock()
-		if len(in.serverLog) > 0 {
-			t.Errorf("the fake internet's servers logged what this test does not expect (a client's handshake or request failed: altered or mixed-up bytes, or an attack the test does not claim):\n%s", strings.Join(in.serverLog, "\n"))
+		for _, line := range in.serverLog {
+			if alteredBytes.MatchString(line) {
+				t.Errorf("the fake internet's server logged what this test does not expect (altered or mixed-up bytes, or an attack the test does not claim): %s", line)
+			} else {
+				t.Logf("the fake internet's server logged: %s", line)
+			}
 		}
 	})
 	t.Cleanup(func() {
