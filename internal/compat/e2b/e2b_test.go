@@ -309,7 +309,7 @@ func TestHealthOfPausedSandbox(t *testing.T) {
 		t.Fatalf("health of a running sandbox: %d", c)
 	}
 	ctx := context.Background()
-	if err := f.s.cfg.Store.MarkPaused(ctx, f.idA, time.Now(), 1<<20); err != nil {
+	if err := f.s.cfg.Store.MarkPaused(ctx, f.idA, time.Now(), 1<<20, ""); err != nil {
 		t.Fatal(err)
 	}
 	if c := health(); c != http.StatusBadGateway {
