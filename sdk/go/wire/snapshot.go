@@ -104,7 +104,8 @@ type ForkRequest struct {
 	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
 	// AutoResume is as in a create.
 	AutoResume *bool `json:"autoResume,omitempty"`
-	// PauseMode is as in a create.
+	// PauseMode is what each new sandbox's lease-end pause saves, as in a
+	// create: "full" (default) or "filesystem".
 	PauseMode string `json:"pauseMode,omitempty"`
 	// KeepSnapshot keeps the fork's snapshot after the creates (it is
 	// then the key's, billed and counted as any); otherwise it is
