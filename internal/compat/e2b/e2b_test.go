@@ -227,13 +227,16 @@ func TestNewSandboxRefusesWhatRuntimeLacks(t *testing.T) {
 		{},
 		{TemplateID: "base", MCP: json.RawMessage(`{"x":{}}`)},
 		{TemplateID: "base", VolumeMounts: []json.RawMessage{json.RawMessage(`{}`)}},
-		{TemplateID: "base", AutoPauseMemory: &no},
 	} {
 		if n.check() == nil {
 			t.Errorf("%+v was accepted", n)
 		}
 	}
 	if err := (&newSandbox{TemplateID: "base", MCP: json.RawMessage(`null`)}).check(); err != nil {
+		t.Error(err)
+	}
+	// A filesystem-only lease-end pause is Runtime's pauseMode filesystem.
+	if err := (&newSandbox{TemplateID: "base", AutoPause: true, AutoPauseMemory: &no}).check(); err != nil {
 		t.Error(err)
 	}
 }
