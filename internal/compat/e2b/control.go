@@ -408,9 +408,9 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, as who) {
 	}
 	// memory false (pause(mode="filesystem"), keep_memory=False): the
 	// files alone; the resume boots fresh.
-	var body *api.PauseRequest
+	var body any // nil: no body (a typed nil would be JSON null)
 	if req.Memory != nil && !*req.Memory {
-		body = &api.PauseRequest{Mode: "filesystem"}
+		body = api.PauseRequest{Mode: "filesystem"}
 	}
 	id := r.PathValue("id")
 	sb, err := s.sandbox(r.Context(), as, id)
