@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
+	withruntime "withruntime.dev/runtime/sdk/go"
 )
 
 // pauseFiles pauses sandbox id with its files alone and checks the answer.
@@ -268,5 +270,82 @@ func TestPauseFilesystemHostile(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(secret); string(data) != "HOST-SECRET\n" {
 		t.Errorf("the host secret now reads %q", data)
+	}
+}
+
+// TestForkFilesystem: a fork in mode filesystem is one files-only snapshot
+// and count fresh boots: each copy has the source's files and none of its
+// processes, writes of its own, and the snapshot is gone afterwards (not
+// kept). The source runs on with its processes.
+func TestForkFilesystem(t *testing.T) {
+	e := newEnv(t)
+	src := e.create(api.CreateSandboxRequest{TimeoutSeconds: 600})
+	e.startCounter(src.ID)
+	e.sh(src.ID, "echo shared > /workspace/f")
+	start := time.Now()
+	var fr api.ForkResult
+	e.must(http.StatusOK, "POST", "/v1/sandboxes/"+src.ID+"/fork", api.ForkRequest{Count: 3, Mode: "filesystem", Env: map[string]string{"FORKED": "yes"}}, &fr)
+	t.Logf("files-only fork of 3: %s", time.Since(start))
+	if fr.SnapshotKept || fr.Snapshot.Mode != "filesystem" || len(fr.Sandboxes) != 3 {
+		t.Fatalf("fork: %+v", fr)
+	}
+	for i, f := range fr.Sandboxes {
+		if f.Sandbox == nil || f.Error != nil {
+			t.Fatalf("fork %d failed: %+v", i, f.Error)
+		}
+		got := e.sh(f.Sandbox.ID, "cat /workspace/f; curl -s -m 2 localhost:8000/ || echo no-server; echo $FORKED").Stdout
+		if got != "shared\nno-server\nyes\n" {
+			t.Errorf("fork %d: %q", i, got)
+		}
+	}
+	e.sh(fr.Sandboxes[0].Sandbox.ID, "echo mine > /workspace/f")
+	if got := e.sh(fr.Sandboxes[1].Sandbox.ID, "cat /workspace/f").Stdout; got != "shared\n" {
+		t.Errorf("a sibling saw the first fork's write: %q", got)
+	}
+	if got := e.count(src.ID); got == "" {
+		t.Errorf("the source's server after the fork: %q", got)
+	}
+	status, _ := e.do("GET", "/v1/snapshots/"+fr.Snapshot.ID, nil)
+	if status != http.StatusNotFound || slices.Contains(e.snapshotImages(), fr.Snapshot.ID) {
+		t.Errorf("the fork's snapshot was kept: GET %d, images %v", status, e.snapshotImages())
+	}
+	e.expectError(http.StatusBadRequest, "bad_request", "POST", "/v1/sandboxes/"+src.ID+"/fork", map[string]any{"count": 1, "mode": "memory"})
+}
+
+// TestPauseFilesystemCLIAndSDK: `withruntime sandbox pause --filesystem`
+// and the Go SDK's PauseFiles.
+func TestPauseFilesystemCLIAndSDK(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{})
+	e.sh(sb.ID, "echo kept > /workspace/f && (setsid sleep 1000 >/dev/null 2>&1 &)")
+	if r := e.cli(nil, "sandbox", "pause", "--filesystem", sb.ID); r.code != 0 || !strings.Contains(r.stdout, sb.ID+" paused (files") {
+		t.Fatalf("sandbox pause --filesystem: %+v", r)
+	}
+	if got := e.get(sb.ID); got.ImageMode != "filesystem" {
+		t.Errorf("after the CLI's pause: %+v", got)
+	}
+	if r := e.cli(nil, "sandbox", "resume", sb.ID); r.code != 0 {
+		t.Fatalf("sandbox resume: %+v", r)
+	}
+	if got := e.sh(sb.ID, "cat /workspace/f; pgrep -x sleep || echo none").Stdout; got != "kept\nnone\n" {
+		t.Errorf("after the CLI's pause and resume: %q", got)
+	}
+	c := e.sdkClient()
+	ctx := context.Background()
+	sbx, err := c.Connect(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sbx.Run(ctx, "echo sdk > /workspace/g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.PauseFiles(ctx); err != nil || sbx.Info().State != "paused" || sbx.Info().ImageMode != withruntime.PauseFilesystem {
+		t.Fatalf("SDK PauseFiles: %v %+v", err, sbx.Info())
+	}
+	if err := sbx.Resume(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sbx.Run(ctx, "cat /workspace/f /workspace/g"); err != nil || res.Stdout != "kept\nsdk\n" {
+		t.Errorf("after PauseFiles and Resume: %+v %v", res, err)
 	}
 }
