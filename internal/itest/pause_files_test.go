@@ -349,3 +349,29 @@ func TestPauseFilesystemCLIAndSDK(t *testing.T) {
 		t.Errorf("after PauseFiles and Resume: %+v %v", res, err)
 	}
 }
+
+// TestPausedFilesystemSurvivesRestart: a sandbox paused with its files
+// alone is listed by the next server on the same data directory (its image
+// found again) and resumes there with its files.
+func TestPausedFilesystemSurvivesRestart(t *testing.T) {
+	dataDir, err := os.MkdirTemp("/tmp", "wr-pause-files-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	a := newEnv(t, withDataDir(dataDir))
+	sb := a.create(api.CreateSandboxRequest{})
+	a.sh(sb.ID, "echo kept > /workspace/f")
+	a.pauseFiles(sb.ID)
+	a.detach()
+	b := newEnv(t, withDataDir(dataDir))
+	var list api.SandboxList
+	b.must(http.StatusOK, "GET", "/v1/sandboxes?state=paused", nil, &list)
+	if len(list.Sandboxes) != 1 || list.Sandboxes[0].ID != sb.ID || list.Sandboxes[0].ImageMode != "filesystem" {
+		t.Fatalf("paused sandboxes after the restart: %+v", list.Sandboxes)
+	}
+	b.resume(sb.ID)
+	if got := b.sh(sb.ID, "cat /workspace/f").Stdout; got != "kept\n" {
+		t.Fatalf("after a restart and resume: %q", got)
+	}
+}
