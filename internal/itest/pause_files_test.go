@@ -63,6 +63,7 @@ func TestPauseFilesystem(t *testing.T) {
 		t.Fatalf("setup: %+v", res)
 	}
 	sum := strings.TrimSpace(res.Stdout)
+	bootBefore := e.sh(sb.ID, "cat /proc/sys/kernel/random/boot_id").Stdout
 	e.startCounter(sb.ID)
 	if !sandboxRunning(sb.ID) {
 		t.Fatalf("no runsc-sandbox process of %s before the pause", sb.ID)
@@ -105,6 +106,9 @@ func TestPauseFilesystem(t *testing.T) {
 		}
 	}
 	check("after the resume from files")
+	if after := e.sh(sb.ID, "cat /proc/sys/kernel/random/boot_id").Stdout; after == bootBefore || after == "" {
+		t.Errorf("boot_id after the resume from files: %q, before %q: want a new one (a fresh boot)", after, bootBefore)
+	}
 
 	// It writes on, then pauses whole and resumes.
 	if res := e.sh(sb.ID, "echo second > /workspace/b.txt && (setsid sleep 2000 >/dev/null 2>&1 &)"); res.ExitCode != 0 {

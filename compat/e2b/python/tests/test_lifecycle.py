@@ -87,6 +87,7 @@ def test_filesystem_pause_keeps_files_not_processes():
     try:
         sb.files.write("/home/user/kept.txt", "on disk")
         proc = sb.commands.run("sleep 3600", background=True)
+        boot_before = sb.files.read("/proc/sys/kernel/random/boot_id").strip()
         assert sb.pause(mode="filesystem") is True
         assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.PAUSED
         assert sb.is_running() is False
@@ -95,6 +96,8 @@ def test_filesystem_pause_keeps_files_not_processes():
         assert resumed.files.read("/home/user/kept.txt") == "on disk"
         assert proc.pid not in [p.pid for p in resumed.commands.list()]
         assert resumed.commands.run("pgrep -x sleep || echo none").stdout.strip() == "none"
+        # A fresh boot: a new kernel boot id.
+        assert resumed.files.read("/proc/sys/kernel/random/boot_id").strip() != boot_before
         # The deprecated spelling does the same.
         resumed.files.write("/home/user/second.txt", "again")
         assert resumed.pause(keep_memory=False) is True
