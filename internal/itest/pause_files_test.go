@@ -381,3 +381,39 @@ func TestPausedFilesystemSurvivesRestart(t *testing.T) {
 		t.Fatalf("after a restart and resume: %q", got)
 	}
 }
+
+// TestPauseFilesystemImageSize: a sandbox holding 200 MiB of Python
+// objects in memory and 20 MB of files: its full pause image holds both,
+// its filesystem pause image the files alone (measured and logged, with
+// the pause and resume times of each).
+func TestPauseFilesystemImageSize(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(api.CreateSandboxRequest{MemoryMiB: 1024, TimeoutSeconds: 600})
+	var p agentapi.Process
+	e.must(http.StatusCreated, "POST", "/v1/sandboxes/"+sb.ID+"/processes", agentapi.ExecRequest{
+		Command: `python3 -c 'import os, time; x = [os.urandom(1 << 20) for _ in range(200)]; open("/tmp/ready", "w").write("1"); time.sleep(3600)'`,
+	}, &p)
+	if res := e.sh(sb.ID, "head -c 20000000 /dev/urandom > /workspace/files && for i in $(seq 300); do test -e /tmp/ready && exit 0; sleep 0.1; done; exit 1"); res.ExitCode != 0 {
+		t.Fatalf("setup: %+v", res)
+	}
+	start := time.Now()
+	full := e.pause(sb.ID)
+	pauseFull := time.Since(start)
+	start = time.Now()
+	e.resume(sb.ID)
+	resumeFull := time.Since(start)
+	start = time.Now()
+	files := e.pauseFiles(sb.ID)
+	pauseFiles := time.Since(start)
+	start = time.Now()
+	e.resume(sb.ID)
+	resumeFiles := time.Since(start)
+	t.Logf("full pause: image %d MiB, pause %v, resume %v; filesystem pause: image %d MiB, pause %v, resume %v",
+		full.ImageBytes>>20, pauseFull, resumeFull, files.ImageBytes>>20, pauseFiles, resumeFiles)
+	if full.ImageBytes < 200<<20 || files.ImageBytes < 19<<20 || files.ImageBytes > 40<<20 {
+		t.Errorf("images: full %d bytes (want ≥ 200 MiB), files %d bytes (want about 20 MB)", full.ImageBytes, files.ImageBytes)
+	}
+	if got := e.sh(sb.ID, "wc -c < /workspace/files; test -e /tmp/ready && echo ready").Stdout; got != "20000000\n" {
+		t.Errorf("after the filesystem resume: %q, want the files alone", got)
+	}
+}
