@@ -417,3 +417,36 @@ func TestPauseFilesystemImageSize(t *testing.T) {
 		t.Errorf("after the filesystem resume: %q, want the files alone", got)
 	}
 }
+
+// TestPauseFilesystemBilledAndCounted: a sandbox paused with its files
+// alone is billed its image at the storage price and no CPU or memory, as
+// a full pause's, and counts in its key's paused quota: a second pause past
+// a quota of one is 429 and that sandbox runs on.
+func TestPauseFilesystemBilledAndCounted(t *testing.T) {
+	e := newEnv(t, withMeterInterval(300*time.Millisecond), withStoragePrice(3.6e9)) // 1e6 µ$ per GiB-second
+	var k api.Key
+	e.must(http.StatusCreated, "POST", "/v1/keys", api.CreateKeyRequest{Name: "fs-paused-quota", DailyLimitMicros: 1 << 40, PausedQuota: 1}, &k)
+	te := e.as(k.Secret)
+	a := te.create(api.CreateSandboxRequest{})
+	b := te.create(api.CreateSandboxRequest{})
+	te.sh(a.ID, "head -c 8000000 /dev/urandom > /workspace/blob")
+	paused := te.pauseFiles(a.ID)
+	time.Sleep(time.Second)
+	before := te.sandboxRow(a.ID)
+	time.Sleep(2 * time.Second)
+	after := te.sandboxRow(a.ID)
+	if after.CPUSeconds != before.CPUSeconds || after.GiBSeconds != before.GiBSeconds {
+		t.Errorf("billed CPU or memory while paused with its files: before %+v, after %+v", before, after)
+	}
+	want := float64(paused.ImageBytes) / (1 << 30) * 2
+	if grown := after.StorageGiBSeconds - before.StorageGiBSeconds; grown < want*0.4 || grown > want*1.8 {
+		t.Errorf("storage billed over 2 s paused: %.5f GiB-s, want about %.5f (image %d bytes)", grown, want, paused.ImageBytes)
+	}
+	status, data := te.do("POST", "/v1/sandboxes/"+b.ID+"/pause", api.PauseRequest{Mode: "filesystem"})
+	if status != http.StatusTooManyRequests || errorCode(t, data) != "quota_exceeded" {
+		t.Errorf("a second filesystem pause past a paused quota of 1: %d %s, want 429 quota_exceeded", status, data)
+	}
+	if got := te.get(b.ID); got.State != "running" {
+		t.Errorf("after the refused pause: %+v", got)
+	}
+}
