@@ -40,6 +40,7 @@ type createFlags struct {
 	metadata []string
 	net      networkFlags
 	onEnd    string
+	pauseAs  string
 	volumes  []string
 	snapshot string
 	// cmd is the command the flags are on (was --template given?).
@@ -57,6 +58,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.metadata, "metadata", nil, "label KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&f.volumes, "volume", nil, "mount the volume NAME at PATH, NAME:PATH or NAME:PATH:ro for read-only (see: withruntime volume; repeatable)")
 	cmd.Flags().StringVar(&f.onEnd, "on-lease-end", "", `what the lease end does: "stop" (default: destroy) or "pause" (keep it paused; any request resumes it)`)
+	cmd.Flags().StringVar(&f.pauseAs, "pause-mode", "", `what a lease-end pause saves: "full" (default: processes, memory, files) or "filesystem" (the root filesystem's files alone; the resume boots fresh)`)
 	cmd.Flags().StringVar(&f.snapshot, "snapshot", "", "start from this snapshot (id or name; 'withruntime snapshot ls') instead of booting the template: its processes run on where it was taken")
 	f.net.add(cmd)
 }
@@ -75,7 +77,8 @@ func (f *createFlags) request() (api.CreateSandboxRequest, error) {
 		return api.CreateSandboxRequest{}, fmt.Errorf("--timeout must be at least 1s; got %s", f.timeout)
 	}
 	req := api.CreateSandboxRequest{Template: f.template, TimeoutSeconds: secs, CPU: f.cpu,
-		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta, OnLeaseEnd: f.onEnd, Snapshot: f.snapshot}
+		MemoryMiB: f.memory, DiskMiB: f.disk, Env: env, Metadata: meta, OnLeaseEnd: f.onEnd, PauseMode: f.pauseAs,
+		Snapshot: f.snapshot}
 	if f.snapshot != "" && !f.cmd.Flags().Changed("template") {
 		req.Template = "" // the snapshot's
 	}

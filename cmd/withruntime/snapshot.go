@@ -53,14 +53,16 @@ func newForkCmd() *cobra.Command {
 	var count int
 	var timeout time.Duration
 	var env []string
-	var keep string
+	var keep, mode string
 	cmd := &cobra.Command{
 		Use:   "fork ID",
 		Short: "Make N new sandboxes from one snapshot of a running sandbox (which runs on); prints their ids",
 		Long: `Take one snapshot of a running sandbox and start N sandboxes from it, each
 with its own id, lease and network, printed one per line. Each succeeds or
 fails on its own: failures are reported on stderr and make the exit status 1.
-The snapshot is deleted afterwards unless --keep NAME.`,
+The snapshot is deleted afterwards unless --keep NAME. --mode filesystem
+takes a files-only snapshot: each new sandbox boots fresh with the source's
+root filesystem files (no process of the source runs in it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 {
@@ -75,7 +77,7 @@ The snapshot is deleted afterwards unless --keep NAME.`,
 				return err
 			}
 			defer s.Close()
-			res, err := s.ForkSandbox(cmd.Context(), args[0], api.ForkRequest{Count: count, TimeoutSeconds: int64(timeout / time.Second),
+			res, err := s.ForkSandbox(cmd.Context(), args[0], api.ForkRequest{Count: count, Mode: mode, TimeoutSeconds: int64(timeout / time.Second),
 				Env: envs, KeepSnapshot: keep != "", Name: keep})
 			if err != nil {
 				return err
@@ -102,6 +104,7 @@ The snapshot is deleted afterwards unless --keep NAME.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "lease of each new sandbox (default: the server's, 5m)")
 	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE for commands started in the new sandboxes (repeatable)")
 	cmd.Flags().StringVar(&keep, "keep", "", "keep the fork's snapshot under this name")
+	cmd.Flags().StringVar(&mode, "mode", "full", `what the snapshot holds: "full" (processes, memory, files) or "filesystem" (the root filesystem's files alone; each new sandbox boots fresh)`)
 	return cmd
 }
 

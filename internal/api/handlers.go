@@ -46,8 +46,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		CPU: req.CPU, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Env: req.Env, Metadata: req.Metadata,
 		Network: egressPolicy(req.Network), Secrets: req.Secrets, SecretOwner: secretOwner(r.Context()),
 		MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd, AutoResume: req.AutoResume,
-		Volumes:  volumeRequests(req.Volumes),
-		Snapshot: req.Snapshot, AnyKeysSnapshot: !tenantOf(r.Context()),
+		PauseMode: req.PauseMode,
+		Volumes:   volumeRequests(req.Volumes),
+		Snapshot:  req.Snapshot, AnyKeysSnapshot: !tenantOf(r.Context()),
 	}
 	if req.Exec != nil {
 		return s.createWithExec(w, r, p, req.Exec)
@@ -146,8 +147,8 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.OnLeaseEnd != "" || req.AutoResume != nil {
-		if sb, err = s.cfg.Manager.SetLeasePolicy(r.Context(), sb.ID, req.OnLeaseEnd, req.AutoResume); err != nil {
+	if req.OnLeaseEnd != "" || req.AutoResume != nil || req.PauseMode != "" {
+		if sb, err = s.cfg.Manager.SetLeasePolicy(r.Context(), sb.ID, req.OnLeaseEnd, req.PauseMode, req.AutoResume); err != nil {
 			return err
 		}
 	}

@@ -8,16 +8,20 @@ import (
 	"withruntime.dev/runtime/internal/store"
 )
 
-// pauseSandbox is POST /v1/sandboxes/{id}/pause: the sandbox is saved whole
-// and stopped; 200 with its record (state "paused"). 409 when it is not
-// running (the message says its state), 507 when the host has no room for
-// its image (it runs on).
+// pauseSandbox is POST /v1/sandboxes/{id}/pause (optional body
+// PauseRequest): the sandbox is saved whole (mode "full") or its files
+// alone (mode "filesystem") and stopped; 200 with its record (state
+// "paused", imageMode the mode). 409 when it is not running (the message
+// says its state) or a filesystem pause's archive would pass its disk
+// size, 507 when the host has no room for its image (it runs on), 501 for
+// a filesystem pause on a driver without one.
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) error {
-	if err := decode(r, &struct{}{}); err != nil {
+	var req PauseRequest
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
-	sb, err := s.cfg.Manager.Pause(r.Context(), id)
+	sb, err := s.cfg.Manager.Pause(r.Context(), id, req.Mode)
 	if errors.Is(err, driver.ErrChannel) {
 		return s.channelRefused(id, err)
 	}

@@ -148,12 +148,12 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	ctx := r.Context()
 	res, err := s.cfg.Manager.Fork(ctx, id, sandbox.ForkParams{
-		Count: req.Count, KeepSnapshot: req.KeepSnapshot, Name: req.Name,
+		Count: req.Count, Mode: req.Mode, KeepSnapshot: req.KeepSnapshot, Name: req.Name,
 		Create: sandbox.CreateParams{
 			KeyID: keyFrom(ctx).ID, TimeoutSeconds: req.TimeoutSeconds, CPU: req.CPU, MemoryMiB: req.MemoryMiB,
 			Env: req.Env, Metadata: req.Metadata, Network: egressPolicy(req.Network), Secrets: req.Secrets,
 			SecretOwner: secretOwner(ctx), MaxCostMicros: req.MaxCostMicros, OnLeaseEnd: req.OnLeaseEnd,
-			AutoResume: req.AutoResume,
+			AutoResume: req.AutoResume, PauseMode: req.PauseMode,
 		},
 	})
 	if errors.Is(err, driver.ErrChannel) {

@@ -16,6 +16,7 @@ type (
 	SandboxWithResult    = wire.SandboxWithResult
 	SetTimeoutRequest    = wire.SetTimeoutRequest
 	ResumeRequest        = wire.ResumeRequest
+	PauseRequest         = wire.PauseRequest
 	NetworkPolicy        = wire.NetworkPolicy
 	CreateSecretRequest  = wire.CreateSecretRequest
 	Secret               = wire.Secret
@@ -67,13 +68,25 @@ func toSandbox(sb store.Sandbox) Sandbox {
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	return Sandbox{
+	out := Sandbox{
 		ID: sb.ID, State: sb.State, Template: sb.Template,
 		CreatedAt: sb.CreatedAt, LeaseEndsAt: sb.LeaseEndsAt, EndedAt: sb.EndedAt, EndReason: sb.EndReason,
 		CPU: sb.CPU, MemoryMiB: sb.MemoryMiB, DiskMiB: sb.DiskMiB, Metadata: meta,
-		OnLeaseEnd: sb.OnLeaseEnd, AutoResume: sb.AutoResume, PausedAt: sb.PausedAt, ImageBytes: sb.ImageBytes,
-		Volumes: toMounts(sb.Volumes),
+		OnLeaseEnd: sb.OnLeaseEnd, PauseMode: orFull(sb.LeasePauseMode), AutoResume: sb.AutoResume,
+		PausedAt: sb.PausedAt, ImageBytes: sb.ImageBytes, Volumes: toMounts(sb.Volumes),
 	}
+	if sb.State == store.StatePaused {
+		out.ImageMode = orFull(sb.PauseMode)
+	}
+	return out
+}
+
+// orFull is a pause mode, "" being store.PauseFull.
+func orFull(mode string) string {
+	if mode == "" {
+		return store.PauseFull
+	}
+	return mode
 }
 
 func toKey(k store.Key) Key {

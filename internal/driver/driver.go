@@ -335,6 +335,25 @@ type Pauser interface {
 	RecoverPaused(ctx context.Context, id string) (Image, error)
 }
 
+// FilePauser is implemented by Pausers that can also pause a sandbox with
+// its files alone: its writable root layer (what it wrote, changed and
+// deleted over its template) is saved, as FileSnapshotter saves it, and
+// the sandbox is stopped: its processes end and its memory is freed. The
+// image is resumed by Pauser.Resume, which then boots the sandbox fresh
+// (same id, limits, network and volumes) with those files: no process of
+// before runs, /tmp and /dev/shm start empty, and the Handle's State may
+// differ from the one paused. RecoverPaused knows either kind of image.
+type FilePauser interface {
+	// PauseFiles saves the writable root layer of the running sandbox id
+	// (state is its Handle.State) and calls commit with its image; when
+	// commit succeeds the sandbox is stopped and its image kept. On any
+	// error before, the sandbox runs on and no image is kept: ErrNoSpace
+	// (wrapped) when the host's disk is full, ErrNotSavable when the layer
+	// cannot be kept (an archive larger than the sandbox's disk: a sparse
+	// file).
+	PauseFiles(ctx context.Context, id string, state []byte, commit func(Image) error) error
+}
+
 // ErrNotRestorable says a snapshot exists but cannot become a sandbox here:
 // what it was taken on is gone or changed (its template rebuilt or
 // deleted, another version of the isolation layer, another kind of

@@ -12,6 +12,9 @@ import (
 type ForkParams struct {
 	// Count is how many sandboxes to make (1 to MaxForkCount).
 	Count int
+	// Mode is the snapshot's mode: SnapshotFull ("" means it) or
+	// SnapshotFilesystem (one files-only snapshot, Count fresh boots).
+	Mode string
 	// Create is what each new sandbox is created with (its KeyID is the
 	// caller's, which also owns the snapshot); its Snapshot, Template and
 	// DiskMiB are set by the fork, and MemoryMiB, CPU at 0 take the
@@ -46,7 +49,7 @@ func (m *Manager) Fork(ctx context.Context, id string, p ForkParams) (ForkResult
 	if !p.KeepSnapshot && p.Name != "" {
 		return ForkResult{}, errs.New(errs.Invalid, "name %q: only a kept snapshot has a name; set keepSnapshot, or omit name", p.Name)
 	}
-	snap, err := m.Snapshot(ctx, id, SnapshotParams{KeyID: p.Create.KeyID, Name: p.Name})
+	snap, err := m.Snapshot(ctx, id, SnapshotParams{KeyID: p.Create.KeyID, Name: p.Name, Mode: p.Mode})
 	if err != nil {
 		return ForkResult{}, err
 	}

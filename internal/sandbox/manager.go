@@ -250,6 +250,10 @@ type CreateParams struct {
 	// OnLeaseEnd is what the lease end does: store.OnLeaseEndStop (the
 	// default) or store.OnLeaseEndPause.
 	OnLeaseEnd string
+	// PauseMode is what a lease-end pause saves: store.PauseFull (""
+	// means it: memory, processes, files) or store.PauseFilesystem (the
+	// root filesystem's files alone; the resume boots fresh).
+	PauseMode string
 	// AutoResume, when set, says whether requests to the sandbox while it is
 	// paused resume it first; unset: true when OnLeaseEnd is pause.
 	AutoResume *bool
@@ -327,7 +331,7 @@ func (m *Manager) Create(ctx context.Context, p CreateParams) (store.Sandbox, er
 		CPU: p.CPU, MemoryMiB: p.MemoryMiB, DiskMiB: p.DiskMiB, Env: p.Env, Metadata: p.Metadata,
 		CreatedAt: now, LeaseEndsAt: now.Add(time.Duration(p.TimeoutSeconds) * time.Second),
 		Driver: m.driver.Name(), OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
-		Volumes: mounts,
+		LeasePauseMode: p.PauseMode, Volumes: mounts,
 	}
 	m.mu.Lock()
 	m.creating[sb.ID] = true
@@ -433,6 +437,9 @@ func (m *Manager) applyDefaults(p *CreateParams) error {
 	}
 	var err error
 	if p.OnLeaseEnd, p.AutoResume, err = leasePolicy(p.OnLeaseEnd, p.AutoResume, store.OnLeaseEndStop); err != nil {
+		return err
+	}
+	if p.PauseMode, err = m.checkPauseMode(p.PauseMode, store.PauseFull); err != nil {
 		return err
 	}
 	if p.CPU == 0 {
@@ -599,7 +606,7 @@ func (m *Manager) endLease(parent context.Context, id string) {
 			return // the lease moved after the timer fired; SetTimeout re-armed it
 		}
 		if err == nil && sb.State == store.StateRunning && sb.OnLeaseEnd == store.OnLeaseEndPause {
-			if m.pauseAtLeaseEnd(ctx, id) {
+			if m.pauseAtLeaseEnd(ctx, id, sb.LeasePauseMode) {
 				return
 			}
 			if ctx.Err() != nil {

@@ -87,22 +87,35 @@ func (m *Manager) pauser() (driver.Pauser, error) {
 }
 
 // Pause saves a running sandbox and stops it: it is "paused" until it is
-// resumed, or destroyed when the paused retention ends. Errors:
-// errs.Conflict when it is already paused or still starting,
+// resumed, or destroyed when the paused retention ends. mode is
+// store.PauseFull ("" means it) or store.PauseFilesystem. Errors:
+// errs.Invalid for another mode, errs.NotImplemented for a filesystem pause
+// on a driver without one, errs.Conflict when it is already paused or still
+// starting, or holds what cannot be saved (a files-only pause of a layer
+// whose archive would pass its disk size: a sparse file),
 // errs.NoSpace when the host's disk has no room for its image beside the
 // reserve, errs.DiskQuota and errs.Quota when its key is at its disk or
 // paused sandboxes quota (it runs on, untouched, in each case),
 // errs.LeaseEnded / errs.Stopped / errs.NotFound as Running.
-func (m *Manager) Pause(ctx context.Context, id string) (store.Sandbox, error) {
+func (m *Manager) Pause(ctx context.Context, id, mode string) (store.Sandbox, error) {
 	unlock := m.lockSandbox(id)
 	defer unlock()
-	return m.pauseLocked(ctx, id)
+	return m.pauseLocked(ctx, id, mode)
 }
 
-func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, error) {
+func (m *Manager) pauseLocked(ctx context.Context, id, mode string) (store.Sandbox, error) {
 	p, err := m.pauser()
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	if mode, err = m.checkPauseMode(mode, store.PauseFull); err != nil {
+		return store.Sandbox{}, err
+	}
+	save := func(ctx context.Context, id string, state []byte, commit func(driver.Image) error) error {
+		return p.Pause(ctx, id, state, commit)
+	}
+	if mode == store.PauseFilesystem {
+		save = m.driver.(driver.FilePauser).PauseFiles // checkPauseMode checked
 	}
 	sb, err := m.Get(ctx, id)
 	if err != nil {
@@ -119,7 +132,7 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	if err != nil {
 		return sb, err
 	}
-	hold, err := m.admitPause(ctx, sb)
+	hold, err := m.admitPause(ctx, sb, mode)
 	if err != nil {
 		return sb, err
 	}
@@ -132,10 +145,10 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	ls.transport.CloseIdleConnections()
 	ctx = context.WithoutCancel(ctx) // a pause is finished or undone, never left half-way
 	var pausedAt time.Time
-	err = p.Pause(ctx, id, sb.DriverState, func(img driver.Image) error {
+	err = save(ctx, id, sb.DriverState, func(img driver.Image) error {
 		m.meterSample(ctx, id) // the last running interval, up to the save
 		pausedAt = m.now().UTC().Truncate(time.Millisecond)
-		return hold.countedBy(func() error { return m.store.MarkPaused(ctx, id, pausedAt, img.Bytes) })
+		return hold.countedBy(func() error { return m.store.MarkPaused(ctx, id, pausedAt, img.Bytes, mode) })
 	})
 	if err != nil {
 		m.pauseFailed(id, ls, sb.LeaseEndsAt)
@@ -156,7 +169,7 @@ func (m *Manager) pauseLocked(ctx context.Context, id string) (store.Sandbox, er
 	ls.release()
 	ls.markGone()
 	m.detachNetwork(ctx, id)
-	m.log.Info("paused", "sandbox", id)
+	m.log.Info("paused", "sandbox", id, "mode", mode)
 	m.wakePool() // its CPU is free
 	return m.Get(ctx, id)
 }
@@ -181,7 +194,8 @@ func (m *Manager) pauseFailed(id string, ls *liveSandbox, leaseEnd time.Time) {
 // timeoutSeconds (0: the lease it was last given), its network policy and
 // secrets' placeholders as before, and its CPU and memory limits. It needs
 // no slot of MaxSandboxes and passes no quota (it holds its slot while
-// paused, and frees its image). Errors: errs.Conflict when it is not
+// paused, and frees its image). A sandbox paused with its files alone
+// boots fresh (see the note above). Errors: errs.Conflict when it is not
 // paused and errs.SpendingLimit when its key's daily limit is reached (it
 // stays paused); a resume that fails in the driver destroys the sandbox
 // (errs.Stopped, end reason failed).
@@ -225,7 +239,11 @@ func (m *Manager) resumeLocked(ctx context.Context, id string, timeoutSeconds in
 	var end time.Time
 	h, err := p.Resume(ctx, id, sb.DriverState, netSpec, func(h *driver.Handle) error {
 		end = m.now().UTC().Truncate(time.Millisecond).Add(time.Duration(seconds) * time.Second)
-		if err := configureAgent(ctx, h, agentapi.ConfigureRequest{LeaseEndsAt: &end}); err != nil {
+		conf := agentapi.ConfigureRequest{LeaseEndsAt: &end}
+		if sb.PauseMode == store.PauseFilesystem {
+			conf.Env = sb.Env // a new agent: what a claim or a restore gave the old one
+		}
+		if err := configureAgent(ctx, h, conf); err != nil {
 			return fmt.Errorf("the restored agent did not take its lease: %w", err)
 		}
 		if cs, ok := m.driver.(driver.CPUSetter); ok {

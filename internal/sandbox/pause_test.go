@@ -47,7 +47,7 @@ func TestFailedResumeStopsTheSandbox(t *testing.T) {
 	if err := st.MarkRunning(ctx, id, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkPaused(ctx, id, now, 1<<20); err != nil {
+	if err := st.MarkPaused(ctx, id, now, 1<<20, ""); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

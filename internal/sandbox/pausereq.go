@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"withruntime.dev/runtime/internal/agentapi"
+	"withruntime.dev/runtime/internal/driver"
 	"withruntime.dev/runtime/internal/errs"
 	"withruntime.dev/runtime/internal/store"
 )
@@ -30,12 +31,35 @@ func leasePolicy(onEnd string, autoResume *bool, current string) (string, *bool,
 	return onEnd, autoResume, nil
 }
 
+// checkPauseMode checks a pause mode: "" is current; store.PauseFull
+// always works, store.PauseFilesystem where the driver is a
+// driver.FilePauser (errs.NotImplemented otherwise).
+func (m *Manager) checkPauseMode(mode, current string) (string, error) {
+	switch mode {
+	case "":
+		if current == "" {
+			return store.PauseFull, nil
+		}
+		return current, nil
+	case store.PauseFull:
+		return mode, nil
+	case store.PauseFilesystem:
+		if _, ok := m.driver.(driver.FilePauser); !ok {
+			return "", errs.New(errs.NotImplemented, "this server's driver (%s) cannot pause a sandbox with its files alone (mode %q): it is built for the gvisor driver only; pause with mode %q", m.driver.Name(), mode, store.PauseFull)
+		}
+		return mode, nil
+	}
+	return "", errs.New(errs.Invalid, "mode must be %q or %q; got %q", store.PauseFull, store.PauseFilesystem, mode)
+}
+
 // SetLeasePolicy changes what a sandbox's lease end does (onEnd "" keeps
-// it) and whether requests resume it while paused (nil: true exactly when
-// the lease end pauses). It applies to running and paused sandboxes.
-// Errors: errs.Invalid for a bad onEnd, and those of Get; a stopped
-// sandbox as Running.
-func (m *Manager) SetLeasePolicy(ctx context.Context, id, onEnd string, autoResume *bool) (store.Sandbox, error) {
+// it), the mode of a lease-end pause (pauseMode "" keeps it) and whether
+// requests resume it while paused (nil: true exactly when the lease end
+// pauses). It applies to running and paused sandboxes. Errors:
+// errs.Invalid for a bad onEnd or pauseMode, errs.NotImplemented for a
+// pause mode the driver lacks, and those of Get; a stopped sandbox as
+// Running.
+func (m *Manager) SetLeasePolicy(ctx context.Context, id, onEnd, pauseMode string, autoResume *bool) (store.Sandbox, error) {
 	sb, err := m.Get(ctx, id)
 	if err != nil {
 		return sb, err
@@ -48,19 +72,27 @@ func (m *Manager) SetLeasePolicy(ctx context.Context, id, onEnd string, autoResu
 	if err != nil {
 		return sb, err
 	}
+	if pauseMode, err = m.checkPauseMode(pauseMode, sb.LeasePauseMode); err != nil {
+		return sb, err
+	}
 	if err := m.store.SetLeasePolicy(ctx, id, onEnd, *autoResume, 0); err != nil {
 		return sb, err
+	}
+	if pauseMode != sb.LeasePauseMode {
+		if err := m.store.SetLeasePauseMode(ctx, id, pauseMode); err != nil {
+			return sb, err
+		}
 	}
 	return m.Get(ctx, id)
 }
 
 // pauseAtLeaseEnd pauses a sandbox whose lease ended with onLeaseEnd
-// pause. It reports whether the sandbox is paused; if not, the caller
-// stops it (the lease has ended either way).
-func (m *Manager) pauseAtLeaseEnd(ctx context.Context, id string) bool {
+// pause, in mode (its lease pause mode). It reports whether the sandbox
+// is paused; if not, the caller stops it (the lease has ended either way).
+func (m *Manager) pauseAtLeaseEnd(ctx context.Context, id, mode string) bool {
 	unlock := m.lockSandbox(id)
 	defer unlock()
-	if _, err := m.pauseLocked(ctx, id); err != nil {
+	if _, err := m.pauseLocked(ctx, id, mode); err != nil {
 		m.log.Error("the lease ended and the sandbox could not be paused; stopping it", "sandbox", id, "err", err)
 		return false
 	}

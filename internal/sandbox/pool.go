@@ -542,6 +542,7 @@ func (m *Manager) claim(ctx context.Context, p CreateParams, ps *pooled, plan *n
 		CreatedAt: end.Add(-time.Duration(p.TimeoutSeconds) * time.Second), LeaseEndsAt: end,
 		Driver: m.driver.Name(), DriverState: ps.handle.State,
 		OnLeaseEnd: p.OnLeaseEnd, AutoResume: *p.AutoResume, TimeoutSeconds: p.TimeoutSeconds,
+		LeasePauseMode: p.PauseMode,
 	}
 	if err := p.hold.countedBy(func() error { return m.store.InsertSandbox(ctx, sb) }); err != nil {
 		m.destroyPooled(ctx, ps)

@@ -200,9 +200,23 @@ func (m *Manager) admitVolume(ctx context.Context, keyID, name string, sizeMiB i
 // admitPause admits a pause of the running sandbox sb against its key's
 // quotas and the host's disk, with its image's estimate: the driver's
 // (memory in use and the writable layer's blocks) or, when that cannot be
-// measured, the sandbox's memory and disk sizes. The key's part of the hold
+// measured, the sandbox's memory and disk sizes; for mode
+// store.PauseFilesystem the blocks its writable layer takes (its disk size
+// when that cannot be measured). The key's part of the hold
 // is released once the record says paused, the rest when the pause ends.
-func (m *Manager) admitPause(ctx context.Context, sb store.Sandbox) (*quotaHold, error) {
+func (m *Manager) admitPause(ctx context.Context, sb store.Sandbox, mode string) (*quotaHold, error) {
+	if mode == store.PauseFilesystem {
+		// The blocks its root layer takes, or its disk size.
+		estimate := sb.DiskMiB << 20
+		if du, ok := m.driver.(driver.DiskUser); ok {
+			if n, err := du.DiskUsed(ctx, sb.ID); err == nil {
+				estimate = n
+			}
+		}
+		imageMiB := (estimate + 1<<20 - 1) >> 20
+		h := &quotaHold{m: m, key: sb.KeyID, use: store.KeyUse{Paused: 1, DiskMiB: imageMiB}, writing: estimate}
+		return h, m.admit(ctx, h, estimate, fmt.Sprintf("sandbox %s's files-only pause image (about %d MiB: the blocks its files take)", sb.ID, imageMiB))
+	}
 	estimate := (sb.MemoryMiB + sb.DiskMiB) << 20
 	if dr, ok := m.driver.(driver.DiskReporter); ok {
 		if n, err := dr.ImageEstimate(ctx, sb.ID); err == nil {

@@ -83,7 +83,7 @@ func testKeyQuotas(t *testing.T, dsn string) {
 			err = st.MarkRunning(ctx, s.id, nil)
 		case StatePaused:
 			if err = st.MarkRunning(ctx, s.id, nil); err == nil {
-				err = st.MarkPaused(ctx, s.id, t0, s.image)
+				err = st.MarkPaused(ctx, s.id, t0, s.image, "")
 			}
 		case StateStopped:
 			err = st.MarkStopped(ctx, s.id, "deleted", t0)

@@ -79,8 +79,17 @@ func testRecords(t *testing.T, dsn string) {
 	if err := st.SetLeasePolicy(ctx, "sbx_1", OnLeaseEndPause, false, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkPaused(ctx, "sbx_1", t0.Add(time.Minute), 4096); err != nil {
+	if err := st.SetLeasePauseMode(ctx, "sbx_1", PauseFilesystem); err != nil {
 		t.Fatal(err)
+	}
+	if got, _ := st.GetSandbox(ctx, "sbx_1"); got.LeasePauseMode != PauseFilesystem || got.PauseMode != PauseFull {
+		t.Errorf("lease pause mode: %q, pause mode %q", got.LeasePauseMode, got.PauseMode)
+	}
+	if err := st.MarkPaused(ctx, "sbx_1", t0.Add(time.Minute), 4096, PauseFilesystem); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetSandbox(ctx, "sbx_1"); got.State != StatePaused || got.PauseMode != PauseFilesystem {
+		t.Errorf("paused files-only: %+v", got)
 	}
 	if err := st.StartUsage(ctx, "sbx_1", t0, CPUMark{Host: 1}); err != nil {
 		t.Fatal(err)

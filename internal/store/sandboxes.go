@@ -27,6 +27,16 @@ const (
 	OnLeaseEndPause = "pause"
 )
 
+// What a pause saves (Sandbox.PauseMode, Sandbox.LeasePauseMode).
+const (
+	// PauseFull saves memory, processes and files; the resume continues
+	// where the sandbox was.
+	PauseFull = "full"
+	// PauseFilesystem saves the writable root layer alone; the resume boots
+	// the sandbox fresh with those files (no process comes back).
+	PauseFilesystem = "filesystem"
+)
+
 // Sandbox is the durable record of one sandbox.
 type Sandbox struct {
 	ID          string
@@ -60,6 +70,12 @@ type Sandbox struct {
 	PausedAt *time.Time
 	// ImageBytes is the size of a paused sandbox's image on the host.
 	ImageBytes int64
+	// PauseMode is what the sandbox's pause saved (PauseFull or
+	// PauseFilesystem); meaningful while it is paused.
+	PauseMode string
+	// LeasePauseMode is the mode of the pause its lease end does when
+	// OnLeaseEnd is OnLeaseEndPause (PauseFull or PauseFilesystem).
+	LeasePauseMode string
 	// Volumes are the volumes it mounts: written by InsertSandbox (with
 	// Name for messages), not read back by GetSandbox (SandboxVolumes).
 	Volumes []SandboxVolume
@@ -74,7 +90,7 @@ type SandboxFilter struct {
 
 const sandboxCols = `id, key_id, template, state, cpu, memory_mib, disk_mib, env, metadata,
 	created_at, lease_ends_at, ended_at, end_reason, driver, driver_state,
-	on_lease_end, auto_resume, timeout_seconds, paused_at, image_bytes`
+	on_lease_end, auto_resume, timeout_seconds, paused_at, image_bytes, pause_mode, lease_pause_mode`
 
 // InsertSandbox records a new sandbox, and the volumes it mounts in the
 // same transaction: each must be ready and of the sandbox's key, else
@@ -106,10 +122,11 @@ func insertSandbox(ctx context.Context, db execer, sb Sandbox) error {
 	env, _ := json.Marshal(orEmpty(sb.Env))
 	meta, _ := json.Marshal(orEmpty(sb.Metadata))
 	_, err := db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.KeyID, sb.Template, sb.State, sb.CPU, sb.MemoryMiB, sb.DiskMiB, string(env), string(meta),
 		millis(sb.CreatedAt), millis(sb.LeaseEndsAt), nullMillis(sb.EndedAt), sb.EndReason, sb.Driver, sb.DriverState,
-		onLeaseEnd(sb.OnLeaseEnd), sb.AutoResume, sb.TimeoutSeconds, nullMillis(sb.PausedAt), sb.ImageBytes)
+		onLeaseEnd(sb.OnLeaseEnd), sb.AutoResume, sb.TimeoutSeconds, nullMillis(sb.PausedAt), sb.ImageBytes,
+		pauseMode(sb.PauseMode), pauseMode(sb.LeasePauseMode))
 	if err != nil {
 		return fmt.Errorf("store: insert sandbox %s: %w", sb.ID, err)
 	}
@@ -134,11 +151,25 @@ func (s *Store) MarkStopped(ctx context.Context, id, reason string, at time.Time
 }
 
 // MarkPaused records that a running sandbox was saved and stopped, at at,
-// with an image of imageBytes. ErrNotFound when it is not running (stopped
-// meanwhile).
-func (s *Store) MarkPaused(ctx context.Context, id string, at time.Time, imageBytes int64) error {
-	return s.exec(ctx, id, `UPDATE sandboxes SET state = ?, paused_at = ?, image_bytes = ? WHERE id = ? AND state = ?`,
-		StatePaused, millis(at), imageBytes, id, StateRunning)
+// with an image of imageBytes saved in mode (PauseFull or PauseFilesystem;
+// "" is PauseFull). ErrNotFound when it is not running (stopped meanwhile).
+func (s *Store) MarkPaused(ctx context.Context, id string, at time.Time, imageBytes int64, mode string) error {
+	return s.exec(ctx, id, `UPDATE sandboxes SET state = ?, paused_at = ?, image_bytes = ?, pause_mode = ? WHERE id = ? AND state = ?`,
+		StatePaused, millis(at), imageBytes, pauseMode(mode), id, StateRunning)
+}
+
+// SetLeasePauseMode records the mode of the pause a sandbox's lease end
+// does (PauseFull or PauseFilesystem; "" is PauseFull).
+func (s *Store) SetLeasePauseMode(ctx context.Context, id, mode string) error {
+	return s.exec(ctx, id, `UPDATE sandboxes SET lease_pause_mode = ? WHERE id = ? AND state != ?`,
+		pauseMode(mode), id, StateStopped)
+}
+
+func pauseMode(s string) string {
+	if s == "" {
+		return PauseFull
+	}
+	return s
 }
 
 // MarkResumed records that a paused sandbox runs again, with a new lease
@@ -266,7 +297,7 @@ func scanSandbox(r scanner) (Sandbox, error) {
 	var ended, paused sql.NullInt64
 	err := r.Scan(&sb.ID, &sb.KeyID, &sb.Template, &sb.State, &sb.CPU, &sb.MemoryMiB, &sb.DiskMiB, &env, &meta,
 		&created, &lease, &ended, &sb.EndReason, &sb.Driver, &sb.DriverState,
-		&sb.OnLeaseEnd, &sb.AutoResume, &sb.TimeoutSeconds, &paused, &sb.ImageBytes)
+		&sb.OnLeaseEnd, &sb.AutoResume, &sb.TimeoutSeconds, &paused, &sb.ImageBytes, &sb.PauseMode, &sb.LeasePauseMode)
 	if err != nil {
 		return Sandbox{}, err
 	}

@@ -54,6 +54,10 @@ type Options struct {
 	// billed only for its image, until resumed or the server's paused
 	// retention ends).
 	OnLeaseEnd string
+	// PauseMode is what a lease-end pause saves: PauseFull ("", the
+	// default: memory, processes, files) or PauseFilesystem (the root
+	// filesystem's files alone; the resume boots the sandbox fresh).
+	PauseMode string
 	// AutoResume makes any request to the sandbox while it is paused resume
 	// it first (nil: true when OnLeaseEnd is "pause").
 	AutoResume *bool
@@ -138,7 +142,8 @@ func (opts Options) request() CreateSandboxRequest {
 		Template: opts.Template, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU,
 		MemoryMiB: opts.MemoryMiB, DiskMiB: opts.DiskMiB, Env: opts.Env, Metadata: opts.Metadata,
 		MaxCostMicros: opts.MaxCostMicros, Network: opts.Network, Secrets: opts.Secrets,
-		OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume, Volumes: opts.Volumes, Snapshot: opts.Snapshot,
+		OnLeaseEnd: opts.OnLeaseEnd, PauseMode: opts.PauseMode, AutoResume: opts.AutoResume, Volumes: opts.Volumes,
+		Snapshot: opts.Snapshot,
 	}
 }
 
@@ -287,6 +292,25 @@ func (s *Sandbox) Refresh(ctx context.Context) (SandboxInfo, error) {
 // ErrSandboxStopped.
 func (s *Sandbox) Pause(ctx context.Context) error {
 	return s.post(waitFor(ctx, checkpointWait), "/pause", nil)
+}
+
+// Pause modes (PauseFiles, Options.PauseMode, ForkOptions.Mode).
+const (
+	// PauseFull saves memory, processes and files.
+	PauseFull = "full"
+	// PauseFilesystem saves the root filesystem's files alone.
+	PauseFilesystem = "filesystem"
+)
+
+// PauseFiles saves the running sandbox's root filesystem files alone (what
+// it wrote, changed and deleted over its template; not /tmp, /dev/shm or
+// volumes) and stops it: its processes end and its memory is freed at
+// once. Resume then boots it fresh with the same id and those files; no
+// process of before runs. Info().ImageMode is "filesystem" while it is
+// paused. Errors as Pause, and ErrConflict when the files' archive would
+// pass the sandbox's disk size (a sparse file; it runs on).
+func (s *Sandbox) PauseFiles(ctx context.Context) error {
+	return s.post(waitFor(ctx, checkpointWait), "/pause", PauseRequest{Mode: PauseFilesystem})
 }
 
 // Resume boots the paused sandbox where it was, with a lease of seconds

@@ -64,8 +64,8 @@ func (s *Sandbox) Snapshot(ctx context.Context, opts SnapshotOptions) (SnapshotI
 type ForkOptions struct {
 	// TimeoutSeconds, CPU (0: the source's), MemoryMiB (0: the source's;
 	// at least the source's), Env, Metadata, Network, Secrets,
-	// MaxCostMicros, OnLeaseEnd and AutoResume are as in Options, for
-	// each new sandbox.
+	// MaxCostMicros, OnLeaseEnd, PauseMode and AutoResume are as in
+	// Options, for each new sandbox.
 	TimeoutSeconds int64
 	CPU            float64
 	MemoryMiB      int64
@@ -75,7 +75,14 @@ type ForkOptions struct {
 	Secrets        []string
 	MaxCostMicros  int64
 	OnLeaseEnd     string
+	PauseMode      string
 	AutoResume     *bool
+	// Mode is what the fork's snapshot holds: "full" ("", the
+	// default: each new sandbox starts where the source was) or
+	// "filesystem" (its files alone: each new sandbox boots fresh
+	// with them, and needs at least twice their size plus 128 MiB of
+	// memory).
+	Mode string
 	// KeepSnapshot keeps the fork's snapshot afterwards (named Name, if
 	// set); otherwise the server deletes it once the sandboxes are made.
 	KeepSnapshot bool
@@ -107,7 +114,7 @@ func (s *Sandbox) Fork(ctx context.Context, count int, opts ForkOptions) (ForkRe
 	req := ForkRequest{Count: count, TimeoutSeconds: opts.TimeoutSeconds, CPU: opts.CPU, MemoryMiB: opts.MemoryMiB,
 		Env: opts.Env, Metadata: opts.Metadata, Network: opts.Network, Secrets: opts.Secrets,
 		MaxCostMicros: opts.MaxCostMicros, OnLeaseEnd: opts.OnLeaseEnd, AutoResume: opts.AutoResume,
-		KeepSnapshot: opts.KeepSnapshot, Name: opts.Name}
+		PauseMode: opts.PauseMode, Mode: opts.Mode, KeepSnapshot: opts.KeepSnapshot, Name: opts.Name}
 	var ans ForkAnswer
 	if err := s.c.doJSON(waitFor(ctx, checkpointWait), "POST", s.path("/fork"), req, &ans); err != nil {
 		return ForkResult{}, err

@@ -58,6 +58,8 @@ type (
 	// SandboxWithResult is the answer to a create with a first command
 	// (Client.CreateAndExec, Client.RunOnce).
 	SandboxWithResult = wire.SandboxWithResult
+	// PauseRequest is the body of POST /v1/sandboxes/{id}/pause.
+	PauseRequest = wire.PauseRequest
 	// SetTimeoutRequest is the body of POST /v1/sandboxes/{id}/timeout.
 	SetTimeoutRequest = wire.SetTimeoutRequest
 	// ResumeRequest is the body of POST /v1/sandboxes/{id}/resume.

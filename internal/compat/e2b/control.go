@@ -141,6 +141,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, as who) {
 	if req.AutoPause {
 		in.OnLeaseEnd = "pause"
 	}
+	// autoPauseMemory false (on_timeout {action: pause, mode: filesystem}):
+	// the lease-end pause keeps the files alone.
+	if req.AutoPauseMemory != nil && !*req.AutoPauseMemory {
+		in.PauseMode = "filesystem"
+	}
 	// E2B resumes a paused sandbox on traffic only when asked to
 	// (Runtime's own default is to, for onLeaseEnd pause).
 	autoResume := req.AutoResume != nil && req.AutoResume.Enabled
@@ -401,9 +406,11 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	// memory false (pause(mode="filesystem"), keep_memory=False): the
+	// files alone; the resume boots fresh.
+	var body any // nil: no body (a typed nil would be JSON null)
 	if req.Memory != nil && !*req.Memory {
-		writeError(w, http.StatusBadRequest, "memory false (a filesystem-only pause) is not supported by Runtime: a pause always saves memory and disk")
-		return
+		body = api.PauseRequest{Mode: "filesystem"}
 	}
 	id := r.PathValue("id")
 	sb, err := s.sandbox(r.Context(), as, id)
@@ -415,7 +422,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusConflict, "sandbox %s is already paused", id)
 		return
 	}
-	if err := s.api.json(r.Context(), as, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/pause", nil, nil); err != nil {
+	if err := s.api.json(r.Context(), as, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/pause", body, nil); err != nil {
 		s.writeAPIError(w, r, err)
 		return
 	}
@@ -440,7 +447,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusConflict, "sandbox %s is %s, not paused", id, sb.State)
 		return
 	}
-	s.connectTo(w, r, as, sb, cmp.Or(req.Timeout, defaultTimeout))
+	s.connectTo(w, r, as, sb, cmp.Or(req.Timeout, defaultTimeout), false)
 }
 
 // connect is POST /v2/sandboxes/{id}/connect: a running sandbox answers
@@ -460,24 +467,37 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "timeout must be a positive number of seconds; got %d", req.Timeout)
 		return
 	}
-	if req.Memory != nil && !*req.Memory {
-		writeError(w, http.StatusBadRequest, "memory false (resuming from disk only) is not supported by Runtime: a resume restores memory and disk")
-		return
-	}
 	sb, err := s.sandbox(r.Context(), as, r.PathValue("id"))
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	s.connectTo(w, r, as, sb, cmp.Or(req.Timeout, defaultTimeout))
+	// memory false (on_resume="reboot"): a paused sandbox boots fresh from
+	// its files, whatever its pause kept.
+	s.connectTo(w, r, as, sb, cmp.Or(req.Timeout, defaultTimeout), req.Memory != nil && !*req.Memory)
 }
 
-func (s *Server) connectTo(w http.ResponseWriter, r *http.Request, as who, sb api.Sandbox, timeout int64) {
+// connectTo resumes sandbox sb if it is paused, or extends its lease to at
+// least timeout seconds, and answers with a new access token. With reboot
+// a sandbox paused whole comes back booted fresh with its files: resumed,
+// paused with its files alone, resumed (Runtime cannot read the files out
+// of a memory image without restoring it).
+func (s *Server) connectTo(w http.ResponseWriter, r *http.Request, as who, sb api.Sandbox, timeout int64, reboot bool) {
 	path := "/v1/sandboxes/" + url.PathEscape(sb.ID)
 	status := http.StatusOK
 	switch {
 	case sb.State == "paused":
 		status = http.StatusCreated
+		if reboot && sb.ImageMode != "filesystem" {
+			if err := s.api.json(r.Context(), as, "POST", path+"/resume", api.ResumeRequest{TimeoutSeconds: timeout}, &sb); err != nil {
+				s.writeAPIError(w, r, err)
+				return
+			}
+			if err := s.api.json(r.Context(), as, "POST", path+"/pause", api.PauseRequest{Mode: "filesystem"}, &sb); err != nil {
+				s.writeAPIError(w, r, err)
+				return
+			}
+		}
 		if err := s.api.json(r.Context(), as, "POST", path+"/resume", api.ResumeRequest{TimeoutSeconds: timeout}, &sb); err != nil {
 			s.writeAPIError(w, r, err)
 			return

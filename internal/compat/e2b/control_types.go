@@ -67,8 +67,6 @@ func (n *newSandbox) check() error {
 		return fmt.Errorf("iam (workload identity) is not supported by Runtime; use Runtime secrets for credentials")
 	case len(n.VolumeMounts) > 0:
 		return fmt.Errorf("volumeMounts are not supported by Runtime; create the sandbox without volumes")
-	case n.AutoPauseMemory != nil && !*n.AutoPauseMemory:
-		return fmt.Errorf("autoPauseMemory false (a filesystem-only pause) is not supported by Runtime: a pause always saves memory and disk")
 	case n.Timeout != nil && *n.Timeout <= 0:
 		return fmt.Errorf("timeout must be a positive number of seconds; got %d", *n.Timeout)
 	}

@@ -227,13 +227,16 @@ func TestNewSandboxRefusesWhatRuntimeLacks(t *testing.T) {
 		{},
 		{TemplateID: "base", MCP: json.RawMessage(`{"x":{}}`)},
 		{TemplateID: "base", VolumeMounts: []json.RawMessage{json.RawMessage(`{}`)}},
-		{TemplateID: "base", AutoPauseMemory: &no},
 	} {
 		if n.check() == nil {
 			t.Errorf("%+v was accepted", n)
 		}
 	}
 	if err := (&newSandbox{TemplateID: "base", MCP: json.RawMessage(`null`)}).check(); err != nil {
+		t.Error(err)
+	}
+	// A filesystem-only lease-end pause is Runtime's pauseMode filesystem.
+	if err := (&newSandbox{TemplateID: "base", AutoPause: true, AutoPauseMemory: &no}).check(); err != nil {
 		t.Error(err)
 	}
 }
@@ -309,7 +312,7 @@ func TestHealthOfPausedSandbox(t *testing.T) {
 		t.Fatalf("health of a running sandbox: %d", c)
 	}
 	ctx := context.Background()
-	if err := f.s.cfg.Store.MarkPaused(ctx, f.idA, time.Now(), 1<<20); err != nil {
+	if err := f.s.cfg.Store.MarkPaused(ctx, f.idA, time.Now(), 1<<20, ""); err != nil {
 		t.Fatal(err)
 	}
 	if c := health(); c != http.StatusBadGateway {

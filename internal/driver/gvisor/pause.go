@@ -166,6 +166,9 @@ func (d *Driver) Resume(ctx context.Context, id string, raw []byte, n *driver.Ne
 	if fi, err := os.Lstat(cur); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("gvisor resume %s: no image: %w", id, driver.ErrNotFound)
 	}
+	if filesImage(cur) {
+		return d.resumeFiles(ctx, id, st, cur, n, commit)
+	}
 	fail := func(err error) (*driver.Handle, error) {
 		_ = d.unload(context.WithoutCancel(ctx), id)
 		return nil, fmt.Errorf("gvisor resume %s: %w", id, err)

@@ -39,6 +39,11 @@ type CreateSandboxRequest struct {
 	// is destroyed) or "pause" (it is saved whole and kept, paused, until
 	// resumed or the server's paused retention ends).
 	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
+	// PauseMode is what a lease-end pause saves: "full" (default: memory,
+	// processes and files; the resume continues where it was) or
+	// "filesystem" (the root filesystem's files alone; its processes end,
+	// its memory is freed, and the resume boots it fresh with those files).
+	PauseMode string `json:"pauseMode,omitempty"`
 	// AutoResume makes a request to the sandbox while it is paused (exec,
 	// processes, files, network, timeout) resume it first (default: true
 	// when OnLeaseEnd is "pause", else false).
@@ -97,6 +102,9 @@ type Sandbox struct {
 	CostMicros int64 `json:"costMicros"`
 	// OnLeaseEnd is what the lease end does: "stop" or "pause".
 	OnLeaseEnd string `json:"onLeaseEnd"`
+	// PauseMode is what a lease-end pause saves: "full" or "filesystem"
+	// (see CreateSandboxRequest.PauseMode).
+	PauseMode string `json:"pauseMode"`
 	// AutoResume says whether a request while paused resumes the sandbox.
 	AutoResume bool `json:"autoResume"`
 	// PausedAt is when the sandbox was paused (UTC; set while paused).
@@ -104,6 +112,11 @@ type Sandbox struct {
 	// ImageBytes is the size of a paused sandbox's image on the host, in
 	// bytes (its memory, processes and written files; set while paused).
 	ImageBytes int64 `json:"imageBytes,omitempty"`
+	// ImageMode is what a paused sandbox's image holds (set while paused):
+	// "full" (memory, processes, files: the resume continues where it was)
+	// or "filesystem" (the root filesystem's files: the resume boots it
+	// fresh, no process of before runs).
+	ImageMode string `json:"imageMode,omitempty"`
 	// Volumes are the volumes it mounts (absent: none).
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
@@ -143,9 +156,25 @@ type SetTimeoutRequest struct {
 	// OnLeaseEnd, when set, changes what the lease end does: "stop" or
 	// "pause".
 	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
+	// PauseMode, when set, changes what a lease-end pause saves: "full"
+	// or "filesystem" (see CreateSandboxRequest.PauseMode).
+	PauseMode string `json:"pauseMode,omitempty"`
 	// AutoResume, when set, changes whether a request while paused resumes
 	// the sandbox (when OnLeaseEnd is given without it: true for "pause").
 	AutoResume *bool `json:"autoResume,omitempty"`
+}
+
+// PauseRequest is the optional body of POST /v1/sandboxes/{id}/pause.
+type PauseRequest struct {
+	// Mode is what the pause saves: "full" (default: memory, processes and
+	// files; the resume continues where the sandbox was) or "filesystem"
+	// (the root filesystem's files alone, as a files-only snapshot: its
+	// processes end and its memory is freed at once; the resume boots it
+	// fresh with the same id and those files, and no process of before
+	// runs; /tmp and /dev/shm start empty, volumes are mounted again). A
+	// filesystem pause answers 409 when the files' archive would pass the
+	// sandbox's disk size (a sparse file), and 501 on a driver without it.
+	Mode string `json:"mode,omitempty"`
 }
 
 // ResumeRequest is the optional body of POST /v1/sandboxes/{id}/resume.

@@ -70,6 +70,12 @@ type SnapshotList struct {
 type ForkRequest struct {
 	// Count is how many sandboxes to make, 1 to 32.
 	Count int `json:"count"`
+	// Mode is what the fork's snapshot holds: "full" (default: memory,
+	// processes and files; each new sandbox starts where the source was)
+	// or "filesystem" (the source's root filesystem's files alone, as a
+	// files-only snapshot: each new sandbox boots fresh with them, and
+	// needs at least twice their size plus 128 MiB of memory).
+	Mode string `json:"mode,omitempty"`
 	// TimeoutSeconds is each new sandbox's lease, in seconds (0 or
 	// absent: the server's default).
 	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
@@ -98,6 +104,9 @@ type ForkRequest struct {
 	OnLeaseEnd string `json:"onLeaseEnd,omitempty"`
 	// AutoResume is as in a create.
 	AutoResume *bool `json:"autoResume,omitempty"`
+	// PauseMode is what each new sandbox's lease-end pause saves, as in a
+	// create: "full" (default) or "filesystem".
+	PauseMode string `json:"pauseMode,omitempty"`
 	// KeepSnapshot keeps the fork's snapshot after the creates (it is
 	// then the key's, billed and counted as any); otherwise it is
 	// deleted.

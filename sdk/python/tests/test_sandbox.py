@@ -232,6 +232,26 @@ def test_pause_and_resume(server: Server) -> None:
         assert resumed.state == "running" and resumed.lease_ends_at is not None
 
 
+def test_pause_filesystem(server: Server) -> None:
+    with Sandbox.create(timeout_seconds=300) as sbx:
+        sbx.files.write_text("kept.txt", "kept")
+        sbx.exec("(setsid sleep 3600 >/dev/null 2>&1 &)")
+        info = sbx.pause(mode="filesystem")
+        assert info.state == "paused" and info.image_mode == "filesystem" and info.image_bytes > 0
+        with pytest.raises(BadRequestError):
+            Sandbox.connect(sbx.id).pause(mode="memory")  # connect resumes it first
+        assert sbx.refresh().state == "running" and sbx.refresh().image_mode == ""
+        assert sbx.exec("cat kept.txt; pgrep -x sleep || echo none").stdout == "keptnone\n"
+    with Sandbox.create(timeout_seconds=3, on_lease_end="pause", pause_mode="filesystem") as sbx:
+        assert sbx.info is not None and sbx.info.pause_mode == "filesystem"
+        sbx.files.write_text("f", "files only")
+        deadline = time.monotonic() + 30
+        while sbx.refresh().state != "paused" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sbx.refresh().image_mode == "filesystem"
+        assert sbx.exec("cat f").stdout == "files only"  # resumes it
+
+
 def test_lease_end_pauses(server: Server) -> None:
     with Sandbox.create(timeout_seconds=3, on_lease_end="pause") as sbx:
         assert sbx.info is not None and sbx.info.on_lease_end == "pause" and sbx.info.auto_resume

@@ -127,6 +127,19 @@ def test_snapshot_starts_independent_sandboxes(server: Server, client: Client, s
         assert note(b) == "before the snapshot"  # what was made from it runs on
 
 
+def test_fork_filesystem_boots_fresh_copies(client: Client, sbx: Sandbox) -> None:
+    sbx.files.write_file("/workspace/files-fork.txt", "files")
+    sbx.exec("(setsid sleep 3600 >/dev/null 2>&1 &)")
+    res = sbx.fork(2, mode="filesystem", timeout_seconds=120)
+    try:
+        res.raise_for_errors()
+        assert res.snapshot.mode == "filesystem" and len(res.made) == 2
+        for f in res.made:
+            assert f.exec("cat /workspace/files-fork.txt; pgrep -x sleep || echo none").stdout == "filesnone\n"
+    finally:
+        res.kill_all()
+
+
 def test_fork_makes_running_copies(client: Client, sbx: Sandbox) -> None:
     start_counter(sbx)
     with pytest.raises(BadRequestError):

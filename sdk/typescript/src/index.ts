@@ -56,7 +56,7 @@ export {
 } from "./files.js";
 export { FileWatch, WATCH_MAX_DIRS, WATCH_QUEUE_EVENTS, type WatchOptions } from "./watch.js";
 export { VolumeFiles, MAX_VOLUME_MOUNTS, MIN_VOLUME_MIB, type VolumeListPageOptions } from "./volumes.js";
-export { Client, ForkResult, Sandbox, type ConnectionOptions, type ListFilter, type SandboxOptions } from "./sandbox.js";
+export { Client, ForkResult, Sandbox, type ConnectionOptions, type ListFilter, type PauseOptions, type SandboxOptions } from "./sandbox.js";
 export { MAX_FORK_COUNT, type ForkAnswer, type ForkOptions, type SnapshotListOptions, type SnapshotOptions } from "./snapshots.js";
 export {
   Pty,

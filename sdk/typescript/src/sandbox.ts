@@ -60,6 +60,17 @@ export interface ConnectionOptions extends ClientOptions {
   client?: Client;
 }
 
+/** Options of Sandbox.pause. */
+export interface PauseOptions extends CallOptions {
+  /**
+   * What the pause saves: "full" (default: memory, processes and files; the
+   * resume continues where it was) or "filesystem" (the root filesystem's
+   * files alone; its processes end, its memory is freed, and the resume
+   * boots it fresh with those files).
+   */
+  mode?: Schemas["PauseRequest"]["mode"];
+}
+
 /** A new sandbox's settings. Every field is optional: absent ones take the server's defaults. */
 export interface SandboxOptions extends ConnectionOptions, CallOptions {
   /** The root filesystem (default "base": Debian with python3, curl, procps). */
@@ -102,6 +113,12 @@ export interface SandboxOptions extends ConnectionOptions, CallOptions {
    * its image, until resumed or the server's paused retention ends).
    */
   onLeaseEnd?: CreateSandboxRequest["onLeaseEnd"];
+  /**
+   * What a lease-end pause saves: "full" (default: memory, processes,
+   * files) or "filesystem" (the root filesystem's files alone; the resume
+   * boots it fresh).
+   */
+  pauseMode?: CreateSandboxRequest["pauseMode"];
   /** Whether any request while paused resumes the sandbox first (default: true when onLeaseEnd is "pause"). */
   autoResume?: boolean;
   /**
@@ -164,6 +181,7 @@ function createRequest(opts: SandboxOptions): CreateSandboxRequest {
   if (opts.secrets !== undefined && opts.secrets.length > 0) req.secrets = opts.secrets;
   if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
   if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
+  if (opts.pauseMode !== undefined) req.pauseMode = opts.pauseMode;
   if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
   if (opts.volumes !== undefined && opts.volumes.length > 0) req.volumes = opts.volumes;
   if (opts.snapshot !== undefined && opts.snapshot !== "") req.snapshot = opts.snapshot;
@@ -317,9 +335,17 @@ export class Sandbox implements AsyncDisposable {
    * run on after the resume. Throws ConflictError (not running, or already
    * paused), NoSpaceError (no room on the host; it runs on),
    * LeaseEndedError, SandboxStoppedError.
+   *
+   * `mode: "filesystem"` saves only the files of its root filesystem (not
+   * /tmp, /dev/shm or volumes): its processes end and its memory is freed
+   * at once, and the resume boots it fresh with the same id and those
+   * files; no process of before runs (`imageMode` is "filesystem" while it
+   * is paused). It throws ConflictError when the files' archive would pass
+   * the sandbox's disk size (a sparse file; it runs on).
    */
-  async pause(opts: CallOptions = {}): Promise<SandboxInfo> {
-    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/pause"), {}, opts.signal, CHECKPOINT_WAIT);
+  async pause(opts: PauseOptions = {}): Promise<SandboxInfo> {
+    const body: Schemas["PauseRequest"] = opts.mode ? { mode: opts.mode } : {};
+    this.#info = await this.client.json<SandboxInfo>("POST", this.path("/pause"), body, opts.signal, CHECKPOINT_WAIT);
     return this.#info;
   }
 

@@ -52,6 +52,15 @@ export interface ForkOptions extends CallOptions {
   onLeaseEnd?: Schemas["ForkRequest"]["onLeaseEnd"];
   /** As in SandboxOptions. */
   autoResume?: boolean;
+  /** What each new sandbox's lease-end pause saves, as in SandboxOptions. */
+  pauseMode?: Schemas["ForkRequest"]["pauseMode"];
+  /**
+   * What the fork's snapshot holds: "full" (default: each new sandbox starts
+   * where the source was) or "filesystem" (its files alone: each new
+   * sandbox boots fresh with them, with at least twice their size plus
+   * 128 MiB of memory).
+   */
+  mode?: Schemas["ForkRequest"]["mode"];
   /** Keep the fork's snapshot afterwards (then the key's, billed and counted as any); by default the server deletes it once the sandboxes are made. */
   keepSnapshot?: boolean;
   /** Names the kept snapshot (only with keepSnapshot). */
@@ -88,6 +97,8 @@ export function fork(c: HttpClient, sandboxPath: string, count: number, opts: Fo
   if (opts.maxCostMicros) req.maxCostMicros = opts.maxCostMicros;
   if (opts.onLeaseEnd !== undefined) req.onLeaseEnd = opts.onLeaseEnd;
   if (opts.autoResume !== undefined) req.autoResume = opts.autoResume;
+  if (opts.pauseMode !== undefined) req.pauseMode = opts.pauseMode;
+  if (opts.mode !== undefined) req.mode = opts.mode;
   if (opts.keepSnapshot) req.keepSnapshot = true;
   if (opts.name) req.name = opts.name;
   return c.json<ForkAnswer>("POST", sandboxPath + "/fork", req, opts.signal, CHECKPOINT_WAIT + BOOT_WAIT);

@@ -127,13 +127,15 @@ export type OptionsCoverRequests = [
   Nothing<Mismatched<sdk.ForkOptions, Schemas["ForkRequest"]>>,
   // Requests made from positional arguments: the fields they send, and
   // those not offered yet. setSecret: owner (an administrator storing a
-  // tenant's secret) is not offered. setTimeout: onLeaseEnd and autoResume
-  // are set at create only. createTemplate: private (a template only its
+  // tenant's secret) is not offered. setTimeout: onLeaseEnd, pauseMode and
+  // autoResume are set at create only. createTemplate: private (a template only its
   // key sees; a tenant key's always are) is not offered yet. Files.mkdir/
   // mkdirAll, rename, resume, createVolume: all their fields.
   Nothing<Exclude<keyof Schemas["CreateSecretRequest"], "name" | "value" | "hosts" | "owner">>,
-  Nothing<Exclude<keyof Schemas["SetTimeoutRequest"], "timeoutSeconds" | "onLeaseEnd" | "autoResume">>,
+  Nothing<Exclude<keyof Schemas["SetTimeoutRequest"], "timeoutSeconds" | "onLeaseEnd" | "pauseMode" | "autoResume">>,
   Nothing<Exclude<keyof Schemas["ResumeRequest"], "timeoutSeconds">>,
+  Nothing<Lacks<sdk.PauseOptions, Schemas["PauseRequest"]>>,
+  Nothing<Mismatched<sdk.PauseOptions, Schemas["PauseRequest"]>>,
   Nothing<Exclude<keyof Schemas["MkdirRequest"], "path" | "parents">>,
   Nothing<Exclude<keyof Schemas["RenameRequest"], "from" | "to">>,
   // createTemplate: name and fromImage its arguments, start its option;

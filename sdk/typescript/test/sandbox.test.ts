@@ -300,6 +300,27 @@ describe("a real sandbox", { concurrency: 4 }, () => {
     assert.ok(Date.parse(resumed.leaseEndsAt) > Date.now() + 500 * 1000);
   });
 
+  test("pause mode filesystem: files kept, processes gone; pauseMode at the lease end", async () => {
+    await using sbx = await Sandbox.create(opts);
+    await sbx.files.write("kept.txt", "kept");
+    await sbx.exec("(setsid sleep 3600 >/dev/null 2>&1 &)");
+    const paused = await sbx.pause({ mode: "filesystem" });
+    assert.equal(paused.state, "paused");
+    assert.equal(paused.imageMode, "filesystem");
+    const resumed = await sbx.resume();
+    assert.equal(resumed.state, "running");
+    assert.equal(resumed.imageMode, undefined);
+    assert.equal((await sbx.exec("cat kept.txt; pgrep -x sleep || echo none")).stdout, "keptnone\n");
+    await assert.rejects(sbx.pause({ mode: "memory" as "full" }), BadRequestError);
+    await using lease = await Sandbox.create({ timeoutSeconds: 3, onLeaseEnd: "pause", pauseMode: "filesystem" });
+    assert.equal(lease.info.pauseMode, "filesystem");
+    await lease.files.write("f", "files only");
+    const deadline = Date.now() + 30_000;
+    while ((await lease.refresh()).state !== "paused" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    assert.equal(lease.info.imageMode, "filesystem");
+    assert.equal((await lease.exec("cat f")).stdout, "files only");
+  });
+
   test("onLeaseEnd pause: the lease end pauses, the next exec resumes", async () => {
     await using sbx = await Sandbox.create({ timeoutSeconds: 3, onLeaseEnd: "pause" });
     assert.equal(sbx.info.onLeaseEnd, "pause");

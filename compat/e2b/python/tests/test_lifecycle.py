@@ -80,6 +80,63 @@ def test_pause_and_resume_keep_memory_and_files():
         sb.kill()
 
 
+def test_filesystem_pause_keeps_files_not_processes():
+    # pause(mode="filesystem") (keep_memory=False) keeps the files alone:
+    # the resume boots the sandbox fresh, its background process gone.
+    sb = Sandbox.create(timeout=120)
+    try:
+        sb.files.write("/home/user/kept.txt", "on disk")
+        proc = sb.commands.run("sleep 3600", background=True)
+        boot_before = sb.files.read("/proc/sys/kernel/random/boot_id").strip()
+        assert sb.pause(mode="filesystem") is True
+        assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.PAUSED
+        assert sb.is_running() is False
+        resumed = Sandbox.connect(sb.sandbox_id, timeout=120)
+        assert Sandbox.get_info(sb.sandbox_id).state == SandboxState.RUNNING
+        assert resumed.files.read("/home/user/kept.txt") == "on disk"
+        assert proc.pid not in [p.pid for p in resumed.commands.list()]
+        assert resumed.commands.run("pgrep -x sleep || echo none").stdout.strip() == "none"
+        # A fresh boot: a new kernel boot id.
+        assert resumed.files.read("/proc/sys/kernel/random/boot_id").strip() != boot_before
+        # The deprecated spelling does the same.
+        resumed.files.write("/home/user/second.txt", "again")
+        assert resumed.pause(keep_memory=False) is True
+        back = Sandbox.connect(sb.sandbox_id, timeout=120)
+        assert back.files.read("/home/user/second.txt") == "again"
+    finally:
+        Sandbox.kill(sb.sandbox_id)
+
+
+def test_auto_pause_filesystem_at_timeout_and_reboot():
+    # on_timeout {action: pause, mode: filesystem} (autoPauseMemory false):
+    # the timeout pauses with the files alone.
+    sb = Sandbox.create(timeout=3, lifecycle={"on_timeout": {"action": "pause", "mode": "filesystem"}})
+    try:
+        sb.files.write("/home/user/state", "before")
+        sb.commands.run("sleep 3600", background=True)
+        deadline = time.time() + 30
+        while Sandbox.get_info(sb.sandbox_id).state != SandboxState.PAUSED:
+            assert time.time() < deadline, "the sandbox was not paused at its timeout"
+            time.sleep(0.5)
+        back = Sandbox.connect(sb.sandbox_id, timeout=60)
+        assert back.files.read("/home/user/state") == "before"
+        assert back.commands.run("pgrep -x sleep || echo none").stdout.strip() == "none"
+    finally:
+        Sandbox.kill(sb.sandbox_id)
+    # connect(on_resume="reboot") (memory false) of a sandbox paused whole
+    # brings it back booted fresh with its files.
+    full = Sandbox.create(timeout=120)
+    try:
+        full.files.write("/home/user/kept.txt", "kept")
+        full.commands.run("sleep 3600", background=True)
+        assert full.pause() is True
+        back = Sandbox.connect(full.sandbox_id, timeout=60, on_resume="reboot")
+        assert back.files.read("/home/user/kept.txt") == "kept"
+        assert back.commands.run("pgrep -x sleep || echo none").stdout.strip() == "none"
+    finally:
+        Sandbox.kill(full.sandbox_id)
+
+
 def test_auto_pause_at_timeout_then_connect_resumes():
     sb = Sandbox.create(timeout=2, lifecycle={"on_timeout": "pause"})
     try:

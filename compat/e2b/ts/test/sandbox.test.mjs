@@ -155,6 +155,38 @@ test('pause and resume', async () => {
   }
 })
 
+test('filesystem-only pause: keepMemory false, onTimeout keepMemory false, connect onResume reboot', async () => {
+  const s = await Sandbox.create({ timeoutMs: 120_000 })
+  try {
+    await s.files.write('/home/user/kept.txt', 'on disk')
+    const p = await s.commands.run('sleep 3600', { background: true })
+    assert.equal(await s.pause({ keepMemory: false }), true)
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'paused')
+    const back = await Sandbox.connect(s.sandboxId)
+    assert.equal(await back.files.read('/home/user/kept.txt'), 'on disk')
+    assert.ok(!(await back.commands.list()).some((x) => x.pid === p.pid))
+    // A sandbox paused whole, reconnected with onResume 'reboot': fresh, its files kept.
+    await back.commands.run('sleep 3600', { background: true })
+    assert.equal(await back.pause(), true)
+    const rebooted = await Sandbox.connect(s.sandboxId, { onResume: 'reboot' })
+    assert.equal(await rebooted.files.read('/home/user/kept.txt'), 'on disk')
+    assert.equal((await rebooted.commands.run('pgrep -x sleep || echo none')).stdout.trim(), 'none')
+  } finally {
+    await Sandbox.kill(s.sandboxId)
+  }
+  const t = await Sandbox.create({ timeoutMs: 3_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+  try {
+    await t.files.write('/home/user/state', 'before')
+    await t.commands.run('sleep 3600', { background: true })
+    await eventually('the timeout to pause it', async () => (await Sandbox.getInfo(t.sandboxId)).state === 'paused', 30_000)
+    const back = await Sandbox.connect(t.sandboxId)
+    assert.equal(await back.files.read('/home/user/state'), 'before')
+    assert.equal((await back.commands.run('pgrep -x sleep || echo none')).stdout.trim(), 'none')
+  } finally {
+    await Sandbox.kill(t.sandboxId)
+  }
+})
+
 test('bad input: unknown template, wrong key, another tenant, tokens, unknown RPC', async () => {
   await assert.rejects(Sandbox.create('no-such-template'), (e) => e instanceof SandboxError && /no-such-template/.test(e.message))
   await assert.rejects(Sandbox.create({ apiKey: 'wr_not_a_real_key' }), AuthenticationError)

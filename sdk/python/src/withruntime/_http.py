@@ -110,6 +110,7 @@ def create_body(
     on_lease_end: str | None = None,
     auto_resume: bool | None = None,
     snapshot: str | None = None,
+    pause_mode: str | None = None,
     volumes: Sequence[VolumeMountArg] | None = None,
 ) -> dict[str, Any]:
     """The body of POST /v1/sandboxes. Unset (None) fields are left out and
@@ -129,6 +130,7 @@ def create_body(
             "secrets": list(secrets) if secrets else None,
             "maxCostMicros": int(max_cost_micros) if max_cost_micros else None,
             "onLeaseEnd": on_lease_end or None,
+            "pauseMode": pause_mode or None,
             "autoResume": bool(auto_resume) if auto_resume is not None else None,
             "snapshot": snapshot or None,
             "volumes": mounts_body(volumes) if volumes else None,
@@ -166,8 +168,11 @@ def fork_body(
         max_cost_micros=sandbox_options.get("max_cost_micros"),
         on_lease_end=sandbox_options.get("on_lease_end"),
         auto_resume=sandbox_options.get("auto_resume"),
+        pause_mode=sandbox_options.get("pause_mode"),
     )
     body["count"] = count
+    if sandbox_options.get("mode"):
+        body["mode"] = sandbox_options["mode"]
     if keep_snapshot:
         body["keepSnapshot"] = True
     if name:
@@ -321,6 +326,7 @@ _CREATE_OPTIONS = (
     "on_lease_end",
     "auto_resume",
     "volumes",
+    "pause_mode",
 )
 
 

@@ -128,6 +128,9 @@ class SandboxInfo:
     cost_micros: int = 0
     #: What the lease end does: ``"stop"`` or ``"pause"``.
     on_lease_end: str = "stop"
+    #: What a lease-end pause saves: ``"full"`` (memory, processes, files)
+    #: or ``"filesystem"`` (the root filesystem's files alone).
+    pause_mode: str = "full"
     #: Whether a request while paused resumes the sandbox first.
     auto_resume: bool = False
     #: When it was paused (UTC); set only while paused.
@@ -135,6 +138,10 @@ class SandboxInfo:
     #: A paused sandbox's image size on the host, in bytes (its memory,
     #: processes and written files; billed at the storage price).
     image_bytes: int = 0
+    #: What a paused sandbox's image holds (set only while paused):
+    #: ``"full"`` (the resume continues where it was) or ``"filesystem"``
+    #: (its files: the resume boots it fresh, no process of before runs).
+    image_mode: str = ""
     #: The volumes it mounts (empty: none).
     volumes: list[VolumeMount] = field(default_factory=list)
     _raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -155,9 +162,11 @@ class SandboxInfo:
             metadata=dict(d.get("metadata") or {}),
             cost_micros=int(d.get("costMicros", 0) or 0),
             on_lease_end=d.get("onLeaseEnd", "stop") or "stop",
+            pause_mode=d.get("pauseMode", "full") or "full",
             auto_resume=bool(d.get("autoResume", False)),
             paused_at=parse_time(d.get("pausedAt")),
             image_bytes=int(d.get("imageBytes", 0) or 0),
+            image_mode=d.get("imageMode", "") or "",
             volumes=[VolumeMount.from_dict(v) for v in d.get("volumes") or []],
             _raw=dict(d),
         )

@@ -172,6 +172,14 @@ export interface paths {
          *     killed, as when a client goes away; streams end with an `error`
          *     event); background processes are saved and run on after the resume.
          *     Open TCP connections are closed.
+         *
+         *     With `{"mode": "filesystem"}` only its root filesystem's files are
+         *     saved (what it wrote, changed and deleted over its template, as a
+         *     files-only snapshot holds them; not /tmp, /dev/shm or volumes): its
+         *     processes end and its memory is freed at once, `imageMode` says
+         *     `filesystem`, and the resume boots it fresh with the same id and
+         *     those files; no process of before runs. The image is billed and
+         *     counted as a full pause's.
          */
         post: operations["pauseSandbox"];
         delete?: never;
@@ -197,7 +205,10 @@ export interface paths {
          * @description Boots the paused sandbox from its image: its processes go on where
          *     they were, with their memory and files, its environment, network
          *     policy and secrets' placeholders as before, and a new lease
-         *     (`timeoutSeconds`, by default the lease it was last given). A resume
+         *     (`timeoutSeconds`, by default the lease it was last given). A
+         *     sandbox paused with its files alone (`imageMode` `filesystem`) boots
+         *     fresh with its files, environment, network and volumes: no process
+         *     of before runs, /tmp and /dev/shm start empty. A resume
          *     that fails on the host destroys the sandbox (410, endReason
          *     `failed`).
          */
@@ -1875,10 +1886,15 @@ export interface components {
              */
             maxCostMicros?: number;
             /**
-             * @description What the lease end does. `stop` (default) destroys the sandbox; `pause` saves it whole (memory, processes, files) and keeps it paused, billed only for its image at the storage price, until it is resumed or the server's paused retention (7 days by default) ends.
+             * @description What the lease end does. `stop` (default) destroys the sandbox; `pause` saves it (whole, or its files alone - see pauseMode) and keeps it paused, billed only for its image at the storage price, until it is resumed or the server's paused retention (7 days by default) ends.
              * @enum {string}
              */
             onLeaseEnd?: "stop" | "pause";
+            /**
+             * @description What a lease-end pause saves. `full` (default) saves memory, processes and files, and the resume continues where it was; `filesystem` saves the root filesystem's files alone (its processes end, its memory is freed) and the resume boots it fresh with them.
+             * @enum {string}
+             */
+            pauseMode?: "full" | "filesystem";
             /** @description Whether a request to the sandbox while it is paused (exec, processes, files, network, timeout) resumes it first. Default true when onLeaseEnd is `pause`, false otherwise. */
             autoResume?: boolean;
             /**
@@ -1991,6 +2007,11 @@ export interface components {
             /** @description How many sandboxes to make, 1 to 32. */
             count: number;
             /**
+             * @description What the fork's snapshot holds. `full` (default) - memory, processes and files, each new sandbox starting where the source was; `filesystem` - the source's root filesystem's files alone (one files-only snapshot), each new sandbox booting fresh with them (memory at least twice their size plus 128 MiB).
+             * @enum {string}
+             */
+            mode?: "full" | "filesystem";
+            /**
              * Format: int64
              * @description Each new sandbox's lease, in seconds (0 or absent - the server's default, 300).
              */
@@ -2023,6 +2044,11 @@ export interface components {
              * @enum {string}
              */
             onLeaseEnd?: "stop" | "pause";
+            /**
+             * @description What each new sandbox's lease-end pause saves, as in a create (default `full`).
+             * @enum {string}
+             */
+            pauseMode?: "full" | "filesystem";
             /** @description As in a create. */
             autoResume?: boolean;
             /** @description Keep the fork's snapshot afterwards (it is then the key's, billed and counted as any); by default it is deleted. */
@@ -2117,6 +2143,11 @@ export interface components {
              * @enum {string}
              */
             onLeaseEnd: "stop" | "pause";
+            /**
+             * @description What a lease-end pause saves (`full` - memory, processes, files; `filesystem` - its files alone).
+             * @enum {string}
+             */
+            pauseMode: "full" | "filesystem";
             /** @description Whether a request to it while it is paused resumes it first. */
             autoResume: boolean;
             /**
@@ -2126,9 +2157,14 @@ export interface components {
             pausedAt?: string;
             /**
              * Format: int64
-             * @description The size of its image on the host, in bytes (its memory, processes and written files); set only while paused.
+             * @description The size of its image on the host, in bytes (its memory, processes and written files; a filesystem pause's, its written files); set only while paused.
              */
             imageBytes?: number;
+            /**
+             * @description What its image holds, set only while paused - `full` (memory, processes, files; the resume continues where it was) or `filesystem` (its root filesystem's files; the resume boots it fresh, no process of before runs).
+             * @enum {string}
+             */
+            imageMode?: "full" | "filesystem";
             /** @description The volumes it mounts, by path; absent when none. A pause keeps them (a volume's files are never in the image) and a resume mounts them again. */
             volumes?: components["schemas"]["VolumeMount"][];
         };
@@ -2209,8 +2245,28 @@ export interface components {
              * @enum {string}
              */
             onLeaseEnd?: "stop" | "pause";
+            /**
+             * @description When set, changes what a lease-end pause saves.
+             * @enum {string}
+             */
+            pauseMode?: "full" | "filesystem";
             /** @description When set, changes whether a request while paused resumes the sandbox (when onLeaseEnd is set without it, true for `pause`, false for `stop`). */
             autoResume?: boolean;
+        };
+        /** @description How to pause a sandbox. Optional (the body may be absent or `{}`). */
+        PauseRequest: {
+            /**
+             * @description What the pause saves. `full` (default) - memory, processes and
+             *     files; the resume continues where the sandbox was. `filesystem` -
+             *     the root filesystem's files alone, as a files-only snapshot holds
+             *     them: its processes end and its memory is freed at once; the
+             *     resume boots it fresh with the same id and those files (no process
+             *     of before runs; /tmp and /dev/shm start empty; volumes are mounted
+             *     again). 409 when the files' archive would pass the sandbox's disk
+             *     size (a sparse file); 501 on a driver without it.
+             * @enum {string}
+             */
+            mode?: "full" | "filesystem";
         };
         /** @description How to resume a paused sandbox. Optional. */
         ResumeRequest: {
@@ -3538,7 +3594,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": Record<string, never>;
+                "application/json": components["schemas"]["PauseRequest"];
             };
         };
         responses: {
@@ -3554,7 +3610,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            /** @description The sandbox is not running (`conflict`, the message says its state; already paused, or starting), or it holds what cannot be saved (a socket a process inside bound in /run/withruntime); it runs on. */
+            /** @description The sandbox is not running (`conflict`, the message says its state; already paused, or starting), or it holds what cannot be saved (a socket a process inside bound in /run/withruntime; for a filesystem pause, files whose archive would pass its disk size, such as a sparse file); it runs on. */
             409: {
                 headers: {
                     [name: string]: unknown;

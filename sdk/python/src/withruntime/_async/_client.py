@@ -135,6 +135,7 @@ class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin, AsyncVolumesMixin):
         auto_resume: bool | None = None,
         snapshot: str | None = None,
         volumes: Sequence[VolumeMountArg] | None = None,
+        pause_mode: str | None = None,
     ) -> AsyncSandbox:
         """Creates a sandbox and returns once it runs. See :meth:`Sandbox.create`."""
         body = _http.create_body(
@@ -152,6 +153,7 @@ class AsyncClient(AsyncTemplatesMixin, AsyncSnapshotsMixin, AsyncVolumesMixin):
             auto_resume=auto_resume,
             snapshot=snapshot,
             volumes=volumes,
+            pause_mode=pause_mode,
         )
         info = SandboxInfo.from_dict(await self._json("POST", "/v1/sandboxes", body, wait=_wait.BOOT_WAIT))
         return AsyncSandbox(self, info.id, info)
@@ -470,6 +472,7 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
         auto_resume: bool | None = None,
         snapshot: str | None = None,
         volumes: Sequence[VolumeMountArg] | None = None,
+        pause_mode: str | None = None,
         client: AsyncClient | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -517,6 +520,11 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
         pool). A volume that is not the key's raises NotFoundError; one
         being created, deleted or damaged ConflictError.
 
+        ``pause_mode`` is what a lease-end pause (``on_lease_end="pause"``)
+        saves: ``"full"`` (the default: memory, processes, files) or
+        ``"filesystem"`` (the root filesystem's files alone, as
+        :meth:`pause` with ``mode="filesystem"``).
+
         The server is ``client``'s, else the one found by ``Client(base_url,
         api_key)``. Raises BadRequestError (invalid options, unknown
         template or secret), CostCapError, SpendingLimitError (the key's
@@ -541,6 +549,7 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
                 auto_resume=auto_resume,
                 snapshot=snapshot,
                 volumes=volumes,
+                pause_mode=pause_mode,
             )
         except BaseException:
             if owns:
@@ -634,15 +643,27 @@ class AsyncSandbox(AsyncCodeInterpreterMixin, AsyncSandboxSnapshotsMixin):
         self._info = info
         return info
 
-    async def pause(self) -> SandboxInfo:
+    async def pause(self, mode: str | None = None) -> SandboxInfo:
         """Saves the running sandbox whole (processes with their memory,
         files) on the server's host and stops it: it is billed only for its
         image until :meth:`resume` (or :meth:`connect`, or any request when
         it has ``auto_resume``). Commands running at the pause end with
         SandboxPausedError; background processes run on after the resume.
-        Raises ConflictError (not running, or already paused), NoSpaceError
-        (no room on the host; it runs on), SandboxGoneError."""
-        info = SandboxInfo.from_dict(await self._client._json("POST", self._path("/pause"), wait=_wait.CHECKPOINT_WAIT))
+
+        ``mode="filesystem"`` saves only the files of its root filesystem
+        (not /tmp, /dev/shm or volumes): its processes end and its memory is
+        freed at once, and the resume boots it fresh with the same id and
+        those files; no process of before runs (``image_mode`` is
+        ``"filesystem"`` while it is paused).
+
+        Raises ConflictError (not running, or already paused; or, for a
+        filesystem pause, files whose archive would pass its disk size: a
+        sparse file), NoSpaceError (no room on the host; it runs on),
+        BadRequestError (another mode), SandboxGoneError."""
+        body = {"mode": mode} if mode else None
+        info = SandboxInfo.from_dict(
+            await self._client._json("POST", self._path("/pause"), body, wait=_wait.CHECKPOINT_WAIT)
+        )
         self._info = info
         return info
 

@@ -141,6 +141,8 @@ class SandboxSnapshotsMixin(SandboxHandle):
         max_cost_micros: int | None = None,
         on_lease_end: str | None = None,
         auto_resume: bool | None = None,
+        mode: str | None = None,
+        pause_mode: str | None = None,
     ) -> ForkResult[Self]:
         """Snapshots the running sandbox (which runs on after a brief pause)
         and makes ``count`` sandboxes (1 to 32) from that snapshot, each
@@ -155,6 +157,11 @@ class SandboxSnapshotsMixin(SandboxHandle):
         processes already running keep theirs. The fork's snapshot is
         deleted once the sandboxes are made, unless ``keep_snapshot``
         (then named ``name``, if given).
+
+        ``mode="filesystem"`` takes a files-only snapshot instead: each new
+        sandbox boots fresh with the source's root filesystem files (memory
+        at least twice their size plus 128 MiB). ``pause_mode`` is as in
+        :meth:`create`.
 
         Returns a :class:`ForkResult`; a sandbox that could not be made is
         an error there, not an exception. Raises (nothing was made)
@@ -171,6 +178,8 @@ class SandboxSnapshotsMixin(SandboxHandle):
             "max_cost_micros": max_cost_micros,
             "on_lease_end": on_lease_end,
             "auto_resume": auto_resume,
+            "pause_mode": pause_mode,
+            "mode": mode,
         }
         body = _http.fork_body(count, keep_snapshot=keep_snapshot, name=name, sandbox_options=options)
         wait = _wait.CHECKPOINT_WAIT + _wait.BOOT_WAIT
