@@ -13,6 +13,7 @@
 # pytest-dotenv), installed once into a venv of their own.
 # Usage: upstream.sh VENV SUITE...   SUITE: upstream-py-sync, upstream-py-async,
 #        upstream-py-shared, upstream-ci-py
+# COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k).
 # A suite's failures do not fail the script: they are what it reports.
 set -euo pipefail
 venv=$1
@@ -43,7 +44,7 @@ run() {
 	shift 2
 	log "$name: pytest $*"
 	(cd "$dir" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider -p no:randomly --junitxml="$out/$name.xml" \
-		-o junit_family=xunit2 "$@" >"$out/$name.log" 2>&1) || true
+		-o junit_family=xunit2 ${COMPAT_ONLY:+-k "$COMPAT_ONLY"} "$@" >"$out/$name.log" 2>&1) || true
 	tail -n 1 "$out/$name.log" >&2
 }
 for s in "$@"; do

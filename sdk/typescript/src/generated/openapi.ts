@@ -2463,6 +2463,8 @@ export interface components {
             oldPath?: string;
             /** @description The path is a directory. */
             isDir?: boolean;
+            /** @description A `create` or `write` that is the file API's own write landing (`PUT .../files`, or a move across file systems): the file was written beside its target and renamed over it, reported as a plain write would be (`create` when the target did not exist, then `write`), with `upload` set on both. */
+            upload?: boolean;
             /**
              * Format: date-time
              * @description When the agent read the event from the sandbox's kernel (RFC 3339 with nanoseconds, UTC).
