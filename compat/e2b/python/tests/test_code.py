@@ -35,6 +35,24 @@ def test_matplotlib_chart_is_a_png(ci):
     assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
 
 
+def test_pil_image_saved_to_a_file_is_a_result(ci):
+    # As E2B's interpreter: Image.save(path) also shows the image, once per
+    # save, and still writes the file; a save into a buffer shows nothing.
+    ex = ci.run_code(
+        "import io\n"
+        "from PIL import Image\n"
+        "im = Image.new('RGB', (8, 8), (200, 10, 10))\n"
+        "im.save('red.png')\n"
+        "im.save(io.BytesIO(), format='PNG')\n"
+        "import os; print(os.path.getsize('red.png') > 0, Image.Image.save.__name__)"
+    )
+    assert ex.error is None, ex.error
+    pngs = [r.png for r in ex.results if r.png]
+    assert len(pngs) == 1, ex.results
+    assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert ex.logs.stdout == ["True save\n"]
+
+
 def test_exception_is_execution_error(ci):
     ex = ci.run_code("1/0")
     assert ex.error is not None
