@@ -16,7 +16,8 @@
 # package-lock.json pins vitest, msw and the same SDKs as ts/), copied into
 # upstream-js/.trees/ so that they resolve those packages; its
 # vitest.config.mjs makes the tests' imports of the SDK's source the
-# installed package. COMPAT_ONLY is vitest's -t there.
+# installed package. COMPAT_ONLY is vitest's -t there; UPSTREAM_FILES
+# (space-separated) names the test files to run.
 # Usage: upstream.sh VENV SUITE...   SUITE: upstream-py-sync, upstream-py-async,
 #        upstream-py-shared, upstream-ci-py, upstream-js, upstream-ci-js
 # COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k).
@@ -69,7 +70,7 @@ runjs() {
 	cp -r "$src/tests" "$t/tests"
 	log "$name: vitest (${COMPAT_ONLY:-all})"
 	(cd "$t" && UPSTREAM_PKG=$pkg "$js/node_modules/.bin/vitest" run --config "$js/vitest.config.mjs" --root "$t" \
-		--outputFile.junit="$out/$name.xml" ${COMPAT_ONLY:+-t "$COMPAT_ONLY"} >"$out/$name.log" 2>&1) || true
+		--outputFile.junit="$out/$name.xml" ${COMPAT_ONLY:+-t "$COMPAT_ONLY"} ${UPSTREAM_FILES:-} >"$out/$name.log" 2>&1) || true
 	grep -E '^ *(Test Files|Tests) ' "$out/$name.log" >&2 || tail -n 3 "$out/$name.log" >&2
 	rm -rf "$t"
 }
