@@ -1013,11 +1013,15 @@ export interface paths {
          *     resolve under `/workspace`; it must exist and the kernel's user must
          *     be able to enter it, else 400). A running kernel changes directory
          *     without a cell (no output, no history, no execution count); a
-         *     restarted kernel starts there. The `default` context need not exist
-         *     yet: in a sandbox with kernels it is made with that `cwd` and its
-         *     kernel started, so the first call runs there (a sandbox without
-         *     kernels: 501). The E2B facade uses it to start E2B's code contexts
-         *     in the user's home, as E2B's interpreter does.
+         *     restarted kernel starts there. A default context need not exist
+         *     yet: in a sandbox with kernels it is made with that `cwd`, so the
+         *     first call runs there (a sandbox without kernels: 501): `default`
+         *     (Python's) with its kernel started, `default-<language>` (another
+         *     language's) without one, started at the language's first call (a
+         *     language whose kernel the sandbox lacks: 400). A running kernel of
+         *     another language than Python is not moved (409). The E2B facade uses
+         *     it to start E2B's code contexts in the user's home, as E2B's
+         *     interpreter does.
          */
         patch: operations["updateContext"];
         trace?: never;
