@@ -24,8 +24,9 @@
 # of /etc/resolv.conf (unshare): nothing leaves the host. Needs openssl
 # and unshare.
 # Usage: compat/e2b/run.sh [python|ts|python-domain|ts-domain]...   (default: all four)
-# upstream-py-sync, upstream-py-async, upstream-py-shared and upstream-ci-py
-# run E2B's own suites (compat/e2b/upstream.sh says from where).
+# upstream-py-sync, upstream-py-async, upstream-py-shared, upstream-ci-py,
+# upstream-js and upstream-ci-js run E2B's own suites (compat/e2b/upstream.sh
+# says from where).
 # COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k, node
 # --test-name-pattern), for a narrow run while working on one feature.
 set -euo pipefail

@@ -14,11 +14,12 @@ import (
 // kernel moves to cwd. A running kernel changes directory in a silent
 // execution (no output, no history, no execution count), with the slot
 // held so no cell runs meanwhile; one not running starts there next time,
-// as a restarted one does. The default context need not exist yet: in a
-// sandbox with kernels it is made with that cwd and its kernel started in
-// the background, so the sandbox's first cell runs there (E2B's code
-// interpreter starts its kernels in the user's home; the E2B facade asks
-// for that, Runtime's own default stays /workspace).
+// as a restarted one does. A default context need not exist yet: in a
+// sandbox with kernels it is made with that cwd, so the sandbox's first
+// cell runs there; Python's ("default") has its kernel started in the
+// background, another language's ("default-<language>") at its first cell
+// (E2B's code interpreter starts its kernels in the user's home; the E2B
+// facade asks for that, Runtime's own default stays /workspace).
 func (s *Server) handleUpdateContext(w http.ResponseWriter, r *http.Request) error {
 	var req agentapi.UpdateContextRequest
 	if err := decodeJSON(r, &req, false); err != nil {
@@ -37,18 +38,21 @@ func (s *Server) handleUpdateContext(w http.ResponseWriter, r *http.Request) err
 	id := r.PathValue("contextId")
 	c, err := s.context(id)
 	if err != nil {
-		if id != agentapi.DefaultContextID {
+		lang, isDefault := defaultContextLanguage(id)
+		if !isDefault {
 			return err
 		}
 		if !languages[wire.LanguagePython].isInstalled() {
 			return errNoKernels
 		}
-		c, made, err := s.addContext(id, agentapi.CreateContextRequest{Cwd: cwd})
+		c, made, err := s.addContext(id, agentapi.CreateContextRequest{Language: lang.name, Cwd: cwd})
 		if err != nil {
 			return err
 		}
 		if made {
-			go s.startIdle(c)
+			if lang.name == wire.LanguagePython {
+				go s.startIdle(c)
+			} // another language's kernel starts at its first cell, as its default context's does
 			writeJSON(w, http.StatusOK, c.info())
 			return nil
 		}

@@ -9,6 +9,11 @@
 #   application/vnd.withruntime.dataframe+json  a pandas DataFrame's
 #       columns, {column: [values...]}
 #
+# and makes a PIL image saved to a file (Image.save with a path) a result
+# too, shown as it is saved (as E2B's interpreter does), so a program that
+# makes an image and saves it gets to see it: PIL.Image is patched when
+# the user's code first imports it (an import hook), never imported here.
+#
 # Both are registered without importing matplotlib or pandas: a figure or
 # a frame can only exist once the user's code imported them, so the
 # formatters look in sys.modules first and cost nothing otherwise. A chart
@@ -426,6 +431,60 @@ def _withruntime_install():
                     return {str(k): [cell(v) for v in col] for k, col in obj.to_dict(orient="list").items()}
             except Exception:  # noqa: BLE001
                 return None
+
+    def patch_pil(mod):
+        original = mod.Image.save
+        if getattr(original, "_withruntime", False):
+            return
+
+        def save(image, fp, *args, **kwargs):
+            if isinstance(fp, (str, bytes)) or hasattr(fp, "__fspath__"):
+                try:
+                    from IPython.display import display
+
+                    display(image)
+                except Exception:  # noqa: BLE001 - the save still happens
+                    pass
+            return original(image, fp, *args, **kwargs)
+
+        save._withruntime = True
+        save.__doc__, save.__name__, save.__qualname__ = original.__doc__, "save", original.__qualname__
+        mod.Image.save = save
+
+    import importlib.abc
+
+    class PILHook(importlib.abc.MetaPathFinder):
+        """Patches PIL.Image once it is loaded, then steps aside."""
+
+        def find_spec(self, name, path=None, target=None):
+            if name != "PIL.Image":
+                return None
+            sys.meta_path.remove(self)
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            inner = spec.loader
+
+            class Loader(importlib.abc.Loader):
+                def create_module(self, s):
+                    return inner.create_module(s)
+
+                def exec_module(self, module):
+                    inner.exec_module(module)
+                    try:
+                        patch_pil(module)
+                    except Exception:  # noqa: BLE001
+                        pass
+
+            spec.loader = Loader()
+            return spec
+
+    if "PIL.Image" in sys.modules:
+        patch_pil(sys.modules["PIL.Image"])
+    else:
+        sys.meta_path.insert(0, PILHook())
 
     ip = get_ipython()
     if ip is None:

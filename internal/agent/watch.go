@@ -238,9 +238,9 @@ func (wt *watcher) handle(ev *unix.InotifyEvent, name string) (done bool) {
 		if tf, ok := wt.temps.lookup(old); ok {
 			// The file API's write landing: what a plain write shows.
 			if !tf.existed {
-				wt.q.push(agentapi.WatchEvent{Type: "create", Path: path, Time: now})
+				wt.q.push(agentapi.WatchEvent{Type: "create", Path: path, Upload: true, Time: now})
 			}
-			wt.q.push(agentapi.WatchEvent{Type: "write", Path: path, Time: now})
+			wt.q.push(agentapi.WatchEvent{Type: "write", Path: path, Upload: true, Time: now})
 			return false
 		}
 		wt.q.push(agentapi.WatchEvent{Type: "rename", OldPath: old, Path: path, IsDir: isDir, Time: now})
@@ -337,7 +337,7 @@ type watchQueue struct {
 func newWatchQueue() *watchQueue { return &watchQueue{ready: make(chan struct{}, 1)} }
 
 // push queues ev; a write or chmod of the path the last queued event
-// already says is dropped (it says as much). Past the bound, ev is counted
+// already says (upload alike) is dropped (it says as much). Past the bound, ev is counted
 // as lost.
 func (q *watchQueue) push(ev agentapi.WatchEvent) {
 	q.mu.Lock()
@@ -345,7 +345,8 @@ func (q *watchQueue) push(ev agentapi.WatchEvent) {
 	if q.ended {
 		return
 	}
-	if n := len(q.evs); n > 0 && (ev.Type == "write" || ev.Type == "chmod") && q.evs[n-1].Type == ev.Type && q.evs[n-1].Path == ev.Path {
+	if n := len(q.evs); n > 0 && (ev.Type == "write" || ev.Type == "chmod") && q.evs[n-1].Type == ev.Type && q.evs[n-1].Path == ev.Path &&
+		q.evs[n-1].Upload == ev.Upload {
 		return
 	}
 	if len(q.evs) >= agentapi.WatchQueueEvents {

@@ -92,7 +92,7 @@ func expect(t *testing.T, ch <-chan agentapi.WatchEvent, want ...agentapi.WatchE
 	t.Helper()
 	for i, w := range want {
 		got := next(t, ch)
-		if got.Type != w.Type || got.Path != w.Path || got.OldPath != w.OldPath || got.IsDir != w.IsDir || got.Time.IsZero() {
+		if got.Type != w.Type || got.Path != w.Path || got.OldPath != w.OldPath || got.IsDir != w.IsDir || got.Upload != w.Upload || got.Time.IsZero() {
 			t.Fatalf("event %d: %+v, want %+v", i, got, w)
 		}
 	}
@@ -151,7 +151,8 @@ func must(t *testing.T, err error) {
 }
 
 // TestWatchUpload: an upload through the file API is the target's create
-// and write, never its temporary file; over an existing file, a write.
+// and write, never its temporary file; over an existing file, a write;
+// each marked upload, and a plain write beside them not.
 func TestWatchUpload(t *testing.T) {
 	a := newTestAgent(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,6 +162,6 @@ func TestWatchUpload(t *testing.T) {
 	a.call("PUT", "/files?path="+url.QueryEscape(p), "one", http.StatusOK, nil)
 	a.call("PUT", "/files?path="+url.QueryEscape(p), "two", http.StatusOK, nil)
 	must(t, os.WriteFile(filepath.Join(a.workspace, "marker"), nil, 0o644))
-	expect(t, ch, agentapi.WatchEvent{Type: "create", Path: p}, agentapi.WatchEvent{Type: "write", Path: p},
-		agentapi.WatchEvent{Type: "write", Path: p}, agentapi.WatchEvent{Type: "create", Path: filepath.Join(a.workspace, "marker")})
+	expect(t, ch, agentapi.WatchEvent{Type: "create", Path: p, Upload: true}, agentapi.WatchEvent{Type: "write", Path: p, Upload: true},
+		agentapi.WatchEvent{Type: "write", Path: p, Upload: true}, agentapi.WatchEvent{Type: "create", Path: filepath.Join(a.workspace, "marker")})
 }

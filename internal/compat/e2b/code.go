@@ -298,12 +298,26 @@ const e2bKernelHome = "/home/user"
 // there), as E2B's is. A sandbox without kernels (501) or without that
 // directory (400) keeps Runtime's defaults; a sandbox restored from a
 // snapshot keeps its kernels where they were.
+//
+// The other languages' default contexts ("default-<language>") are made
+// there too, without a kernel (one starts at the language's first cell):
+// only those whose kernel the sandbox has (a 400 names the others).
 func (s *Server) homeKernel(ctx context.Context, as who, id string) {
 	p := "/v1/sandboxes/" + url.PathEscape(id) + "/contexts/" + agentapi.DefaultContextID
 	if err := s.api.json(ctx, as, "PATCH", p, agentapi.UpdateContextRequest{Cwd: e2bKernelHome}, nil); err != nil {
 		s.cfg.Log.Debug("e2b: the default code context stays where it is", "sandbox", id, "err", err)
+		return
+	}
+	for _, lang := range homedLanguages {
+		if err := s.api.json(ctx, as, "PATCH", p+"-"+lang, agentapi.UpdateContextRequest{Cwd: e2bKernelHome}, nil); err != nil {
+			s.cfg.Log.Debug("e2b: a language's default code context stays where it is", "sandbox", id, "language", lang, "err", err)
+		}
 	}
 }
+
+// homedLanguages are the languages besides Python whose default context
+// homeKernel makes in e2bKernelHome.
+var homedLanguages = []string{wire.LanguageJavaScript, wire.LanguageTypeScript, wire.LanguageR, wire.LanguageBash}
 
 // listContexts is GET /contexts: a JSON array of contexts.
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {

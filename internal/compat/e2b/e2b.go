@@ -51,9 +51,11 @@ import (
 // stdin kept open or closed (0.3.0), a default user (0.4.0), closing stdin
 // (0.5.2), octet-stream uploads (0.5.7), file metadata (0.6.2: X-Metadata-*
 // headers on a write, kept as the file's user.e2b.* extended attributes,
-// reported in every EntryInfo). Entries in watch events (0.6.3) are not, so
-// the SDKs refuse them with their own error.
-const EnvdVersion = "0.6.2"
+// reported in every EntryInfo), the entry in watch events (0.6.3:
+// include_entry) and allow_network_mounts on a watch (0.6.4: envd refuses
+// to watch an NFS, CIFS or FUSE mount without it; a Runtime sandbox mounts
+// none, so it changes nothing).
+const EnvdVersion = "0.6.4"
 
 // EnvdPort is the port of envd in E2B's sandboxes, which the SDKs name in
 // E2b-Sandbox-Port.
@@ -99,6 +101,8 @@ type Server struct {
 	envd    http.Handler
 	procs   *procTags
 	watches *watchers
+	// fileOps are the facade's own recent file operations (watch.go).
+	fileOps fileOps
 	// code serves the code interpreter's port (49999); nil: not served.
 	code http.Handler
 	// builds and uploads are the template builds (templates.go).

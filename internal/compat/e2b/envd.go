@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/compat/e2b/envd/filesystempb/filesystempbconnect"
@@ -333,6 +334,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 	var out []writeInfo
 	put := func(p string, body io.Reader, length int64) error {
 		p = t.abs(p)
+		began := time.Now()
 		h := http.Header{"Content-Type": {"application/octet-stream"}}
 		q := url.Values{"path": {p}}
 		if meta != "" {
@@ -347,6 +349,7 @@ func (s *Server) writeFiles(w http.ResponseWriter, r *http.Request) {
 		// extended attributes), read from inside it: checked again.
 		var fi agentapi.FileInfo
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&fi)
+		s.fileOps.add(t.id, fileOp{path: p, at: began, last: lastOfWrite})
 		out = append(out, writeInfo{Name: path.Base(p), Type: "file", Path: p, Metadata: agentapi.CleanMetadata(fi.Metadata)})
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -87,9 +88,11 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 		return nil, connect.NewError(connect.CodeAlreadyExists, errors.New(p+" already exists and is not a directory"))
 	}
 	var fi agentapi.FileInfo
+	began := time.Now()
 	if err := f.s.api.json(ctx, t.as, "POST", t.base()+"/files/mkdir", agentapi.MkdirRequest{Path: p, Parents: true}, &fi); err != nil {
 		return nil, rpcError(err)
 	}
+	f.s.fileOps.add(t.id, fileOp{path: p, at: began, last: lastOfMkdir})
 	return connect.NewResponse(&filesystempb.MakeDirResponse{Entry: entryInfo(fi)}), nil
 }
 
@@ -97,9 +100,12 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	t := targetFrom(ctx)
 	var fi agentapi.FileInfo
 	in := agentapi.RenameRequest{From: t.abs(req.Msg.GetSource()), To: t.abs(req.Msg.GetDestination())}
+	began := time.Now()
 	if err := f.s.api.json(ctx, t.as, "POST", t.base()+"/files/rename", in, &fi); err != nil {
 		return nil, rpcError(err)
 	}
+	f.s.fileOps.add(t.id, fileOp{path: in.From, at: began, last: lastOfRenameFrom},
+		fileOp{path: in.To, at: began, last: lastOfRenameTo})
 	return connect.NewResponse(&filesystempb.MoveResponse{Entry: entryInfo(fi)}), nil
 }
 
@@ -210,12 +216,15 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystempb.RemoveRequest]) (*connect.Response[filesystempb.RemoveResponse], error) {
 	t := targetFrom(ctx)
 	p := t.abs(req.Msg.GetPath())
+	began := time.Now()
 	if err := f.s.api.json(ctx, t.as, "DELETE", t.base()+"/files?recursive=true&path="+url.QueryEscape(p), nil, nil); err != nil {
 		// envd removes as os.RemoveAll does: a path that is not there is no
 		// error. The API's 404 is the path's when the sandbox still runs.
 		if ae := asAPIError(err); ae.Status != http.StatusNotFound || !f.s.running(ctx, t.id) {
 			return nil, rpcError(err)
 		}
+	} else {
+		f.s.fileOps.add(t.id, fileOp{path: p, at: began, last: lastOfRemove})
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil
 }

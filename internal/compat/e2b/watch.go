@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,19 @@ import (
 // equivalent and is dropped; an error event (the directory removed) ends
 // the watch with that error. With include_entry, every event but a remove
 // carries the entry as a stat right after gives it (absent when the entry
-// is gone by then).
+// is gone by then). The file API's own write (Runtime's upload: a file
+// written beside its target and renamed over it, which Runtime reports as
+// a create, when new, and a write, both marked upload) is what envd's
+// upload shows: CREATE when new, CHMOD (the owner set), WRITE.
+//
+// envd's watcher lives in the process that writes the files, so its
+// events are in its buffer by the time a write answers; Runtime's come
+// from inside the sandbox a moment later. So that a poller
+// (GetWatcherEvents) right after a file operation made through this
+// facade sees its events as on envd, the facade notes each of its own
+// completed writes, directory creations, moves and removes (ops), and
+// GetWatcherEvents waits, at most watchSettle, until the watcher has read
+// an event of each such path it covers made since it last answered.
 const (
 	// watchIdle ends a watcher (CreateWatcher) nobody read for so long.
 	watchIdle = 10 * time.Minute
@@ -38,6 +51,13 @@ const (
 	maxWatchEvents = 10000
 	// maxWatchers caps watchers per sandbox.
 	maxWatchers = 64
+	// watchSettle is how long GetWatcherEvents waits for the events of the
+	// facade's own file operations (see above).
+	watchSettle = time.Second
+	// opsKeep is how long a file operation is remembered for watchSettle;
+	// maxOps caps those remembered per sandbox (the oldest go first).
+	opsKeep = 10 * time.Second
+	maxOps  = 256
 )
 
 // watchStream is one of Runtime's file watches, as the facade reads it.
@@ -117,6 +137,11 @@ func (w *watchStream) translate(ctx context.Context, ev agentapi.WatchEvent) []*
 	case "create":
 		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_CREATE)}
 	case "write":
+		if ev.Upload {
+			// envd's upload sets the file's owner, then writes it.
+			return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_CHMOD),
+				one(ev.Path, filesystempb.EventType_EVENT_TYPE_WRITE)}
+		}
 		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_WRITE)}
 	case "remove":
 		return []*filesystempb.FilesystemEvent{one(ev.Path, filesystempb.EventType_EVENT_TYPE_REMOVE)}
@@ -172,12 +197,166 @@ type watchers struct {
 }
 
 type watcher struct {
-	sandbox string
-	cancel  context.CancelFunc
-	mu      sync.Mutex
-	events  []*filesystempb.FilesystemEvent
-	err     error // why polling stopped, if it did
-	read    time.Time
+	sandbox   string
+	dir       string // the watched directory (absolute)
+	recursive bool
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	events    []*filesystempb.FilesystemEvent
+	err       error // why polling stopped, if it did
+	read      time.Time
+	// seen is when an event of each type last named each path (its old
+	// name too), keyed seenKey, for watchSettle; trimmed of what is older
+	// than opsKeep.
+	seen map[string]time.Time
+	// changed is closed (and replaced) when events arrive or polling stops.
+	changed chan struct{}
+}
+
+// note records the arrival of ev's events (w.mu held).
+func (w *watcher) note(ev agentapi.WatchEvent, now time.Time) {
+	if len(w.seen) > 4*maxOps {
+		for p, at := range w.seen {
+			if now.Sub(at) > opsKeep {
+				delete(w.seen, p)
+			}
+		}
+	}
+	for _, p := range []string{ev.Path, ev.OldPath} {
+		if p != "" && len(w.seen) < 16*maxOps {
+			w.seen[seenKey(ev.Type, p)] = now
+		}
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func seenKey(typ, p string) string { return typ + "\x00" + p }
+
+// covers says a change of p is an event of the watch.
+func (w *watcher) covers(p string) bool {
+	rel, ok := strings.CutPrefix(p, w.dir+"/")
+	if w.dir == "/" {
+		rel, ok = strings.CutPrefix(p, "/")
+	}
+	return ok && rel != "" && (w.recursive || !strings.Contains(rel, "/"))
+}
+
+// fileOp is one of the facade's own file operations: a path it changed,
+// when it began, and the types of Runtime's watch event that is the last
+// it makes of the path (any one of them).
+type fileOp struct {
+	path string
+	at   time.Time
+	last []string
+}
+
+// The last watch event each of the facade's operations makes of a path:
+// an upload's write; a directory's chmod (the agent sets its owner after
+// making it); a rename's, or a create or remove when the other name is
+// outside the watch; a remove's.
+var (
+	lastOfWrite      = []string{"write"}
+	lastOfMkdir      = []string{"chmod"}
+	lastOfRenameFrom = []string{"rename", "remove"}
+	lastOfRenameTo   = []string{"rename", "create"}
+	lastOfRemove     = []string{"remove"}
+)
+
+// fileOps are the facade's recent file operations, per sandbox.
+type fileOps struct {
+	mu sync.Mutex
+	m  map[string][]fileOp
+}
+
+// add notes that operations begun at changed paths of sandbox sb.
+func (o *fileOps) add(sb string, ops ...fileOp) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string][]fileOp{}
+	}
+	now := time.Now()
+	for id, old := range o.m { // forget what no watcher waits for any more
+		for len(old) > 0 && now.Sub(old[0].at) > opsKeep {
+			old = old[1:]
+		}
+		if len(old) == 0 {
+			delete(o.m, id)
+		} else {
+			o.m[id] = old
+		}
+	}
+	all := append(o.m[sb], ops...)
+	if over := len(all) - maxOps; over > 0 {
+		all = all[over:]
+	}
+	o.m[sb] = all
+}
+
+// since returns sandbox sb's operations begun after t.
+func (o *fileOps) since(sb string, t time.Time) []fileOp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []fileOp
+	for _, op := range o.m[sb] {
+		if op.at.After(t) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// sawAfter says w read op's last event of its path after op began (w.mu
+// held).
+func (w *watcher) sawAfter(op fileOp) bool {
+	for _, typ := range op.last {
+		if at, ok := w.seen[seenKey(typ, op.path)]; ok && !at.Before(op.at) {
+			return true
+		}
+	}
+	return false
+}
+
+// settle waits, at most watchSettle, until w has read an event of each
+// path the facade changed (ops) since after that it covers.
+func (w *watcher) settle(ctx context.Context, ops []fileOp) {
+	var want []fileOp
+	for _, op := range ops {
+		if w.covers(op.path) {
+			want = append(want, op)
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	timer := time.NewTimer(watchSettle)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		missing := w.err == nil
+		if missing {
+			missing = false
+			for _, op := range want {
+				if !w.sawAfter(op) {
+					missing = true
+					break
+				}
+			}
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		if !missing {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func newWatchers() *watchers { return &watchers{m: map[string]*watcher{}} }
@@ -224,7 +403,8 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 		cancel()
 		return nil, err
 	}
-	w := &watcher{sandbox: t.id, cancel: cancel, read: time.Now()}
+	w := &watcher{sandbox: t.id, dir: stream.dir, recursive: in.GetRecursive(), cancel: cancel, read: time.Now(),
+		seen: map[string]time.Time{}, changed: make(chan struct{})}
 	ws := f.s.watches
 	ws.mu.Lock()
 	n := 0
@@ -257,6 +437,8 @@ func (f *filesystemService) readWatcher(ctx context.Context, id string, w *watch
 			if ctx.Err() == nil {
 				w.mu.Lock()
 				w.err = err
+				close(w.changed)
+				w.changed = make(chan struct{})
 				w.mu.Unlock()
 				select { // kept until read once, so the reader learns why
 				case <-ctx.Done():
@@ -268,6 +450,7 @@ func (f *filesystemService) readWatcher(ctx context.Context, id string, w *watch
 		evs := stream.translate(ctx, ev)
 		w.mu.Lock()
 		idle := time.Since(w.read) > watchIdle
+		w.note(ev, time.Now())
 		w.events = append(w.events, evs...)
 		if over := len(w.events) - maxWatchEvents; over > 0 {
 			w.events = w.events[over:]
@@ -285,6 +468,10 @@ func (f *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.R
 	if err != nil {
 		return nil, err
 	}
+	w.mu.Lock()
+	last := w.read
+	w.mu.Unlock()
+	w.settle(ctx, f.s.fileOps.since(t.id, last))
 	w.mu.Lock()
 	evs, werr := w.events, w.err
 	w.events, w.read = nil, time.Now()

@@ -35,6 +35,12 @@ type WatchEvent struct {
 	OldPath string `json:"oldPath,omitempty"`
 	// IsDir says the path is a directory.
 	IsDir bool `json:"isDir,omitempty"`
+	// Upload says a "create" or "write" is the file API's own write
+	// landing (PUT .../files, or a move across file systems): the file
+	// was written beside its target and renamed over it, which is
+	// reported as a plain write would be (a "create" when the target did
+	// not exist, then a "write"), with Upload set on both.
+	Upload bool `json:"upload,omitempty"`
 	// Time is when the agent read the event from the sandbox's kernel
 	// (RFC 3339 with nanoseconds, UTC); absent on heartbeats.
 	Time time.Time `json:"time,omitempty"`

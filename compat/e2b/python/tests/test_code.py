@@ -35,6 +35,24 @@ def test_matplotlib_chart_is_a_png(ci):
     assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
 
 
+def test_pil_image_saved_to_a_file_is_a_result(ci):
+    # As E2B's interpreter: Image.save(path) also shows the image, once per
+    # save, and still writes the file; a save into a buffer shows nothing.
+    ex = ci.run_code(
+        "import io\n"
+        "from PIL import Image\n"
+        "im = Image.new('RGB', (8, 8), (200, 10, 10))\n"
+        "im.save('red.png')\n"
+        "im.save(io.BytesIO(), format='PNG')\n"
+        "import os; print(os.path.getsize('red.png') > 0, Image.Image.save.__name__)"
+    )
+    assert ex.error is None, ex.error
+    pngs = [r.png for r in ex.results if r.png]
+    assert len(pngs) == 1, ex.results
+    assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert ex.logs.stdout == ["True save\n"]
+
+
 def test_exception_is_execution_error(ci):
     ex = ci.run_code("1/0")
     assert ex.error is not None
@@ -201,7 +219,8 @@ def test_other_languages_run_in_kernels_of_their_own():
     """A JavaScript cell (E2B's "js") and a Bash cell each keep their state
     in a kernel of their own, apart from Python's; a JavaScript error comes
     back with its name and traceback; each language's default context is
-    listed with it; a language without a kernel is refused.
+    listed with it and works in /home/user; a language without a kernel is
+    refused.
 
     A sandbox of its own: each language's kernel takes its own memory
     (Deno's about 280 MiB), and the module's sandbox holds what the other
@@ -219,6 +238,8 @@ def _other_languages(ci):
     assert ci.run_code("let x = 20; x + 1", language="js").text == "21"
     assert ci.run_code("x * 2", language="javascript").text == "40"
     assert ci.run_code("x").text == "python"
+    # as E2B's, each language's default kernel works in the user's home
+    assert ci.run_code("console.log(Deno.cwd())", language="js").logs.stdout == ["/home/user\n"]
 
     ex = ci.run_code("throw new TypeError('no such thing')", language="js")
     assert ex.error is not None
@@ -229,7 +250,7 @@ def _other_languages(ci):
     assert langs.get("default-javascript") == "javascript"
     ci.remove_code_context("default-javascript")
 
-    assert ci.run_code("N=7; echo start", language="bash").logs.stdout == ["start\n"]
+    assert "".join(ci.run_code("N=7; echo start; pwd", language="bash").logs.stdout) == "start\n/home/user\n"
     assert "".join(ci.run_code("echo $((N * 6))", language="bash").logs.stdout) == "42\n"
     langs = {c.id: c.language for c in ci.list_code_contexts()}
     assert langs.get("default-bash") == "bash"

@@ -84,6 +84,36 @@ def test_watch_dir(sandbox):
         handle.stop()
 
 
+def test_watcher_events_of_a_write_are_there_when_it_returns(sandbox):
+    # envd's watcher lives in the process that writes, so E2B programs read
+    # a write's events right after it, once: a new file is CREATE, CHMOD
+    # (its owner set), WRITE; a rewrite CHMOD, WRITE; a mkdir, a rename and
+    # a remove each show at once too, with no polling.
+    d = f"/home/user/wr-{uuid.uuid4().hex[:8]}"
+    sandbox.files.make_dir(d)
+    handle = sandbox.files.watch_dir(d, include_entry=True)
+    try:
+        sandbox.files.write(f"{d}/f.txt", "one")
+        got = [(e.name, e.type) for e in handle.get_new_events()]
+        assert got == [("f.txt", FilesystemEventType.CREATE), ("f.txt", FilesystemEventType.CHMOD),
+                       ("f.txt", FilesystemEventType.WRITE)], got
+        sandbox.files.write(f"{d}/f.txt", "two")
+        events = handle.get_new_events()
+        assert [(e.name, e.type) for e in events] == [("f.txt", FilesystemEventType.CHMOD),
+                                                      ("f.txt", FilesystemEventType.WRITE)], events
+        assert events[-1].entry.path == f"{d}/f.txt" and events[-1].entry.size == 3
+        sandbox.files.make_dir(f"{d}/sub")
+        assert ("sub", FilesystemEventType.CREATE) in [(e.name, e.type) for e in handle.get_new_events()]
+        sandbox.files.rename(f"{d}/f.txt", f"{d}/g.txt")
+        assert [(e.name, e.type) for e in handle.get_new_events()] == [
+            ("f.txt", FilesystemEventType.RENAME), ("g.txt", FilesystemEventType.CREATE)]
+        sandbox.files.remove(f"{d}/g.txt")
+        assert [(e.name, e.type) for e in handle.get_new_events()] == [("g.txt", FilesystemEventType.REMOVE)]
+        assert handle.get_new_events() == []  # each event once
+    finally:
+        handle.stop()
+
+
 def test_watch_dir_sees_a_short_lived_file_and_a_rename(sandbox):
     # Runtime's watch is inotify in the sandbox: a file that lived for 10 ms
     # is reported, and a rename is RENAME of the old name then CREATE of the

@@ -56,6 +56,9 @@ class WatchEvent:
     old_path: str = ""
     #: The path is a directory.
     is_dir: bool = False
+    #: A ``create`` or ``write`` that is the file API's own write landing
+    #: (an upload, or a move across file systems), reported as a plain write.
+    upload: bool = False
     #: When the agent read the event from the sandbox's kernel (UTC).
     time: datetime | None = None
     #: How many events were lost before an ``overflow`` (0: an unknown number).
@@ -69,6 +72,7 @@ class WatchEvent:
             path=d.get("path", "") or "",
             old_path=d.get("oldPath", "") or "",
             is_dir=bool(d.get("isDir", False)),
+            upload=bool(d.get("upload", False)),
             time=parse_time(d.get("time")),
             dropped=int(d.get("dropped", 0) or 0),
             _raw=dict(d),

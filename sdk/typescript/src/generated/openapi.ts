@@ -1024,11 +1024,15 @@ export interface paths {
          *     resolve under `/workspace`; it must exist and the kernel's user must
          *     be able to enter it, else 400). A running kernel changes directory
          *     without a cell (no output, no history, no execution count); a
-         *     restarted kernel starts there. The `default` context need not exist
-         *     yet: in a sandbox with kernels it is made with that `cwd` and its
-         *     kernel started, so the first call runs there (a sandbox without
-         *     kernels: 501). The E2B facade uses it to start E2B's code contexts
-         *     in the user's home, as E2B's interpreter does.
+         *     restarted kernel starts there. A default context need not exist
+         *     yet: in a sandbox with kernels it is made with that `cwd`, so the
+         *     first call runs there (a sandbox without kernels: 501): `default`
+         *     (Python's) with its kernel started, `default-<language>` (another
+         *     language's) without one, started at the language's first call (a
+         *     language whose kernel the sandbox lacks: 400). A running kernel of
+         *     another language than Python is not moved (409). The E2B facade uses
+         *     it to start E2B's code contexts in the user's home, as E2B's
+         *     interpreter does.
          */
         patch: operations["updateContext"];
         trace?: never;
@@ -2519,6 +2523,8 @@ export interface components {
             oldPath?: string;
             /** @description The path is a directory. */
             isDir?: boolean;
+            /** @description A `create` or `write` that is the file API's own write landing (`PUT .../files`, or a move across file systems): the file was written beside its target and renamed over it, reported as a plain write would be (`create` when the target did not exist, then `write`), with `upload` set on both. */
+            upload?: boolean;
             /**
              * Format: date-time
              * @description When the agent read the event from the sandbox's kernel (RFC 3339 with nanoseconds, UTC).
