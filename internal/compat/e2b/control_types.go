@@ -29,9 +29,14 @@ type newSandbox struct {
 	Metadata            map[string]string `json:"metadata"`
 	EnvVars             map[string]string `json:"envVars"`
 	Secure              *bool             `json:"secure"`
-	MCP                 json.RawMessage   `json:"mcp"`
-	IAM                 json.RawMessage   `json:"iam"`
-	VolumeMounts        []json.RawMessage `json:"volumeMounts"`
+	// MCP is accepted and not used: E2B's SDKs start the MCP gateway
+	// themselves after the create (`mcp-gateway --config ...` as root, by
+	// commands.run) and kill the sandbox when that fails, so a template
+	// without the gateway fails as E2B's does ("Failed to start MCP
+	// gateway"). Runtime ships no mcp-gateway template.
+	MCP          json.RawMessage   `json:"mcp"`
+	IAM          json.RawMessage   `json:"iam"`
+	VolumeMounts []json.RawMessage `json:"volumeMounts"`
 }
 
 type autoResume struct {
@@ -61,8 +66,6 @@ func (n *newSandbox) check() error {
 	switch {
 	case n.TemplateID == "":
 		return fmt.Errorf("templateID is missing; name a template, such as \"base\"")
-	case isSet(n.MCP):
-		return fmt.Errorf("mcp is not supported by Runtime; create the sandbox without it")
 	case isSet(n.IAM):
 		return fmt.Errorf("iam (workload identity) is not supported by Runtime; use Runtime secrets for credentials")
 	case len(n.VolumeMounts) > 0:

@@ -210,3 +210,16 @@ def test_get_metrics(sandbox):
     assert sandbox.get_metrics(start=info.started_at - 2 * hour, end=info.started_at - hour) == []
     recent = sandbox.get_metrics(start=now - datetime.timedelta(seconds=20), end=now + datetime.timedelta(seconds=5))
     assert recent and all(r.timestamp >= now - datetime.timedelta(seconds=21) for r in recent)
+
+
+def test_mcp_without_a_gateway_fails_and_leaves_no_sandbox():
+    """The SDK starts the MCP gateway itself after the create; the base
+    template has no gateway binary, so the create fails as E2B's does and
+    the SDK kills the sandbox: none is left running."""
+    from e2b.exceptions import SandboxException
+
+    metadata = {"case": "mcp-" + uuid.uuid4().hex[:12]}
+    query = SandboxQuery(state=[SandboxState.RUNNING], metadata=metadata)
+    with pytest.raises(SandboxException, match="Failed to start MCP gateway"):
+        Sandbox.create("base", timeout=60, metadata=metadata, mcp={"some_server": {}})
+    assert Sandbox.list(query=query).next_items() == []
