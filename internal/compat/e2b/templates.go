@@ -4,7 +4,8 @@ package e2b
 // Template.get_build_status of the SDKs call), over Runtime's template
 // builder. An E2B template is a row of the store's e2b_templates: E2B's
 // templateID and alias, per API key, pointing at the Runtime template of its
-// last successful build, which is private to that key (template.OwnedBy).
+// last successful build, which is private to that key (template.OwnedBy),
+// and by its tags (tags.go) at the builds they name.
 // So another key neither sees, nor boots, nor deletes it, through this API
 // or Runtime's own. A build (templatebuild.go) turns E2B's steps into a
 // Dockerfile and a build context and asks the API for a Dockerfile build
