@@ -204,13 +204,15 @@ func (s *Server) templateOf(ctx context.Context, as who, ref string) (store.E2BT
 // is the E2B template when there is one.
 func (s *Server) runtimeTemplate(ctx context.Context, as who, ref string) (name string, tpl *store.E2BTemplate, err error) {
 	if as.keyID != "" {
-		t, err := s.templateOf(ctx, as, ref)
+		// The template by its name alone: a tag it lacks is a 404 naming
+		// the tag, not a Runtime template's name to try.
+		name, tag, hasTag := splitRef(ref)
+		t, err := s.templateOf(ctx, as, name)
 		switch {
 		case err == nil && t.Template == "":
 			return "", nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request",
 				Message: fmt.Sprintf("template %q has no successful build yet (%s); build it with Template.build first", t.Alias, s.builds.lastState(t.ID))}
 		case err == nil:
-			_, tag, hasTag := splitRef(ref)
 			b, err := s.buildOfTag(ctx, as, t, tag, hasTag)
 			if err != nil {
 				return "", nil, err
