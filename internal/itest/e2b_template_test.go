@@ -166,8 +166,9 @@ func TestE2BTemplateRoutes(t *testing.T) {
 	}{
 		{map[string]any{}, 400, "the template has no name"},
 		{map[string]any{"name": "Bad Name"}, 400, "give 1-50 characters of a-z"},
-		{map[string]any{"name": "app:v2"}, 400, `tag "v2": template tags are not supported`},
-		{map[string]any{"name": "app", "tags": []string{"stable"}}, 400, `tag "stable"`},
+		{map[string]any{"name": "app:"}, 400, `tag ""`},
+		{map[string]any{"name": ":v2"}, 400, "give 1-50 characters of a-z"},
+		{map[string]any{"name": "app", "tags": []string{"other:stable"}}, 400, `tag "other:stable"`},
 		{map[string]any{"name": "team/app"}, 400, "namespaced names"},
 		{map[string]any{"name": "app", "teamID": "t1"}, 400, "Runtime has no teams"},
 		{map[string]any{"name": "app", "cpuCount": 0}, 400, "cpuCount must be at least 1"},
@@ -207,7 +208,14 @@ func TestE2BTemplateRoutes(t *testing.T) {
 			400, `user "postgres": Runtime runs build steps as root or user`},
 		{"POST", "/v2" + build, map[string]any{"fromTemplate": "base", "steps": []any{copyStep}}, 400, "the files of a COPY step (filesHash " + hash + ") were not uploaded"},
 		{"PATCH", tpl, map[string]any{"public": true}, 501, "public templates"},
-		{"POST", "/templates/tags", map[string]any{"target": "app:default", "tags": []string{"x"}}, 501, "template tags"},
+		{"POST", "/templates/tags", map[string]any{"target": "app", "tags": []string{"x"}}, 404, `template "app" has no tag "default"`},
+		{"POST", "/templates/tags", map[string]any{"target": "app", "tags": []string{":x"}}, 400, `tag ":x"`},
+		{"POST", "/templates/tags", map[string]any{"target": "app", "tags": []string{"app:"}}, 400, `tag ""`},
+		{"POST", "/templates/tags", map[string]any{"target": "app", "tags": []string{}}, 400, "tags is empty"},
+		{"DELETE", "/templates/tags", map[string]any{"name": "app", "tags": []string{"x"}}, 404, `template "app" has no tag "x"`},
+		{"DELETE", "/templates/tags", map[string]any{"name": "app:v1", "tags": []string{"x"}}, 400, "without a tag"},
+		{"GET", tpl + "/tags", nil, 200, ""},
+		{"GET", tpl + "/nope", nil, 404, "no route"},
 	} {
 		status, data := f.controlAs(a, c.method, c.path, c.body)
 		if status != c.status || !strings.Contains(e2bMessage(data), c.want) {
@@ -234,9 +242,9 @@ func TestE2BTemplateRoutes(t *testing.T) {
 	// Another key sees nothing of it, by alias or by id.
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/templates/aliases/app"}, {"GET", tpl}, {"GET", build + "/status"}, {"GET", tpl + "/files/" + hash},
-		{"DELETE", tpl}, {"POST", "/v2" + build},
+		{"DELETE", tpl}, {"POST", "/v2" + build}, {"GET", tpl + "/tags"}, {"POST", "/templates/tags"}, {"DELETE", "/templates/tags"},
 	} {
-		status, data := f.control(c.method, c.path, map[string]any{"fromTemplate": "base"})
+		status, data := f.control(c.method, c.path, map[string]any{"fromTemplate": "base", "target": "app", "name": "app", "tags": []string{"x"}})
 		if status != http.StatusNotFound {
 			t.Errorf("another key's %s %s: %d %s; want 404", c.method, c.path, status, data)
 		}
@@ -389,5 +397,151 @@ func TestE2BTemplateBuild(t *testing.T) {
 	}
 	if status, _ := f.controlAs(a, "GET", "/templates/aliases/my-app", nil); status != http.StatusNotFound {
 		t.Errorf("alias after the delete: %d", status)
+	}
+}
+
+// TestE2BTemplateTags: a build named "alias:tag" gets that tag; a tag
+// assigned to it stays on it while "alias" (the default tag) moves to a
+// rebuild, so a sandbox of "alias:production" boots the old content; the
+// tags are listed, removed (the old build's Runtime template goes with its
+// last tag), refused in forms that are not tags, and invisible to another
+// key; deleting the template deletes them.
+func TestE2BTemplateTags(t *testing.T) {
+	s := newHostileScene(t)
+	withBase(t, s.tdir)
+	e := newEnv(t, withTemplatesDir(s.tdir))
+	f := newE2BFront(e)
+	var tenant api.Key
+	e.must(http.StatusCreated, "POST", "/v1/keys", api.CreateKeyRequest{Name: "tenant", DailyLimitMicros: 100_000_000}, &tenant)
+	a := tenant.Secret
+	writes := func(v string) map[string]any {
+		return map[string]any{"fromTemplate": "base", "steps": []any{
+			map[string]any{"type": "RUN", "args": []string{"echo " + v + " > /home/user/build.txt"}}}}
+	}
+	id, st, logs := f.e2bBuild(a, "tagged:v1", writes("first"), nil)
+	if st.Status != "ready" {
+		t.Fatalf("build tagged:v1: %+v\n%s", st.Reason, logs)
+	}
+	var assigned struct {
+		Tags    []string `json:"tags"`
+		BuildID string   `json:"buildID"`
+	}
+	status, data := f.controlAs(a, "POST", "/templates/tags", map[string]any{"target": "tagged:v1", "tags": []string{"production", "tagged:stable"}})
+	if status != http.StatusCreated || json.Unmarshal(data, &assigned) != nil || strings.Join(assigned.Tags, ",") != "production,stable" || assigned.BuildID == "" {
+		t.Fatalf("assign: %d %s", status, data)
+	}
+	firstBuild := assigned.BuildID
+	for _, bad := range []string{":invalid-tag", "tagged:", "other:x", ""} {
+		if status, data := f.controlAs(a, "POST", "/templates/tags", map[string]any{"target": "tagged:v1", "tags": []string{bad}}); status != 400 {
+			t.Errorf("assign %q: %d %s; want 400", bad, status, data)
+		}
+	}
+	if status, data := f.controlAs(a, "POST", "/templates/tags", map[string]any{"target": "tagged:nope", "tags": []string{"x"}}); status != 404 {
+		t.Errorf("assign from a missing tag: %d %s", status, data)
+	}
+	// The rebuild without a tag gets the default tag.
+	if _, st, logs := f.e2bBuild(a, "tagged", writes("second"), nil); st.Status != "ready" {
+		t.Fatalf("rebuild: %+v\n%s", st.Reason, logs)
+	}
+	var tags []struct {
+		Tag       string    `json:"tag"`
+		BuildID   string    `json:"buildID"`
+		CreatedAt time.Time `json:"createdAt"`
+	}
+	for _, ref := range []string{id, "tagged"} {
+		status, data = f.controlAs(a, "GET", "/templates/"+ref+"/tags", nil)
+		if status != 200 || json.Unmarshal(data, &tags) != nil || len(tags) != 4 {
+			t.Fatalf("tags of %s: %d %s", ref, status, data)
+		}
+	}
+	byTag := map[string]string{}
+	for _, tg := range tags {
+		byTag[tg.Tag] = tg.BuildID
+		if tg.CreatedAt.IsZero() {
+			t.Errorf("tag %s has no createdAt", tg.Tag)
+		}
+	}
+	if byTag["v1"] != firstBuild || byTag["production"] != firstBuild || byTag["stable"] != firstBuild || byTag["default"] == "" || byTag["default"] == firstBuild {
+		t.Errorf("tags after the rebuild: %+v (first build %s)", byTag, firstBuild)
+	}
+	// Each reference boots its build's content.
+	for ref, want := range map[string]string{"tagged:production": "first", "tagged:v1": "first", "tagged": "second", "tagged:default": "second", id + ":stable": "first"} {
+		status, data := f.controlAs(a, "POST", "/sandboxes", map[string]any{"templateID": ref, "timeout": 60})
+		var sb e2bSandbox
+		if status != http.StatusCreated || json.Unmarshal(data, &sb) != nil {
+			t.Fatalf("create from %s: %d %s", ref, status, data)
+		}
+		if res := e.sh(runtimeSandboxID(sb.SandboxID), "cat /home/user/build.txt"); res.Stdout != want+"\n" {
+			t.Errorf("a sandbox of %s: %q %q; want %q", ref, res.Stdout, res.Stderr, want)
+		}
+		e.must(http.StatusNoContent, "DELETE", "/v1/sandboxes/"+runtimeSandboxID(sb.SandboxID), nil, nil)
+	}
+	if status, data := f.controlAs(a, "POST", "/sandboxes", map[string]any{"templateID": "tagged:nope"}); status != 404 {
+		t.Errorf("create from a missing tag: %d %s", status, data)
+	}
+	if status, _ := f.controlAs(a, "GET", "/templates/aliases/tagged:production", nil); status != 200 {
+		t.Errorf("exists tagged:production: %d", status)
+	}
+	if status, _ := f.controlAs(a, "GET", "/templates/aliases/tagged:nope", nil); status != 404 {
+		t.Errorf("exists tagged:nope: %d", status)
+	}
+
+	// Another key sees, boots and removes nothing.
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/templates/" + id + "/tags", nil}, {"GET", "/templates/tagged/tags", nil},
+		{"POST", "/templates/tags", map[string]any{"target": "tagged:v1", "tags": []string{"mine"}}},
+		{"DELETE", "/templates/tags", map[string]any{"name": "tagged", "tags": []string{"production"}}},
+		{"POST", "/sandboxes", map[string]any{"templateID": id + ":production"}},
+	} {
+		if status, data := f.control(c.method, c.path, c.body); status != http.StatusNotFound && !(c.path == "/sandboxes" && status == 400) {
+			t.Errorf("another key's %s %s: %d %s", c.method, c.path, status, data)
+		}
+	}
+
+	runtimeTemplates := func() []string {
+		var mine api.TemplateList
+		status, data := e.do("GET", "/v1/templates", nil, "Authorization", "Bearer "+a)
+		if status != 200 || json.Unmarshal(data, &mine) != nil {
+			t.Fatalf("the owner's Runtime list: %d %s", status, data)
+		}
+		var out []string
+		for _, rt := range mine.Templates {
+			if strings.HasPrefix(rt.Name, "e2b.tagged.") {
+				out = append(out, rt.Name)
+			}
+		}
+		return out
+	}
+	if got := runtimeTemplates(); len(got) != 2 {
+		t.Errorf("Runtime templates with the first build tagged: %v", got)
+	}
+	// Removing some of the first build's tags keeps it; removing the last
+	// one deletes its Runtime template.
+	if status, data := f.controlAs(a, "DELETE", "/templates/tags", map[string]any{"name": "tagged", "tags": []string{"v1", "stable"}}); status != http.StatusNoContent {
+		t.Fatalf("remove v1, stable: %d %s", status, data)
+	}
+	if got := runtimeTemplates(); len(got) != 2 {
+		t.Errorf("Runtime templates with production left: %v", got)
+	}
+	if status, data := f.controlAs(a, "POST", "/sandboxes", map[string]any{"templateID": "tagged:v1"}); status != 404 {
+		t.Errorf("create from a removed tag: %d %s", status, data)
+	}
+	if status, data := f.controlAs(a, "DELETE", "/templates/tags", map[string]any{"name": "tagged", "tags": []string{"production"}}); status != http.StatusNoContent {
+		t.Fatalf("remove production: %d %s", status, data)
+	}
+	if got := runtimeTemplates(); len(got) != 1 {
+		t.Errorf("Runtime templates once the first build has no tag: %v", got)
+	}
+	if status, data := f.controlAs(a, "DELETE", "/templates/tagged", nil); status != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", status, data)
+	}
+	if status, data := f.controlAs(a, "GET", "/templates/"+id+"/tags", nil); status != http.StatusNotFound {
+		t.Errorf("tags of a deleted template: %d %s", status, data)
+	}
+	if left := s.leftovers(t); strings.Join(left, ",") != "base" {
+		t.Errorf("templates directory after the delete: %v", left)
 	}
 }

@@ -100,9 +100,12 @@ func (s *Store) SetE2BTemplateBuild(ctx context.Context, t E2BTemplate) error {
 	return nil
 }
 
-// DeleteE2BTemplate removes key keyID's E2B template id. ErrNotFound when
-// it has none.
+// DeleteE2BTemplate removes key keyID's E2B template id and its tags.
+// ErrNotFound when it has none.
 func (s *Store) DeleteE2BTemplate(ctx context.Context, keyID, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM e2b_template_tags WHERE template_id = ? AND key_id = ?`, id, keyID); err != nil {
+		return fmt.Errorf("store: e2b template %s tags: %w", id, err)
+	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM e2b_templates WHERE id = ? AND key_id = ?`, id, keyID)
 	if err != nil {
 		return fmt.Errorf("store: e2b template %s: %w", id, err)

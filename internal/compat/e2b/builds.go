@@ -65,6 +65,8 @@ type build struct {
 	// cpu and memory are the request's sizes for the template's sandboxes
 	// (0: the server's defaults), recorded when the build succeeds.
 	cpu, memory int64
+	// tags are the tags the build gets when it succeeds.
+	tags []string
 
 	mu       sync.Mutex
 	state    string
@@ -129,10 +131,11 @@ type buildSet struct {
 
 func newBuildSet() *buildSet { return &buildSet{byID: map[string]*build{}} }
 
-// add makes a build of t waiting for its start, for key as. A waiting
+// add makes a build of t waiting for its start, for key as, that gets
+// tags when it succeeds. A waiting
 // build of t that was never started is superseded; a running one makes
 // this a 409; a key with maxBuildsPerKey running builds gets a 429.
-func (bs *buildSet) add(as who, t store.E2BTemplate, req templateRequest) (*build, error) {
+func (bs *buildSet) add(as who, t store.E2BTemplate, req templateRequest, tags []string) (*build, error) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	bs.gcLocked()
@@ -158,7 +161,7 @@ func (bs *buildSet) add(as who, t store.E2BTemplate, req templateRequest) (*buil
 			Message: fmt.Sprintf("this API key runs %d template builds, as many as Runtime runs at once for one key; wait for one to end", running)}
 	}
 	now := time.Now().UTC()
-	b := &build{id: uuid(), templateID: t.ID, keyID: as.keyID, alias: t.Alias, created: now, state: stateWaiting, updated: now}
+	b := &build{id: uuid(), templateID: t.ID, keyID: as.keyID, alias: t.Alias, created: now, state: stateWaiting, updated: now, tags: tags}
 	if req.CPUCount != nil {
 		b.cpu = *req.CPUCount
 	}

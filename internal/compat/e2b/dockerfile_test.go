@@ -151,19 +151,3 @@ func TestTranslateStart(t *testing.T) {
 		t.Errorf("no start: %q %q %v", tr.startCmd, tr.readyCmd, err)
 	}
 }
-
-func TestParseName(t *testing.T) {
-	for in, want := range map[string]string{"my-app": "my-app", "my_app:default": "my_app", "a": "a"} {
-		if got, err := parseName(in, nil); err != nil || got != want {
-			t.Errorf("%q: %q %v", in, got, err)
-		}
-	}
-	for in, want := range map[string]string{"app:v1": `tag "v1"`, "team/app": "namespaced names", "App": "give 1-50 characters", "": "give 1-50"} {
-		if _, err := parseName(in, nil); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v; want %q", in, err, want)
-		}
-	}
-	if _, err := parseName("app", []string{"stable"}); err == nil || !strings.Contains(err.Error(), `tag "stable"`) {
-		t.Errorf("tags: %v", err)
-	}
-}

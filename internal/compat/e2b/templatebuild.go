@@ -138,7 +138,6 @@ func (s *Server) runBuild(ctx context.Context, as who, t store.E2BTemplate, b *b
 		s.fail(b, f.step, err.Error())
 		return
 	}
-	old := t.Template
 	t.Template, t.BuildID, t.CPUCount, t.MemoryMiB, t.UpdatedAt = built.Name, b.id, b.cpu, b.memory, time.Now().UTC().Truncate(time.Millisecond)
 	if err := s.cfg.Store.SetE2BTemplateBuild(ctx, t); err != nil {
 		_ = s.api.json(detach(ctx), as, "DELETE", "/v1/templates/"+url.PathEscape(built.Name), nil, nil)
@@ -148,11 +147,15 @@ func (s *Server) runBuild(ctx context.Context, as who, t store.E2BTemplate, b *b
 		s.fail(b, "finalize", err.Error())
 		return
 	}
-	if old != "" {
-		// Sandboxes of the old build keep it until they end; the next
-		// build or delete removes it then.
-		_ = s.api.json(ctx, as, "DELETE", "/v1/templates/"+url.PathEscape(old), nil, nil)
+	tag := store.E2BTemplateTag{TemplateID: t.ID, KeyID: t.KeyID, BuildID: b.id, Template: built.Name, CPUCount: b.cpu,
+		MemoryMiB: b.memory, CreatedAt: t.UpdatedAt}
+	if err := s.cfg.Store.SetE2BTemplateTags(ctx, tag, b.tags); err != nil {
+		// The build is the template's last: "alias" reaches it even so.
+		b.log("warn", "finalize", "the build's tags %v were not recorded: %v", b.tags, err)
 	}
+	// The previous build goes unless a tag names it; sandboxes of it keep
+	// it until they end, and the next build, tag removal or delete
+	// removes it then.
 	s.dropOldBuilds(ctx, as, t)
 	b.log("info", "finalize", "Template %s is built: Runtime template %s, %.1f MiB", t.Alias, built.Name, float64(built.SizeBytes)/(1<<20))
 	b.finish(nil)

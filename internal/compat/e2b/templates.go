@@ -4,7 +4,8 @@ package e2b
 // Template.get_build_status of the SDKs call), over Runtime's template
 // builder. An E2B template is a row of the store's e2b_templates: E2B's
 // templateID and alias, per API key, pointing at the Runtime template of its
-// last successful build, which is private to that key (template.OwnedBy).
+// last successful build, which is private to that key (template.OwnedBy),
+// and by its tags (tags.go) at the builds they name.
 // So another key neither sees, nor boots, nor deletes it, through this API
 // or Runtime's own. A build (templatebuild.go) turns E2B's steps into a
 // Dockerfile and a build context and asks the API for a Dockerfile build
@@ -30,8 +31,8 @@ import (
 // of Runtime template names ("e2b.ALIAS.RANDOM"), whose '.' it must not hold.
 var aliasPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,49}$`)
 
-// defaultTag is the only tag a template has here: each build replaces the
-// last.
+// defaultTag is E2B's tag of a build named without one ("alias" is
+// "alias:default"); each such build moves it (tags.go).
 const defaultTag = "default"
 
 // maxTemplatesPerKey caps the E2B templates (names) one key holds, built or
@@ -49,6 +50,17 @@ func (s *Server) templateRoutes(h func(string, func(http.ResponseWriter, *http.R
 	h("GET /v2/templates", s.listTemplates)
 	h("GET /templates/{templateID}", s.getTemplate)
 	h("GET /templates/aliases/{alias}", s.aliasOf)
+	h("POST /templates/tags", s.assignTags)
+	h("DELETE /templates/tags", s.removeTags)
+	// GET /templates/{templateID}/tags: a pattern of its own would
+	// conflict with /templates/aliases/{alias} (neither is more specific).
+	h("GET /templates/{templateID}/{sub}", func(w http.ResponseWriter, r *http.Request, as who) {
+		if r.PathValue("sub") != "tags" {
+			writeError(w, http.StatusNotFound, "no route %s %s in Runtime's E2B-compatible API (README: E2B compatibility)", r.Method, r.URL.Path)
+			return
+		}
+		s.listTags(w, r, as)
+	})
 	// PUT of an upload link: authorized by the link's token, as a
 	// presigned URL is (the SDKs send no API key there).
 	s.control.HandleFunc("PUT /templates/{templateID}/files/{hash}", s.upload)
@@ -58,9 +70,6 @@ func (s *Server) templateRoutes(h func(string, func(http.ResponseWriter, *http.R
 	}
 	for _, p := range []string{"PATCH /templates/{templateID}", "PATCH /v2/templates/{templateID}"} {
 		h(p, s.unsupported("changing a template (public templates: a template here is its API key's only)"))
-	}
-	for _, p := range []string{"POST /templates/tags", "DELETE /templates/tags"} {
-		h(p, s.unsupported("template tags (each build replaces the template's last; build under another name to keep both)"))
 	}
 }
 
@@ -85,26 +94,29 @@ type templateRequested struct {
 	Aliases    []string `json:"aliases"`
 }
 
-// parseName splits E2B's "name" or "name:tag" into the alias, refusing what
-// this API does not serve: a namespace ("team/name") and tags other than
-// "default".
-func parseName(name string, tags []string) (string, error) {
+// parseName splits E2B's "name" or "name:tag" into the alias and the tags
+// a build of it gets: the name's tag, else E2B's default tag, then tags.
+// It refuses a namespace ("team/name"), which this API does not serve, and
+// what is not a tag (":x", "name:").
+func parseName(name string, tags []string) (string, []string, error) {
 	alias, tag, hasTag := strings.Cut(name, ":")
-	if hasTag {
-		tags = append(tags, tag)
-	}
-	for _, t := range tags {
-		if t != defaultTag {
-			return "", fmt.Errorf("tag %q: template tags are not supported by Runtime (a template has one build, tagged %q, which each build replaces); leave the tag out or build under another name", t, defaultTag)
-		}
-	}
 	if strings.Contains(alias, "/") {
-		return "", fmt.Errorf("name %q: namespaced names (TEAM/NAME) are not supported by Runtime; a template belongs to the API key that builds it, so give the name alone", name)
+		return "", nil, fmt.Errorf("name %q: namespaced names (TEAM/NAME) are not supported by Runtime; a template belongs to the API key that builds it, so give the name alone", name)
 	}
 	if !aliasPattern.MatchString(alias) {
-		return "", fmt.Errorf("name %q: give 1-50 characters of a-z, 0-9, '_' and '-', starting with a letter or digit", alias)
+		return "", nil, fmt.Errorf("name %q: give 1-50 characters of a-z, 0-9, '_' and '-', starting with a letter or digit", alias)
 	}
-	return alias, nil
+	if !hasTag {
+		tag = defaultTag
+	}
+	all, err := tagsOf(alias, append([]string{tag}, tags...))
+	if err != nil {
+		return "", nil, fmt.Errorf("name %q: %w", name, err)
+	}
+	if len(all) > maxTagsPerTemplate {
+		return "", nil, fmt.Errorf("%d tags: Runtime keeps at most %d for one template", len(all), maxTagsPerTemplate)
+	}
+	return alias, all, nil
 }
 
 // requestBuild is POST /v3/templates: the template of the name (made when
@@ -123,7 +135,7 @@ func (s *Server) requestBuild(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "the template has no name: give one (Template.build(template, 'my-template'))")
 		return
 	}
-	alias, err := parseName(name, req.Tags)
+	alias, tags, err := parseName(name, req.Tags)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -159,45 +171,53 @@ func (s *Server) requestBuild(w http.ResponseWriter, r *http.Request, as who) {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	b, err := s.builds.add(as, tpl, req)
+	b, err := s.builds.add(as, tpl, req, tags)
 	if err != nil {
 		s.writeAPIError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, templateRequested{TemplateID: tpl.ID, BuildID: b.id, Names: []string{alias},
-		Tags: []string{defaultTag}, Aliases: []string{alias}})
+		Tags: tags, Aliases: []string{alias}})
 }
 
-// templateOf returns the key's E2B template whose id or alias is ref (a
-// ":default" tag is allowed), or an E2B 404 that says nothing of other
-// keys' templates.
+// templateOf returns the key's E2B template whose id or alias is ref (with
+// a tag, "alias:tag", it must have that tag), or an E2B 404 that says
+// nothing of other keys' templates.
 func (s *Server) templateOf(ctx context.Context, as who, ref string) (store.E2BTemplate, error) {
-	name, tag, _ := strings.Cut(ref, ":")
-	if tag != "" && tag != defaultTag {
-		return store.E2BTemplate{}, &apiError{Status: http.StatusNotFound, Code: "not_found",
-			Message: fmt.Sprintf("template %q has no tag %q: a template here has one build, tagged %q", name, tag, defaultTag)}
-	}
+	name, tag, hasTag := splitRef(ref)
 	t, err := s.cfg.Store.E2BTemplateOf(ctx, as.keyID, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return t, &apiError{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no template %q: this API key has built none of that name or id (Template.build makes one)", name)}
+	}
+	if err == nil && hasTag {
+		_, err = s.buildOfTag(ctx, as, t, tag, true)
 	}
 	return t, err
 }
 
 // runtimeTemplate is the Runtime template a create's (or a build's FROM)
 // E2B template reference names: the key's own E2B template of that alias or
-// id (its last build; an error when it has none yet), else Config.Templates'
+// id (the build its tag names, "alias" being "alias:default" or, without
+// that tag, its last build; an error when it has none yet), else Config.Templates'
 // name for it, else the reference itself (one of Runtime's templates). tpl
 // is the E2B template when there is one.
 func (s *Server) runtimeTemplate(ctx context.Context, as who, ref string) (name string, tpl *store.E2BTemplate, err error) {
 	if as.keyID != "" {
-		t, err := s.templateOf(ctx, as, ref)
+		// The template by its name alone: a tag it lacks is a 404 naming
+		// the tag, not a Runtime template's name to try.
+		name, tag, hasTag := splitRef(ref)
+		t, err := s.templateOf(ctx, as, name)
 		switch {
 		case err == nil && t.Template == "":
 			return "", nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request",
 				Message: fmt.Sprintf("template %q has no successful build yet (%s); build it with Template.build first", t.Alias, s.builds.lastState(t.ID))}
 		case err == nil:
+			b, err := s.buildOfTag(ctx, as, t, tag, hasTag)
+			if err != nil {
+				return "", nil, err
+			}
+			t.Template, t.BuildID, t.CPUCount, t.MemoryMiB = b.Template, b.BuildID, b.CPUCount, b.MemoryMiB
 			return t.Template, &t, nil
 		case asAPIError(err).Status != http.StatusNotFound:
 			return "", nil, err
@@ -337,12 +357,16 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request, as who) {
 // public templates; 404 otherwise (E2B's 403 for another team's alias
 // would say it exists; here another key's is not found).
 func (s *Server) aliasOf(w http.ResponseWriter, r *http.Request, as who) {
-	alias := r.PathValue("alias")
-	if _, err := parseName(alias, nil); err != nil {
+	alias, _, hasTag := splitRef(r.PathValue("alias"))
+	if _, _, err := parseName(r.PathValue("alias"), nil); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	t, err := s.cfg.Store.E2BTemplateOf(r.Context(), as.keyID, alias)
+	if err == nil && t.Alias == alias && hasTag {
+		// "alias:tag": the template must have the tag.
+		_, err = s.templateOf(r.Context(), as, r.PathValue("alias"))
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Alias != alias) {
 		name := alias
 		if n, ok := s.cfg.Templates[alias]; ok {
@@ -379,25 +403,38 @@ func (s *Server) deleteE2BTemplate(ctx context.Context, as who, t store.E2BTempl
 			return err
 		}
 	}
-	s.dropOldBuilds(ctx, as, store.E2BTemplate{ID: t.ID, Alias: t.Alias})
+	// Its tags go with it (the store deletes them with the row), then
+	// every build of it no sandbox uses.
 	err := s.cfg.Store.DeleteE2BTemplate(ctx, as.keyID, t.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
-	return err
+	s.dropBuilds(ctx, as, t.Alias, nil)
+	return nil
 }
 
 // dropOldBuilds deletes the key's Runtime templates of E2B template t's
-// earlier builds ("e2b.ALIAS.*" but t.Template) that no sandbox uses any
-// more; those still in use are left for the next build or delete.
+// earlier builds ("e2b.ALIAS.*") that neither are its last build
+// (t.Template) nor have a tag, and that no sandbox uses any more; those
+// still in use are left for the next build, tag removal or delete.
 func (s *Server) dropOldBuilds(ctx context.Context, as who, t store.E2BTemplate) {
+	keep, err := s.keptBuilds(ctx, as, t)
+	if err != nil {
+		return // keep everything rather than guess
+	}
+	s.dropBuilds(ctx, as, t.Alias, keep)
+}
+
+// dropBuilds deletes the key's Runtime templates of alias's builds but
+// those in keep (the deletes of those in use fail and are left).
+func (s *Server) dropBuilds(ctx context.Context, as who, alias string, keep map[string]bool) {
 	var list api.TemplateList
 	if err := s.api.json(ctx, as, "GET", "/v1/templates", nil, &list); err != nil {
 		return
 	}
-	prefix := runtimePrefix(t.Alias)
+	prefix := runtimePrefix(alias)
 	for _, rt := range list.Templates {
-		if rt.Private && strings.HasPrefix(rt.Name, prefix) && rt.Name != t.Template {
+		if rt.Private && strings.HasPrefix(rt.Name, prefix) && !keep[rt.Name] {
 			_ = s.api.json(ctx, as, "DELETE", "/v1/templates/"+url.PathEscape(rt.Name), nil, nil)
 		}
 	}
