@@ -200,6 +200,22 @@ func (bs *buildSet) latest(templateID string) *build {
 }
 
 // running returns the id of template templateID's build in progress, or "".
+// runningBut reports whether a build of template templateID other than
+// build except is running.
+func (bs *buildSet) runningBut(templateID, except string) bool {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	for _, b := range bs.byID {
+		b.mu.Lock()
+		building := b.state == stateBuilding
+		b.mu.Unlock()
+		if b.templateID == templateID && building && b.id != except {
+			return true
+		}
+	}
+	return false
+}
+
 func (bs *buildSet) running(templateID string) string {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()

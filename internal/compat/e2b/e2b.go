@@ -105,6 +105,11 @@ type Server struct {
 	fileOps fileOps
 	// code serves the code interpreter's port (49999); nil: not served.
 	code http.Handler
+	// tagsMu serialises what moves template tags or deletes the builds
+	// they name (tags.go, a build's finish): a tag assigned to a build
+	// while its last tag is removed would otherwise name a deleted build.
+	// One process's lock: servers sharing a store (Postgres) can still race.
+	tagsMu sync.Mutex
 	// builds and uploads are the template builds (templates.go).
 	builds  *buildSet
 	uploads *uploadSet

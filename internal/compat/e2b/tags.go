@@ -121,6 +121,8 @@ func (s *Server) assignTags(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	s.tagsMu.Lock()
+	defer s.tagsMu.Unlock()
 	t, err := s.templateOf(r.Context(), as, name)
 	if err != nil {
 		s.writeAPIError(w, r, err)
@@ -184,6 +186,8 @@ func (s *Server) removeTags(w http.ResponseWriter, r *http.Request, as who) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	s.tagsMu.Lock()
+	defer s.tagsMu.Unlock()
 	t, err := s.templateOf(r.Context(), as, req.Name)
 	if err != nil {
 		s.writeAPIError(w, r, err)

@@ -139,6 +139,8 @@ func (s *Server) runBuild(ctx context.Context, as who, t store.E2BTemplate, b *b
 		return
 	}
 	t.Template, t.BuildID, t.CPUCount, t.MemoryMiB, t.UpdatedAt = built.Name, b.id, b.cpu, b.memory, time.Now().UTC().Truncate(time.Millisecond)
+	s.tagsMu.Lock()
+	defer s.tagsMu.Unlock()
 	if err := s.cfg.Store.SetE2BTemplateBuild(ctx, t); err != nil {
 		_ = s.api.json(detach(ctx), as, "DELETE", "/v1/templates/"+url.PathEscape(built.Name), nil, nil)
 		if errors.Is(err, store.ErrNotFound) {

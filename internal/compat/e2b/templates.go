@@ -393,6 +393,8 @@ func (s *Server) aliasOf(w http.ResponseWriter, r *http.Request, as who) {
 // first (409 while sandboxes run from the last build), then its row. A
 // build in progress is refused (409).
 func (s *Server) deleteE2BTemplate(ctx context.Context, as who, t store.E2BTemplate) error {
+	s.tagsMu.Lock()
+	defer s.tagsMu.Unlock()
 	if id := s.builds.running(t.ID); id != "" {
 		return &apiError{Status: http.StatusConflict, Code: "conflict",
 			Message: fmt.Sprintf("template %q has a build in progress (%s); wait for it to end, then delete the template", t.Alias, id)}
@@ -417,7 +419,15 @@ func (s *Server) deleteE2BTemplate(ctx context.Context, as who, t store.E2BTempl
 // earlier builds ("e2b.ALIAS.*") that neither are its last build
 // (t.Template) nor have a tag, and that no sandbox uses any more; those
 // still in use are left for the next build, tag removal or delete.
+//
+// The caller holds s.tagsMu, so that no tag is assigned to a build between
+// the look at the tags and the delete. While another build of t runs, none
+// is dropped: its Runtime template exists before the store names it, and
+// that build's own finish drops what is old.
 func (s *Server) dropOldBuilds(ctx context.Context, as who, t store.E2BTemplate) {
+	if s.builds.runningBut(t.ID, t.BuildID) {
+		return
+	}
 	keep, err := s.keptBuilds(ctx, as, t)
 	if err != nil {
 		return // keep everything rather than guess
