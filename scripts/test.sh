@@ -52,9 +52,9 @@ suite "go test ./... (real gVisor sandboxes)" go test -count=1 -timeout 50m "$@"
 # sandbox networks have their own names), so they run in two lanes at once,
 # each lane's suites in order; a failing suite does not stop its lane, and
 # the run fails after both lanes end if any failed. Every output line is
-# prefixed with its lane. The lanes are balanced by measured times (run
-# one after another they took 21 minutes on a loaded 2-core host; in two
-# lanes, about 15).
+# prefixed with its lane. The lanes are balanced by measured times: on
+# the 2-core host (2026-12-07) the suites' times summed to 864 s, and the
+# two lanes ended after 555 s.
 lane() {
 	local name=$1 failed=0
 	shift
