@@ -125,8 +125,17 @@ func (d *Driver) Pause(ctx context.Context, id string, raw []byte, commit func(d
 	if err != nil {
 		return fail(err)
 	}
-	cur := filepath.Join(images, imageCur)
-	if err := os.Rename(newDir, cur); err != nil {
+	// The store says paused: the copy that ran on after the save goes.
+	return d.installPause(ctx, id, images, newDir, size, commit, fail)
+}
+
+// installPause makes the image saved in newDir the paused sandbox's
+// current one (renamed into images and synced), has commit record it
+// (size bytes), and then stops the sandbox. An error before the commit
+// goes through fail (which removes images); one stopping the sandbox
+// after it is returned as is, the pause being recorded.
+func (d *Driver) installPause(ctx context.Context, id, images, newDir string, size int64, commit func(driver.Image) error, fail func(error) error) error {
+	if err := os.Rename(newDir, filepath.Join(images, imageCur)); err != nil {
 		return fail(err)
 	}
 	if err := syncDir(images); err != nil {
@@ -135,9 +144,8 @@ func (d *Driver) Pause(ctx context.Context, id string, raw []byte, commit func(d
 	if err := commit(driver.Image{Bytes: size}); err != nil {
 		return fail(err)
 	}
-	// The store says paused: the copy that ran on after the save goes.
 	if err := d.unload(context.WithoutCancel(ctx), id); err != nil {
-		return fmt.Errorf("gvisor pause %s: stopping the saved sandbox: %w", id, err)
+		return fmt.Errorf("gvisor pause %s: stopping the paused sandbox: %w", id, err)
 	}
 	return nil
 }

@@ -70,21 +70,8 @@ func (d *Driver) PauseFiles(ctx context.Context, id string, raw []byte, commit f
 	if err != nil {
 		return fail(err)
 	}
-	cur := filepath.Join(images, imageCur)
-	if err := os.Rename(newDir, cur); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(images); err != nil {
-		return fail(err)
-	}
-	if err := commit(driver.Image{Bytes: size}); err != nil {
-		return fail(err)
-	}
 	// The store says paused: the sandbox, processes and memory, goes.
-	if err := d.unload(context.WithoutCancel(ctx), id); err != nil {
-		return fmt.Errorf("gvisor files pause %s: stopping the sandbox: %w", id, err)
-	}
-	return nil
+	return d.installPause(ctx, id, images, newDir, size, commit, fail)
 }
 
 // filesImage reports whether the paused image in dir (images/current) is
