@@ -172,6 +172,7 @@ func TestNoisyNeighbours(t *testing.T) {
 	qp99, dp99 := p99(quiet), p99(during)
 	t.Logf("B's exec p99: quiet %v, during the attacks %v (%.2fx, %d execs); the host's other work %.2f and %.2f cores; server heap peak %d MiB over its baseline; host free disk fell by %d MiB at most",
 		qp99, dp99, float64(dp99)/float64(qp99), len(during), quietOther, duringOther, heap>>20, (int64(before.Bavail)*before.Bsize-minFree.Load())>>20)
+	t.Logf("B's slowest execs: quiet %v; during the attacks %v", slowest(quiet, 8), slowest(during, 8))
 	for _, f := range failures {
 		t.Errorf("tenant B: %s", f)
 	}
@@ -247,6 +248,18 @@ func p99(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[(len(s)*99)/100]
+}
+
+// slowest is the n longest of d, longest first, rounded to milliseconds.
+func slowest(d []time.Duration, n int) []time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	slices.Reverse(s)
+	s = s[:min(n, len(s))]
+	for i := range s {
+		s[i] = s[i].Round(time.Millisecond)
+	}
+	return s
 }
 
 func b2id(sb api.Sandbox) string { return sb.ID }

@@ -36,11 +36,13 @@ import (
 //     filler alone cost 2.4-7.6x at equal weights and 1.2-2.3x with the
 //     filler's sandbox forced to an eighth. Two keys
 //     that both want every core use about as much each, so neither
-//     becomes heavy; should noise make one heavy, it gets a sixteenth for
-//     a round, falls under the average and is light again, and that round,
-//     measured at unequal weights, makes no other key heavy (nor counts
-//     the heavy key's starved sandboxes idle), so the weights do not flip
-//     back and forth.
+//     becomes heavy; should noise make one heavy, it gets a sixteenth,
+//     falls under the average and is light again after releaseRounds
+//     rounds there, and those rounds, measured at unequal weights, make no
+//     other key heavy (nor count the heavy key's starved sandboxes idle),
+//     so the weights do not flip back and forth. A heavy key stays heavy
+//     through a round in which it alone used CPU: the light key's
+//     commands may have waited behind it the whole round.
 //
 // A key's idle sandboxes cost the others nothing, and a key alone on the
 // host gets every core its sandboxes' CPU limits allow.
@@ -65,6 +67,12 @@ const (
 	heavyMargin = 0.05
 	// heavyShare is a heavy key's weight, as a part of a light key's.
 	heavyShare = 1.0 / 16
+	// releaseRounds is how many rounds in a row a heavy key must use no
+	// more than the average to be light again. One was too few: a light
+	// key's burst (a create) starved the heavy key for a round, released
+	// it, and the light key, measured beside the starved one, was made
+	// heavy in its place (TestNoisyNeighbours saw a 1 s exec that way).
+	releaseRounds = 2
 )
 
 // StartFairShare starts rebalancing CPU weights every interval (0 means
@@ -105,9 +113,11 @@ type fairState struct {
 }
 
 // keyStates are the fair-share states after a round: heavy holds the keys
-// weighted down, busy the sandboxes counted busy.
+// weighted down (only those), under how many rounds in a row each of them
+// has used no more than the average, busy the sandboxes counted busy.
 type keyStates struct {
 	heavy map[string]bool
+	under map[string]int
 	busy  map[string]bool
 }
 
@@ -128,7 +138,7 @@ type fairUse struct {
 // default weight and the keys' states now, from the sandboxes' use over the
 // last round and the keys' states then.
 func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates) {
-	now := keyStates{heavy: map[string]bool{}, busy: map[string]bool{}}
+	now := keyStates{heavy: map[string]bool{}, under: map[string]int{}, busy: map[string]bool{}}
 	busy := map[string]int{}
 	byKey := map[string]float64{}
 	for _, u := range use {
@@ -150,18 +160,35 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 	}
 	if active >= 2 {
 		avg := sum / float64(active)
-		released := false
+		starved := false
 		for k := range before.heavy {
-			if now.heavy[k] = before.heavy[k] && byKey[k] > avg; !now.heavy[k] {
-				released = true
+			switch n := before.under[k] + 1; {
+			case byKey[k] > avg:
+				now.heavy[k] = true
+			case n < releaseRounds:
+				now.heavy[k], now.under[k], starved = true, n, true
+			default:
+				starved = true // released
 			}
 		}
-		// A round in which a heavy key is light again was measured at its
-		// low weight: the others' use then says what it left them, not
-		// what they take at equal weights, so it counts for nobody.
+		// A round in which a heavy key used no more than the average was
+		// measured at its low weight: the others' use then says what it
+		// left them, not what they take at equal weights, so it makes
+		// nobody heavy.
 		for k, c := range byKey {
-			if !released && !before.heavy[k] && c > heavyOver*avg && c-avg >= heavyMargin {
+			if !starved && !before.heavy[k] && c > heavyOver*avg && c-avg >= heavyMargin {
 				now.heavy[k] = true
+			}
+		}
+	} else {
+		// One key (or none) used CPU this round. A heavy key that still
+		// used some stays heavy: the others may have used next to nothing only
+		// because their commands waited behind it for the whole round, and
+		// releasing it then made the wait longer. Its low weight costs it
+		// nothing while no other key wants the cores.
+		for k := range before.heavy {
+			if byKey[k] >= activeCores {
+				now.heavy[k], now.under[k] = true, before.under[k]
 			}
 		}
 	}

@@ -40,14 +40,20 @@ func TestFairShares(t *testing.T) {
 		shares: map[string]float64{"a": heavyShare, "b": 1},
 		heavy:  []string{"A"},
 	}, {
-		name:   "a heavy key whose use fell under the average is light again, and the round makes no other heavy",
+		name:   "a heavy key whose use fell under the average stays heavy a round, and the round makes no other heavy",
 		use:    []fairUse{{"a", "A", .12, 1}, {"b", "B", 1.88, 1}},
 		before: heavyA,
+		shares: map[string]float64{"a": heavyShare, "b": 1},
+		heavy:  []string{"A"},
+	}, {
+		name:   "a heavy key under the average for a second round is light again, and the round makes no other heavy",
+		use:    []fairUse{{"a", "A", .12, 1}, {"b", "B", 1.88, 1}},
+		before: keyStates{heavy: map[string]bool{"A": true}, under: map[string]int{"A": 1}},
 		shares: map[string]float64{"a": 1, "b": 1},
 	}, {
 		name:   "a heavy key starved at its low weight keeps its busy sandboxes' count",
 		use:    []fairUse{{"a1", "A", .05, 1}, {"a2", "A", .05, 1}, {"b", "B", 1, 1}},
-		before: keyStates{heavy: map[string]bool{"A": true}, busy: map[string]bool{"a1": true, "a2": true}},
+		before: keyStates{heavy: map[string]bool{"A": true}, under: map[string]int{"A": releaseRounds - 1}, busy: map[string]bool{"a1": true, "a2": true}},
 		shares: map[string]float64{"a1": .5, "a2": .5, "b": 1},
 	}, {
 		name:   "while one key stays heavy another can become heavy too",
@@ -94,8 +100,8 @@ func TestFairShares(t *testing.T) {
 }
 
 // TestFairSharesHungryKeys runs the policy against a model of two keys that
-// both want every core: noise that makes one heavy costs one round, and the
-// weights do not flip back and forth.
+// both want every core: noise that makes one heavy costs it releaseRounds
+// rounds, and the weights do not flip back and forth.
 func TestFairSharesHungryKeys(t *testing.T) {
 	var st keyStates
 	shares := map[string]float64{"a": 1, "b": 1}
@@ -115,10 +121,59 @@ func TestFairSharesHungryKeys(t *testing.T) {
 			}
 		}
 	}
-	if heavyRoundsSeen != 1 {
-		t.Errorf("a key was heavy in %d rounds, want 1 (the noise's)", heavyRoundsSeen)
+	if heavyRoundsSeen != releaseRounds {
+		t.Errorf("a key was heavy in %d rounds, want %d (the noise's, then under the average until released)", heavyRoundsSeen, releaseRounds)
 	}
 	if shares["a"] != 1 || shares["b"] != 1 {
 		t.Errorf("shares at the end %v, want equal", shares)
+	}
+}
+
+// TestFairSharesHeavyAgain: a key that wants every core beside a light key
+// is heavy while it takes more than the average; a burst of the light key
+// that starves it for a round releases it, and it is heavy again after.
+// (A released key once counted as released in every later round, so no
+// key became heavy again.)
+func TestFairSharesHeavyAgain(t *testing.T) {
+	var st keyStates
+	shares := map[string]float64{"a": 1, "b": 1}
+	heavy := 0
+	for round := range 20 {
+		// Two cores; B wants 0.7 of them (2 in round 8), A all it can get:
+		// B takes what it wants up to its part of the weights.
+		wantB := 0.7
+		if round == 8 {
+			wantB = 2
+		}
+		ub := min(wantB, 2*shares["b"]/(shares["a"]+shares["b"]))
+		ua := 2 - ub
+		shares, st = fairShares([]fairUse{{"a", "A", ua, 2}, {"b", "B", ub, 2}}, st)
+		if st.heavy["A"] {
+			heavy++
+		}
+		if round == 19 && !st.heavy["A"] {
+			t.Errorf("A, taking 1.3 of 2 cores beside B's 0.7, is not heavy at the end")
+		}
+		if st.heavy["B"] {
+			t.Errorf("round %d: B, the light key, is heavy", round)
+		}
+	}
+	if heavy < 16 {
+		t.Errorf("A was heavy in %d of 20 rounds, want all but the first, the burst's and the one after", heavy)
+	}
+}
+
+// TestFairSharesStalledLightKey: a round in which the light key used next
+// to nothing (its commands waited behind the heavy key) keeps the heavy key
+// heavy; once the heavy key is idle too it is light.
+func TestFairSharesStalledLightKey(t *testing.T) {
+	st := keyStates{heavy: map[string]bool{"A": true}, busy: map[string]bool{"a": true}}
+	_, st = fairShares([]fairUse{{"a", "A", 0.9, 2}, {"b", "B", 0.001, 2}}, st)
+	if !st.heavy["A"] {
+		t.Errorf("A, busy while B stalled, was released")
+	}
+	_, st = fairShares([]fairUse{{"a", "A", 0.001, 2}, {"b", "B", 0.001, 2}}, st)
+	if st.heavy["A"] {
+		t.Errorf("A, idle, is still heavy")
 	}
 }
