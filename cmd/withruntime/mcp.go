@@ -23,6 +23,7 @@ func newMCPCmd() *cobra.Command {
 	var allowOrigins, volumeFlags []string
 	var lease time.Duration
 	var pauseIdle, checkpoints bool
+	var pauseMode string
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the four sandbox tools over MCP (stdio, or streamable HTTP with --http)",
@@ -37,7 +38,10 @@ destroyed when the session ends. The sandbox's lease (--lease) is renewed while
 the session uses it; a sandbox left idle for a whole lease is destroyed, and the
 next call gets a new, empty one (the result says so). With --pause-idle it is
 paused instead (saved whole: processes, memory, files; billed only for its
-image) and the session's next call resumes it where it was.
+image) and the session's next call resumes it where it was. With
+--pause-mode filesystem as well, the pause saves its files alone (a smaller
+image, no memory held): the next call boots it fresh with its files, and the
+processes it ran are gone.
 
 With --volume NAME:PATH (NAME:PATH:ro for read-only; repeatable) each
 session's sandbox mounts that volume (withruntime volume create) at PATH, a
@@ -109,9 +113,15 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 				return err
 			}
 			sbxOpts := withruntime.Options{Template: template, TimeoutSeconds: int64(lease / time.Second), Volumes: mounts}
+			switch {
+			case pauseMode != withruntime.PauseFull && pauseMode != withruntime.PauseFilesystem:
+				return fmt.Errorf("--pause-mode %q: say %q (processes, memory and files) or %q (files alone)", pauseMode, withruntime.PauseFull, withruntime.PauseFilesystem)
+			case cmd.Flags().Changed("pause-mode") && !pauseIdle:
+				return errors.New("--pause-mode says what an idle pause saves: give --pause-idle too")
+			}
 			if pauseIdle {
 				// The lease end pauses; any request resumes (autoResume).
-				sbxOpts.OnLeaseEnd = "pause"
+				sbxOpts.OnLeaseEnd, sbxOpts.PauseMode = "pause", pauseMode
 			}
 			m := newMCPSandboxes(c, newClient, sbxOpts)
 			m.code = template == withruntime.CodeInterpreterTemplate
@@ -132,6 +142,7 @@ terminal (a REPL, tmux, vim) is for an agent built on an SDK's terminals
 	cmd.Flags().StringVar(&template, "template", "base", "template of the sandboxes")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Minute, "sandbox lease, renewed while the session uses it; also the idle timeout of an HTTP session")
 	cmd.Flags().BoolVar(&pauseIdle, "pause-idle", false, "pause a session's sandbox when it has been idle for a whole lease, and resume it on the session's next call, instead of destroying it")
+	cmd.Flags().StringVar(&pauseMode, "pause-mode", withruntime.PauseFull, `with --pause-idle, what the pause saves: "full" (processes, memory, files) or "filesystem" (files alone; the next call boots it fresh)`)
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (such as 127.0.0.1:7781) instead of stdio")
 	cmd.Flags().StringArrayVar(&volumeFlags, "volume", nil, "mount the volume NAME at PATH in each session's sandbox, NAME:PATH or NAME:PATH:ro for read-only (see: withruntime volume; repeatable)")
 	cmd.Flags().BoolVar(&checkpoints, "checkpoints", false, "add the tools runtime_checkpoint (save the session's sandbox, processes and memory included) and runtime_rollback (continue in a copy of a checkpoint, discarding the current sandbox)")

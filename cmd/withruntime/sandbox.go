@@ -563,9 +563,14 @@ func newLsCmd() *cobra.Command {
 	return cmd
 }
 
+// stateText is the STATE column: the state, why it ended, or what a paused
+// sandbox's image holds when it is files only (a resume boots it fresh).
 func stateText(sb api.Sandbox) string {
-	if sb.EndReason != "" {
+	switch {
+	case sb.EndReason != "":
 		return sb.State + " (" + sb.EndReason + ")"
+	case sb.State == "paused" && sb.ImageMode == "filesystem":
+		return "paused (files only)"
 	}
 	return sb.State
 }

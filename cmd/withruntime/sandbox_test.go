@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"withruntime.dev/runtime/internal/api"
 )
 
 func TestReadStdin(t *testing.T) {
@@ -147,6 +149,22 @@ func TestExitStatus(t *testing.T) {
 	} {
 		if got := exitStatus(c.ctx, c.err); got != c.want {
 			t.Errorf("%v: exit %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+func TestStateText(t *testing.T) {
+	for _, c := range []struct {
+		sb   api.Sandbox
+		want string
+	}{
+		{api.Sandbox{State: "running"}, "running"},
+		{api.Sandbox{State: "paused", ImageMode: "full"}, "paused"},
+		{api.Sandbox{State: "paused", ImageMode: "filesystem"}, "paused (files only)"},
+		{api.Sandbox{State: "stopped", EndReason: "lease"}, "stopped (lease)"},
+	} {
+		if got := stateText(c.sb); got != c.want {
+			t.Errorf("stateText(%+v) = %q, want %q", c.sb, got, c.want)
 		}
 	}
 }

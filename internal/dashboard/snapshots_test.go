@@ -56,3 +56,29 @@ func TestSnapshotRows(t *testing.T) {
 		t.Errorf("no snapshots: %v", err)
 	}
 }
+
+// A sandbox paused files-only says so in the list and on its page; one
+// paused whole says that on its page.
+func TestPausedImageMode(t *testing.T) {
+	key := store.Key{ID: "key_1"}
+	rows := []api.Sandbox{{ID: "sbx_f", State: "paused", ImageMode: "filesystem"}, {ID: "sbx_w", State: "paused", ImageMode: "full"}}
+	var b bytes.Buffer
+	if err := page(t, "sandboxes").ExecuteTemplate(&b, "layout", &view{Key: &key, Data: &sandboxesData{Rows: rows}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), ">files only</small>"); n != 1 {
+		t.Errorf("the list marks %d sandboxes files only, want 1:\n%s", n, b.String())
+	}
+	for _, c := range []struct {
+		sb   api.Sandbox
+		want string
+	}{{rows[0], "files only: a resume boots it fresh"}, {rows[1], "whole: processes, memory and files"}} {
+		b.Reset()
+		if err := page(t, "sandbox").ExecuteTemplate(&b, "layout", &view{Key: &key, Data: &sandboxDetail{Sandbox: c.sb}}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), c.want) {
+			t.Errorf("the page of %s lacks %q", c.sb.ID, c.want)
+		}
+	}
+}

@@ -292,32 +292,49 @@ func TestMCPStreamableHTTP(t *testing.T) {
 // sandbox, and the model is told its files are gone.
 // TestMCPPauseIdle: with --pause-idle a session idle for a whole lease
 // finds its sandbox paused, not destroyed, and its next call resumes it
-// with its files and processes.
+// with its files and processes; with --pause-mode filesystem the image
+// holds the files alone, and the resumed sandbox has its files and a fresh
+// boot.
 func TestMCPPauseIdle(t *testing.T) {
-	e := newEnv(t)
-	bin := buildWithruntime(t)
-	cmd := exec.Command(bin, "mcp", "--lease", "2s", "--pause-idle")
-	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
-	client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "kept"}); res.IsError {
-		t.Fatalf("write: %q", mcpText(t, res))
-	}
-	first := e.running()
-	if len(first) != 1 {
-		t.Fatalf("running: %+v", first)
-	}
-	waitFor(t, 15*time.Second, "the idle sandbox to be paused", func() bool { return e.get(first[0].ID).State == "paused" })
-	res := mcpCall(t, cs, "runtime_exec", map[string]any{"command": "cat mine.txt"})
-	if text := mcpText(t, res); res.IsError || !strings.Contains(text, "kept") || strings.Contains(text, "note:") {
-		t.Fatalf("after the idle pause: %q", text)
-	}
-	if now := e.running(); len(now) != 1 || now[0].ID != first[0].ID {
-		t.Fatalf("sandboxes before %v, after %v: the same one should run again", first, now)
+	for _, mode := range []string{"full", "filesystem"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			bin := buildWithruntime(t)
+			cmd := exec.Command(bin, "mcp", "--lease", "2s", "--pause-idle", "--pause-mode", mode)
+			cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
+			client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
+			cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "kept"}); res.IsError {
+				t.Fatalf("write: %q", mcpText(t, res))
+			}
+			// A process that outlives the call: back after a full pause only.
+			if res := mcpCall(t, cs, "runtime_exec", map[string]any{"command": "nohup sleep 1000 >/dev/null 2>&1 &"}); res.IsError {
+				t.Fatalf("start sleep: %q", mcpText(t, res))
+			}
+			first := e.running()
+			if len(first) != 1 {
+				t.Fatalf("running: %+v", first)
+			}
+			waitFor(t, 15*time.Second, "the idle sandbox to be paused", func() bool { return e.get(first[0].ID).State == "paused" })
+			if got := e.get(first[0].ID).ImageMode; got != mode {
+				t.Errorf("the paused image's mode is %q, want %q", got, mode)
+			}
+			res := mcpCall(t, cs, "runtime_exec", map[string]any{"command": "cat mine.txt; pgrep -x sleep >/dev/null && echo sleeping || echo no-sleep"})
+			text := mcpText(t, res)
+			if res.IsError || !strings.Contains(text, "kept") || strings.Contains(text, "note:") {
+				t.Fatalf("after the idle pause: %q", text)
+			}
+			if want := map[string]string{"full": "sleeping", "filesystem": "no-sleep"}[mode]; !strings.Contains(text, want) {
+				t.Errorf("after a %s pause: %q, want %q", mode, text, want)
+			}
+			if now := e.running(); len(now) != 1 || now[0].ID != first[0].ID {
+				t.Fatalf("sandboxes before %v, after %v: the same one should run again", first, now)
+			}
+		})
 	}
 }
 
