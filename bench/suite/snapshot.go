@@ -20,7 +20,10 @@ const snapshotRuns = 5
 // Python objects: POST .../snapshots (the sandbox runs on) and the image's
 // size; create from the snapshot→first output of python3 (POST
 // /v1/sandboxes {snapshot}, then a streamed exec to its first stdout),
-// against a cold create→first output measured alongside; and, for the
+// against a cold create→first output, bare `runsc run` of the same command
+// and bare `runsc restore` of a bare sandbox's image followed by `runsc
+// exec` of it (runsc's own floor for this row), measured alongside; and,
+// for the
 // 200 MiB sandbox, a fork of 8 (POST .../fork, all 8 running) against 8
 // resumes of the same sandbox one after another (the issue's goal: fork ≤
 // 0.5 × the resumes).
@@ -96,7 +99,14 @@ func (e *env) snapshotSection(ctx context.Context) (err error) {
 		}
 		fmt.Fprintf(os.Stderr, "suite: snapshot %s done\n", v.name)
 	}
-	var bareD []time.Duration
+	var bareD, bareRestoreD []time.Duration
+	// What a restore costs runsc itself: a bare sandbox's image, restored
+	// and the same command exec'd in it.
+	img, err := e.bare.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("bare runsc checkpoint: %w", err)
+	}
+	defer os.RemoveAll(img)
 	for i := -1; i < runs; i++ {
 		cs, err := c.CreateToFirstOutput(ctx, pythonArgv, pythonOut)
 		if cs.ID != "" {
@@ -110,9 +120,14 @@ func (e *env) snapshotSection(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("bare runsc run: %w", err)
 		}
+		dr, err := e.bare.RestoreExec(ctx, img, pythonArgv, pythonOut)
+		if err != nil {
+			return fmt.Errorf("bare runsc restore: %w", err)
+		}
 		if i >= 0 {
 			coldD = append(coldD, cs.Total)
 			bareD = append(bareD, d)
+			bareRestoreD = append(bareRestoreD, dr)
 		}
 	}
 	const sec = "snapshot"
@@ -120,6 +135,9 @@ func (e *env) snapshotSection(ctx context.Context) (err error) {
 	rCold.Baseline, rCold.Short = true, "cold create→first output"
 	rBare := e.add(sampleRow(sec, "bare runsc run (alongside)", "ms", stats.MSSamples(bareD)))
 	rBare.Baseline, rBare.Short = true, "bare runsc run"
+	rBareRestore := e.add(sampleRow(sec, "bare runsc restore + exec (alongside)", "ms", stats.MSSamples(bareRestoreD)))
+	compare(rBareRestore, rBare)
+	rBareRestore.Note = "runsc's own floor for a create from a snapshot: restore, then the command"
 	for _, v := range vs {
 		e.add(sampleRow(sec, "snapshot, "+v.name, "ms", stats.MSSamples(v.snapD)))
 		e.add(sampleRow(sec, "image on the host, "+v.name, "MiB", v.imageMiB))
@@ -135,6 +153,9 @@ func (e *env) snapshotSection(ctx context.Context) (err error) {
 				met = "not met"
 			}
 			r.Note += fmt.Sprintf("; issue 26's goal (≤ 0.7× bare runsc run): %s", met)
+			if rBareRestore.Median != nil && *rBareRestore.Median > 0 {
+				r.Note += fmt.Sprintf("; %.2f× bare runsc restore + exec", *r.Median / *rBareRestore.Median)
+			}
 		}
 	}
 	rRes := e.add(sampleRow(sec, "8 resumes one after another, 200 MiB (alongside)", "ms", stats.MSSamples(resumes8D)))
