@@ -32,9 +32,14 @@ import (
 //     else running): another key's exec p99 beside a disk filler, a DNS
 //     flood and 60 MB bodies was 1.69-2.18x its quiet one at equal weights
 //     (median 1.84x, 7 runs), 1.30-3.31x with heavy keys (median 1.62x,
-//     22 of 25 runs within 2x); with other work loading the host, the
-//     filler alone cost 2.4-7.6x at equal weights and 1.2-2.3x with the
-//     filler's sandbox forced to an eighth. Two keys
+//     22 of 25 runs within 2x; but a key released once was never heavy
+//     again then, so most of those runs had a heavy key for a few seconds
+//     only); with other work loading the host, the filler alone cost
+//     2.4-7.6x at equal weights and 1.2-2.3x with the filler's sandbox
+//     forced to an eighth. With the release rule of now (stop 37, the
+//     attacker heavy for ~20 of its ~25 busy seconds), on a day the host
+//     was slower (B's quiet p99 88-150 ms, 43-62 ms before): 1.41-2.53x,
+//     median 1.96x, 5 of 8 runs within 2x. Two keys
 //     that both want every core use about as much each, so neither
 //     becomes heavy; should noise make one heavy, it gets a sixteenth,
 //     falls under the average and is light again after releaseRounds
