@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -464,6 +465,57 @@ func TestE2BTemplateTags(t *testing.T) {
 	if byTag["v1"] != firstBuild || byTag["production"] != firstBuild || byTag["stable"] != firstBuild || byTag["default"] == "" || byTag["default"] == firstBuild {
 		t.Errorf("tags after the rebuild: %+v (first build %s)", byTag, firstBuild)
 	}
+	// E2B's read-only tag routes agree with the list.
+	var count struct {
+		Total int `json:"total"`
+	}
+	if status, data := f.controlAs(a, "GET", "/templates/tagged/tags/count", nil); status != 200 || json.Unmarshal(data, &count) != nil || count.Total != 4 {
+		t.Errorf("tags/count: %d %s", status, data)
+	}
+	for tag, want := range map[string]string{"production": `{"exists":true,"normalizedTag":"production"}`, "nope": `{"exists":false,"normalizedTag":"nope"}`} {
+		if status, data := f.controlAs(a, "GET", "/templates/"+id+"/tags/exists?tag="+tag, nil); status != 200 || strings.TrimSpace(string(data)) != want {
+			t.Errorf("tags/exists %s: %d %s", tag, status, data)
+		}
+	}
+	var groups struct {
+		Tags []struct {
+			Tag         string `json:"tag"`
+			Assignments []struct {
+				BuildID         string     `json:"buildId"`
+				BuildFinishedAt *time.Time `json:"buildFinishedAt"`
+			} `json:"assignments"`
+		} `json:"tags"`
+		NextCursor *string `json:"nextCursor"`
+	}
+	status, data = f.controlAs(a, "GET", "/templates/tagged/tags/groups?sort=name_asc&tagsLimit=3", nil)
+	if status != 200 || json.Unmarshal(data, &groups) != nil || len(groups.Tags) != 3 || groups.NextCursor == nil {
+		t.Fatalf("tags/groups page 1: %d %s", status, data)
+	}
+	status, data = f.controlAs(a, "GET", "/templates/tagged/tags/groups?sort=name_asc&tagsLimit=3&tagsCursor="+url.QueryEscape(*groups.NextCursor), nil)
+	page1 := groups.Tags
+	groups.Tags = nil
+	if status != 200 || json.Unmarshal(data, &groups) != nil || len(groups.Tags) != 1 || groups.NextCursor != nil {
+		t.Fatalf("tags/groups page 2: %d %s", status, data)
+	}
+	var order []string
+	for _, g := range append(page1, groups.Tags...) {
+		order = append(order, g.Tag)
+		if len(g.Assignments) != 1 || g.Assignments[0].BuildID != byTag[g.Tag] || g.Assignments[0].BuildFinishedAt == nil || g.Assignments[0].BuildFinishedAt.IsZero() {
+			t.Errorf("tags/groups %s: %+v; want build %s", g.Tag, g.Assignments, byTag[g.Tag])
+		}
+	}
+	if strings.Join(order, ",") != "default,production,stable,v1" {
+		t.Errorf("tags/groups name_asc: %v", order)
+	}
+	if status, data := f.controlAs(a, "GET", "/templates/tagged/tags/production/assignments", nil); status != 200 || !strings.Contains(string(data), `"buildId":"`+firstBuild+`"`) {
+		t.Errorf("tags/production/assignments: %d %s", status, data)
+	}
+	for _, path := range []string{"/templates/tagged/tags/exists", "/templates/tagged/tags/groups?sort=newest", "/templates/tagged/tags/groups?tagsLimit=500",
+		"/templates/tagged/tags/v1/assignments?cursor=nope"} {
+		if status, data := f.controlAs(a, "GET", path, nil); status != 400 {
+			t.Errorf("GET %s: %d %s; want 400", path, status, data)
+		}
+	}
 	// Each reference boots its build's content.
 	for ref, want := range map[string]string{"tagged:production": "first", "tagged:v1": "first", "tagged": "second", "tagged:default": "second", id + ":stable": "first"} {
 		status, data := f.controlAs(a, "POST", "/sandboxes", map[string]any{"templateID": ref, "timeout": 60})
@@ -492,6 +544,8 @@ func TestE2BTemplateTags(t *testing.T) {
 		body         any
 	}{
 		{"GET", "/templates/" + id + "/tags", nil}, {"GET", "/templates/tagged/tags", nil},
+		{"GET", "/templates/tagged/tags/count", nil}, {"GET", "/templates/" + id + "/tags/exists?tag=v1", nil},
+		{"GET", "/templates/tagged/tags/groups", nil}, {"GET", "/templates/tagged/tags/v1/assignments", nil},
 		{"POST", "/templates/tags", map[string]any{"target": "tagged:v1", "tags": []string{"mine"}}},
 		{"DELETE", "/templates/tags", map[string]any{"name": "tagged", "tags": []string{"production"}}},
 		{"POST", "/sandboxes", map[string]any{"templateID": id + ":production"}},

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -64,7 +67,11 @@ func newTagFixture(t *testing.T) *tagFixture {
 			var list []map[string]any
 			for _, n := range []string{"base", "e2b.app.0", "e2b.app.1", "e2b.app.2", "e2b.other.1"} {
 				if !slices.Contains(f.deleted, n) {
-					list = append(list, map[string]any{"name": n, "private": n != "base"})
+					e := map[string]any{"name": n, "private": n != "base"}
+					if n == "e2b.app.1" {
+						e["createdAt"] = "2026-01-02T03:04:05Z"
+					}
+					list = append(list, e)
 				}
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -162,5 +169,108 @@ func TestTagRoutes(t *testing.T) {
 	}
 	if _, _, err := f.s.runtimeTemplate(ctx, a, "app:default"); err == nil {
 		t.Errorf("app:default after its removal resolved")
+	}
+}
+
+// TestTagQueries: E2B's read-only tag routes (tags/count, tags/exists,
+// tags/groups with search, sorts and pages, tags/{tag}/assignments) answer
+// from the key's tags, refuse what is not a parameter of theirs with a 400
+// naming it, and show another key nothing.
+func TestTagQueries(t *testing.T) {
+	f := newTagFixture(t)
+	ctx := context.Background()
+	later := time.Now().UTC().Truncate(time.Millisecond).Add(time.Second)
+	if err := f.s.cfg.Store.SetE2BTemplateTags(ctx, store.E2BTemplateTag{TemplateID: "tplapp", KeyID: f.keyA, BuildID: "b1",
+		Template: "e2b.app.1", CreatedAt: later}, []string{"production"}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string, v any) {
+		t.Helper()
+		code, body := f.do(t, f.secA, "GET", path, "")
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), v); err != nil {
+			t.Fatalf("GET %s: %v: %s", path, err, body)
+		}
+	}
+	var n tagsCount
+	if get("/templates/app/tags/count", &n); n.Total != 3 {
+		t.Errorf("count: %d, want 3", n.Total)
+	}
+	for q, want := range map[string]tagExists{"v1": {true, "v1"}, "%20production%20": {true, "production"}, "nope": {false, "nope"}} {
+		var e tagExists
+		if get("/templates/tplapp/tags/exists?tag="+q, &e); e != want {
+			t.Errorf("exists %s: %+v, want %+v", q, e, want)
+		}
+	}
+	names := func(g tagGroups) (out []string) {
+		for _, x := range g.Tags {
+			out = append(out, x.Tag)
+		}
+		return out
+	}
+	var g tagGroups
+	if get("/templates/app/tags/groups", &g); !slices.Equal(names(g), []string{"production", "default", "v1"}) || g.NextCursor != nil {
+		t.Errorf("groups latest_desc: %v %v", names(g), g.NextCursor)
+	}
+	prod := g.Tags[0]
+	if len(prod.Assignments) != 1 || prod.HasMore || prod.Assignments[0].BuildID != "b1" || !prod.Assignments[0].AssignedAt.Equal(later) ||
+		!prod.Assignments[0].BuildCreatedAt.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) || prod.Assignments[0].BuildFinishedAt == nil ||
+		!regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(prod.Assignments[0].AssignmentID) {
+		t.Errorf("production's group: %+v", prod)
+	}
+	if get("/templates/app/tags/groups?sort=name_desc&tagsLimit=2", &g); !slices.Equal(names(g), []string{"v1", "production"}) || g.NextCursor == nil {
+		t.Fatalf("groups name_desc page 1: %v %v", names(g), g.NextCursor)
+	}
+	if get("/templates/app/tags/groups?sort=name_desc&tagsLimit=2&tagsCursor="+url.QueryEscape(*g.NextCursor), &g); !slices.Equal(names(g), []string{"default"}) || g.NextCursor != nil {
+		t.Errorf("groups name_desc page 2: %v %v", names(g), g.NextCursor)
+	}
+	if get("/templates/app/tags/groups?sort=latest_asc&search=PROD", &g); !slices.Equal(names(g), []string{"production"}) {
+		t.Errorf("groups search PROD: %v", names(g))
+	}
+	var a tagAssignments
+	if get("/templates/app/tags/production/assignments", &a); len(a.Data) != 1 || !reflect.DeepEqual(a.Data[0], prod.Assignments[0]) || a.NextCursor != nil {
+		t.Errorf("assignments of production: %+v; its group's: %+v", a, prod.Assignments)
+	}
+	cur := url.QueryEscape(a.Data[0].AssignedAt.Format(time.RFC3339Nano) + "|" + a.Data[0].AssignmentID)
+	if get("/templates/app/tags/production/assignments?limit=100&cursor="+cur, &a); len(a.Data) != 0 {
+		t.Errorf("assignments after the last: %+v", a)
+	}
+	if get("/templates/app/tags/nope/assignments", &a); len(a.Data) != 0 {
+		t.Errorf("assignments of a missing tag: %+v", a)
+	}
+	for _, c := range []struct {
+		secret, path string
+		code         int
+		want         string
+	}{
+		{f.secA, "/templates/app/tags/count?x=1", 400, `unknown query parameter "x"; this route takes none`},
+		{f.secA, "/templates/app/tags/exists", 400, "tag is missing"},
+		{f.secA, "/templates/app/tags/exists?tag=", 400, `tag ""`},
+		{f.secA, "/templates/app/tags/exists?tag=app:v1", 400, `tag "app:v1"`},
+		{f.secA, "/templates/app/tags/exists?tag=v1&name=x", 400, `unknown query parameter "name"; this route takes tag`},
+		{f.secA, "/templates/app:v1/tags/exists?tag=v1", 400, "without a tag"},
+		{f.secA, "/templates/app/tags/groups?sort=newest", 400, `sort "newest": give one of latest_desc`},
+		{f.secA, "/templates/app/tags/groups?tagsLimit=0", 400, `tagsLimit "0": give a whole number from 1 to 100`},
+		{f.secA, "/templates/app/tags/groups?tagsLimit=x", 400, `tagsLimit "x"`},
+		{f.secA, "/templates/app/tags/groups?assignmentLimit=26", 400, `assignmentLimit "26": give a whole number from 1 to 25`},
+		{f.secA, "/templates/app/tags/groups?search=a%20b", 400, `search "a b"`},
+		{f.secA, "/templates/app/tags/groups?tagsCursor=nope", 400, `tagsCursor "nope": give the nextCursor`},
+		{f.secA, "/templates/app/tags/groups?tagsCursor=name_asc%7C2026-01-01T00:00:00Z%7Cv1", 400, `was given for sort "name_asc", not "latest_desc"`},
+		{f.secA, "/templates/app/tags/v1/assignments?limit=101", 400, `limit "101": give a whole number from 1 to 100`},
+		{f.secA, "/templates/app/tags/v1/assignments?cursor=x", 400, `cursor "x"`},
+		{f.secA, "/templates/app/tags/v1/assignments?after=x", 400, `unknown query parameter "after"`},
+		{f.secA, "/templates/app/tags/a%21/assignments", 400, `tag "a!"`},
+		{f.secA, "/templates/app/tags/frobnicate", 404, "tags/count, tags/exists, tags/groups"},
+		{f.secA, "/templates/nope/tags/count", 404, `no template "nope"`},
+		{f.secB, "/templates/app/tags/count", 404, `no template "app"`},
+		{f.secB, "/templates/tplapp/tags/exists?tag=v1", 404, `no template "tplapp"`},
+		{f.secB, "/templates/app/tags/groups", 404, `no template "app"`},
+		{f.secB, "/templates/app/tags/v1/assignments", 404, `no template "app"`},
+	} {
+		if code, body := f.do(t, c.secret, "GET", c.path, ""); code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s: %d %s; want %d %q", c.path, code, body, c.code, c.want)
+		}
 	}
 }

@@ -52,6 +52,8 @@ func (s *Server) templateRoutes(h func(string, func(http.ResponseWriter, *http.R
 	h("GET /templates/aliases/{alias}", s.aliasOf)
 	h("POST /templates/tags", s.assignTags)
 	h("DELETE /templates/tags", s.removeTags)
+	h("GET /templates/{templateID}/tags/{op}", s.tagQuery)
+	h("GET /templates/{templateID}/tags/{tag}/assignments", s.tagAssignmentsOf)
 	// GET /templates/{templateID}/tags: a pattern of its own would
 	// conflict with /templates/aliases/{alias} (neither is more specific).
 	h("GET /templates/{templateID}/{sub}", func(w http.ResponseWriter, r *http.Request, as who) {
