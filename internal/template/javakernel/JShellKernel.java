@@ -81,8 +81,12 @@ public final class JShellKernel extends BaseKernel {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 1) {
-            System.err.println("usage: JShellKernel CONNECTION-FILE");
+            System.err.println("usage: JShellKernel CONNECTION-FILE | --check");
             System.exit(2);
+        }
+        if (args[0].equals("--check")) {
+            check();
+            return;
         }
         // E2B's Java kernel answers System.getProperty(NAME) with the
         // sandbox's environment variables; so does this one (a property
@@ -102,6 +106,21 @@ public final class JShellKernel extends BaseKernel {
         kernel.becomeHandlerForConnection(conn);
         conn.connect();
         conn.waitUntilClose();
+        System.exit(0);
+    }
+
+    // check evaluates one cell without a connection: the template build
+    // runs it to fail on a broken install (and to record the classes a
+    // kernel loads into its CDS archive).
+    private static void check() {
+        JShellKernel k = new Builder().build();
+        Object v = k.evalRaw("String s = \"4\" + 2; s");
+        k.shell.close();
+        if (!"42".equals(v)) {
+            System.err.println("the Java kernel evaluated a test cell to " + v + ", not 42");
+            System.exit(1);
+        }
+        System.out.println("the Java kernel works (JShell " + Runtime.version() + ")");
         System.exit(0);
     }
 
