@@ -67,6 +67,9 @@ public final class JShellKernel extends BaseKernel {
 
     private final JShell shell;
     private final Engine engine;
+    // interrupted: an interrupt came during the current cell; its
+    // snippets not yet run are not run.
+    private volatile boolean interrupted;
 
     private JShellKernel(Builder b, JupyterIO io) {
         super(b.name(), b.version(),
@@ -135,6 +138,7 @@ public final class JShellKernel extends BaseKernel {
 
     @Override
     public void interrupt() {
+        interrupted = true;
         engine.stopRunning();
     }
 
@@ -152,6 +156,7 @@ public final class JShellKernel extends BaseKernel {
         commManager.setMessageContext(msg);
         ExecuteRequest req = msg.getContent();
         int count = executionCount.getAndIncrement();
+        interrupted = false;
         env.setBusyDeferIdle();
         env.publish(new PublishExecuteInput(req.getCode(), count));
         replaceOutputStreams(env);
@@ -191,6 +196,9 @@ public final class JShellKernel extends BaseKernel {
         boolean any = false;
         SourceCodeAnalysis sca = shell.sourceCodeAnalysis();
         while (!rest.isBlank()) {
+            if (interrupted) {
+                throw interruptedError();
+            }
             SourceCodeAnalysis.CompletionInfo ci = sca.analyzeCompletion(rest);
             switch (ci.completeness()) {
                 case EMPTY:
@@ -229,8 +237,7 @@ public final class JShellKernel extends BaseKernel {
                 throw runError(ex);
             }
             if (engine.stopped()) {
-                throw new CellError("EvaluationInterruptedException", "the cell was interrupted",
-                        List.of("EvaluationInterruptedException: the cell was interrupted"));
+                throw interruptedError();
             }
             value = null;
             switch (sn.subKind()) {
@@ -252,6 +259,11 @@ public final class JShellKernel extends BaseKernel {
             }
         }
         return value;
+    }
+
+    private static CellError interruptedError() {
+        return new CellError("EvaluationInterruptedException", "the cell was interrupted",
+                List.of("EvaluationInterruptedException: the cell was interrupted"));
     }
 
     private CellError compileError(Snippet sn) {
