@@ -8,13 +8,16 @@
 // half the memory and start time of JShell's default remote engine), on a
 // thread of its own so that an interrupt_request stops it (Thread.stop,
 // still there in JDK 17) and the context keeps its state. System.out and
-// System.err are the cell's stream messages while it runs. The value of a
+// System.err are the cell's stream messages while it runs, one per print. The value of a
 // cell whose last snippet is an expression is its execute_result, the
 // object's toString as text/plain (a String unquoted). An exception, a
 // compile error or an incomplete cell is an error reply naming it, with
 // its message and a traceback.
 package dev.withruntime.kernel;
 
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
@@ -136,6 +139,44 @@ public final class JShellKernel extends BaseKernel {
         }
     }
 
+    // replaceOutputStreams makes System.out and System.err the cell's
+    // streams as BaseKernel's does, but each print is a stream message of
+    // its own, sent at once (as E2B's Java kernel: println("x") is "x" then
+    // "\n"), not when a line ends.
+    @Override
+    protected void replaceOutputStreams(ShellReplyEnvironment env) {
+        PrintStream oldOut = System.out;
+        PrintStream oldErr = System.err;
+        InputStream oldIn = System.in;
+        System.setOut(eager(io.out));
+        System.setErr(eager(io.err));
+        System.setIn(io.in);
+        env.defer(() -> {
+            System.setOut(oldOut);
+            System.setErr(oldErr);
+            System.setIn(oldIn);
+        });
+    }
+
+    private static PrintStream eager(PrintStream to) {
+        return new PrintStream(new OutputStream() {
+            @Override
+            public void write(int b) {
+                to.write(b);
+                to.flush();
+            }
+
+            @Override
+            public void write(byte[] b, int off, int len) {
+                to.write(b, off, len);
+                to.flush();
+            }
+        }, true, StandardCharsets.UTF_8) {
+            // A subclass: PrintStream's own println writes the text and its
+            // newline in one go; a subclass's prints them one by one.
+        };
+    }
+
     @Override
     public void interrupt() {
         interrupted = true;
@@ -168,6 +209,8 @@ public final class JShellKernel extends BaseKernel {
             try {
                 out = eval(req.getCode());
             } finally {
+                System.out.flush();
+                System.err.flush();
                 io.out.flush();
                 io.err.flush();
             }
