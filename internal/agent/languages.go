@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/sdk/go/wire"
 )
 
@@ -21,10 +22,21 @@ import (
 //	javascript  deno jupyter --kernel (npm)     interrupt_request (SIGINT ends Deno)
 //	typescript  the same Deno kernel            interrupt_request
 //	r           IRkernel (Debian)               SIGINT -> R's interrupt
+//	java        our JShell kernel (see below)   interrupt_request -> JShell's stop
 //
-// Java has no kernel: the only Java kernel on Maven Central (JJava) is
-// served without its kernel artifact, only its Jupyter library, so a
-// "java" context is refused with a 400 that says so.
+// Java: Maven Central serves JJava's Jupyter library but not its kernel,
+// so the template compiles a kernel of our own over that library and the
+// JDK's JShell (internal/template/javakernel). Its cells run in the
+// kernel's JVM, each snippet on a thread that an interrupt_request stops
+// (JShell's stop(), Thread.stop under JDK 17): the JVM's default SIGINT
+// action is to exit, so an interrupt by signal would lose the context.
+// The kernel also handles SIGINT the same way, so a stray signal to its
+// group does no harm. A loop that catches ThreadDeath cannot be stopped
+// and is killed at the grace's end like any other kernel. Its per-call
+// env is set as Java system properties (E2B's Java kernel answers
+// System.getProperty with the sandbox's variables; the process's own
+// environment cannot change). JVM flags and their measured start time and
+// memory: agentapi.JavaKernelFlags.
 type language struct {
 	name string // canonical, as a Context reports it
 	// title names the kernel in messages ("the Bash kernel (bash_kernel)").
@@ -60,7 +72,8 @@ type language struct {
 	restoreEnv func(keys []string) string
 }
 
-// languages are the kernels, by canonical name.
+// languages are the kernels, by canonical name (each language's needs
+// above).
 var languages = map[string]*language{
 	wire.LanguagePython: {
 		name: wire.LanguagePython, title: "the Python kernel (ipykernel)",
@@ -94,13 +107,22 @@ var languages = map[string]*language{
 		// (and the agent's wait for the sockets) is IP-PORT.
 		tcp: true,
 	},
+	wire.LanguageJava: {
+		name: wire.LanguageJava, title: "the Java kernel (JShell)",
+		argv: append(append([]string{"java"}, strings.Fields(agentapi.JavaKernelFlags)...),
+			"-XX:SharedArchiveFile="+agentapi.JavaKernelDir+"/jshell.jsa", "-Xshare:auto",
+			"-cp", agentapi.JavaKernelDir+"/*", agentapi.JavaKernelClass),
+		installed: []string{agentapi.JavaKernelDir + "/withruntime-jshell.jar"},
+		// JeroMQ (the library's ZeroMQ) has no ipc transport.
+		tcp:              true,
+		messageInterrupt: true,
+		setEnv:           javaSetEnv, restoreEnv: javaRestoreEnv,
+	},
 }
 
 // unavailable are languages E2B's interpreter has that no kernel here
-// serves, and why.
-var unavailable = map[string]string{
-	wire.LanguageJava: "no Java kernel can be installed from the package registries (JJava's kernel is not served on Maven Central, only its Jupyter library)",
-}
+// serves, and why (none today).
+var unavailable = map[string]string{}
 
 // aliases are other names a request may give a language by (E2B's among
 // them).
@@ -297,4 +319,60 @@ func rRestoreEnv([]string) string {
 	return "local({ s <- get('.withruntime_env', envir = globalenv()); old <- s[[length(s)]]; " +
 		"assign('.withruntime_env', s[-length(s)], envir = globalenv()); " +
 		"for (k in names(old)) if (is.na(old[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, structure(list(old[[k]]), names = k)) }); invisible(NULL)"
+}
+
+// javaString quotes s as a Java string literal. Every character stands for
+// itself but the quote, the backslash, CR and LF (escaped) and the other
+// control characters (octal escapes); no \\u escape is written, as javac
+// reads those before the literal (and a backslash of s is doubled, so
+// s's own "\\u" is no escape either).
+func javaString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// javaEnvKey keeps the saved values of a call's env, a stack of maps in
+// the system properties (whose table takes any object).
+const javaEnvKey = "withruntime.env"
+
+func javaSetEnv(env map[string]string, save bool) string {
+	var b strings.Builder
+	b.WriteString("{ ")
+	var keys []string
+	for _, k := range sortedKeys(env) {
+		if k != "" { // System.setProperty refuses an empty key
+			keys = append(keys, k)
+		}
+	}
+	if save {
+		b.WriteString("java.util.Map<String, String> wr$old = new java.util.HashMap<>(); ")
+		for _, k := range keys {
+			fmt.Fprintf(&b, "wr$old.put(%s, System.getProperty(%s)); ", javaString(k), javaString(k))
+		}
+		fmt.Fprintf(&b, "((java.util.Deque<java.util.Map<String, String>>) System.getProperties().computeIfAbsent(%s, k -> new java.util.ArrayDeque<java.util.Map<String, String>>())).push(wr$old); ", javaString(javaEnvKey))
+	}
+	for _, k := range keys {
+		fmt.Fprintf(&b, "System.setProperty(%s, %s); ", javaString(k), javaString(env[k]))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+func javaRestoreEnv([]string) string {
+	return "{ java.util.Deque<java.util.Map<String, String>> wr$s = (java.util.Deque<java.util.Map<String, String>>) System.getProperties().get(" + javaString(javaEnvKey) + "); " +
+		"java.util.Map<String, String> wr$old = wr$s.pop(); if (wr$s.isEmpty()) System.getProperties().remove(" + javaString(javaEnvKey) + "); " +
+		"wr$old.forEach((k, v) -> { if (k.isEmpty()) return; if (v == null) System.clearProperty(k); else System.setProperty(k, v); }); }"
 }

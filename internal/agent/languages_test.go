@@ -2,8 +2,11 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,13 +17,14 @@ func TestLanguageOf(t *testing.T) {
 	for name, want := range map[string]string{
 		"": "python", "Python": "python", "python3": "python", "js": "javascript", "JavaScript": "javascript",
 		"ts": "typescript", "typescript": "typescript", "r": "r", "R": "r", "bash": "bash",
+		"java": "java", "Java": "java",
 	} {
 		l, err := languageOf(name)
 		if err != nil || l.name != want {
 			t.Errorf("languageOf(%q) = %v, %v; want %s", name, l, err, want)
 		}
 	}
-	for _, name := range []string{"java", "cobol", "Java"} {
+	for _, name := range []string{"cobol", "kotlin"} {
 		_, err := languageOf(name)
 		var ae *apiError
 		if !errors.As(err, &ae) || ae.status != http.StatusBadRequest || !strings.Contains(ae.msg, `"`+name+`"`) {
@@ -40,7 +44,7 @@ func TestDefaultContextIDs(t *testing.T) {
 	if defaultContextID(languages[wire.LanguagePython]) != "default" || defaultContextID(languages["bash"]) != "default-bash" {
 		t.Error("python's default context is not \"default\", or bash's not \"default-bash\"")
 	}
-	for _, id := range []string{"default-java", "default-", "ctx_1", "default-python"} {
+	for _, id := range []string{"default-kotlin", "default-", "ctx_1", "default-python"} {
 		if _, ok := defaultContextLanguage(id); ok {
 			t.Errorf("%q taken for a default context", id)
 		}
@@ -65,5 +69,39 @@ func TestBashEnvCode(t *testing.T) {
 	want := env["WR_A"] + "\nnew\n[unset] [old]\n"
 	if string(out) != want {
 		t.Fatalf("got %q, want %q", out, want)
+	}
+}
+
+// TestJavaEnvCode runs the Java kernel's env code in JShell (the JDK's
+// jshell, local execution as in the kernel): set, seen by the cell,
+// restored (a property that was unset is unset again), with values that
+// try to break out of the literal, \u escapes among them.
+func TestJavaEnvCode(t *testing.T) {
+	jshell, err := exec.LookPath("jshell")
+	if err != nil {
+		t.Skip("no jshell")
+	}
+	env := map[string]string{"WR_A": "x\"); System.out.println(\"pwned\"); (\"\\u0022\\\\u0022\n\r\t\x00é", "WR_B": "new", "": "skipped"}
+	script := "System.setProperty(\"WR_B\", \"old\");\n" + javaSetEnv(env, true) + "\n" +
+		"System.out.println(\"OUT \" + System.getProperty(\"WR_A\").equals(" + javaString(env["WR_A"]) + ") + \" \" + System.getProperty(\"WR_A\").length());\n" +
+		"System.out.println(\"OUT \" + System.getProperty(\"WR_B\"));\n" + javaRestoreEnv(sortedKeys(env)) + "\n" +
+		"System.out.println(\"OUT [\" + System.getProperty(\"WR_A\", \"unset\") + \"] [\" + System.getProperty(\"WR_B\") + \"] \" + System.getProperties().containsKey(\"withruntime.env\"));\n/exit\n"
+	f := filepath.Join(t.TempDir(), "env.jsh")
+	if err := os.WriteFile(f, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(jshell, "-q", "--execution", "local", f).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got strings.Builder
+	for _, l := range strings.SplitAfter(string(out), "\n") {
+		if strings.HasPrefix(l, "OUT ") {
+			got.WriteString(l[4:])
+		}
+	}
+	want := fmt.Sprintf("true %d\nnew\n[unset] [old] false\n", len([]rune(env["WR_A"])))
+	if got.String() != want {
+		t.Fatalf("got %q, want %q\nscript:\n%s", out, want, script)
 	}
 }

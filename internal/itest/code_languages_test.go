@@ -2,7 +2,7 @@ package itest
 
 // The code interpreter's other languages (internal/agent/languages.go):
 // Bash (bash_kernel), JavaScript and TypeScript (Deno's kernel), R
-// (IRkernel), each in real kernels in sandboxes of the code-interpreter
+// (IRkernel), Java (our JShell kernel), each in real kernels in sandboxes of the code-interpreter
 // template: state kept between calls, output, errors with their name,
 // value and traceback, a timeout that interrupts and keeps the context,
 // an interrupt when the client goes away, and the same walls as Python.
@@ -52,13 +52,18 @@ var langCases = []langCase{
 	{lang: "r", set: "x <- 41", get: "x + 1", want: "[1] 42", viaDisplay: true,
 		print: "cat('hello\\n')", raise: "stop('boom')", errName: "ERROR", errValue: "boom",
 		loop: "repeat {}", env: "Sys.getenv('WR_LANG_ENV')"},
+	// A cell's env is a system property in Java (as in E2B's kernel).
+	{lang: "java", set: "int x = 41;", get: "x + 1", want: "42",
+		print: `System.out.println("hello")`, raise: "void f() { throw new IllegalStateException(\"boom\"); }\nf();",
+		errName: "java.lang.IllegalStateException", errValue: "boom", errTrace: "IllegalStateException: boom\n\tat f(",
+		loop: "while (true) {}", env: `System.getProperty("WR_LANG_ENV")`},
 }
 
 func TestCodeLanguages(t *testing.T) {
 	e := newEnv(t)
-	// Five kernels at once: Python's (warm, numpy/pandas/matplotlib
-	// imported), Bash's, two Deno kernels (about 190 MiB each at start) and
-	// R's do not fit in the default 512 MiB.
+	// Six kernels at once: Python's (warm, numpy/pandas/matplotlib
+	// imported), Bash's, two Deno kernels (about 190 MiB each at start),
+	// R's and Java's do not fit in the default 512 MiB.
 	sb := e.ciSandbox(api.CreateSandboxRequest{MemoryMiB: 2048})
 	id := sb.ID
 	defer func() {
@@ -147,7 +152,7 @@ func TestCodeLanguages(t *testing.T) {
 	}
 
 	t.Run("refused", func(t *testing.T) {
-		for _, lang := range []string{"java", "cobol"} {
+		for _, lang := range []string{"kotlin", "cobol"} {
 			status, body := e.do("POST", "/v1/sandboxes/"+id+"/code", agentapi.RunCodeRequest{Code: "1", Language: lang})
 			if status != http.StatusBadRequest || !strings.Contains(string(body), `\"`+lang+`\"`) {
 				t.Errorf("%s: %d %s, want a 400 naming it", lang, status, body)
@@ -193,10 +198,27 @@ func TestCodeLanguagesHostile(t *testing.T) {
 		{"bash", "id -u; cat /etc/shadow 2>&1 | head -1"},
 		{"javascript", "console.log(Deno.uid()); try { Deno.readTextFileSync('/etc/shadow') } catch (e) { console.log(e.name) }"},
 		{"r", "cat(system('id -u', intern=TRUE), '\\n'); tryCatch(readLines('/etc/shadow'), warning=function(w) cat('denied\\n'), error=function(e) cat('denied\\n'))"},
+		// Java: its uid, then the agent's secrets: /etc/shadow and the
+		// environment of every process that is not its own user's (the
+		// agent, the reaper), each read or refused.
+		{"java", `System.out.println(Files.readAllLines(Path.of("/proc/self/status")).stream().filter(l -> l.startsWith("Uid:")).findFirst().get().split("\\s+")[1]);
+for (String p : new String[]{"/etc/shadow", "/proc/1/environ", "/proc/1/root/etc/shadow"}) {
+    try { System.out.println("read " + p + ": " + Files.readString(Path.of(p))); } catch (Exception e) { System.out.println("denied " + p); }
+}
+try (var ps = Files.list(Path.of("/proc"))) {
+    ps.filter(d -> d.getFileName().toString().matches("\\d+")).forEach(d -> {
+        try {
+            if (Files.readAllLines(d.resolve("status")).stream().anyMatch(l -> l.matches("Uid:\\s+0\\s.*"))) {
+                byte[] env = Files.readAllBytes(d.resolve("environ"));
+                System.out.println("root:" + d + " environ " + env.length + " bytes");
+            }
+        } catch (Exception e) { }
+    });
+}`},
 	} {
 		ex := e.code(id, agentapi.RunCodeRequest{Code: c.code, Language: c.lang})
 		out := stdoutOf(ex)
-		if !strings.HasPrefix(strings.TrimSpace(out), "1000") || strings.Contains(out, "root:") {
+		if !strings.HasPrefix(strings.TrimSpace(out), "1000") || strings.Contains(out, "root:") || strings.Contains(out, "read /") {
 			t.Errorf("%s runs as: %q (error %+v)", c.lang, out, ex.Error)
 		}
 	}
@@ -211,6 +233,29 @@ func TestCodeLanguagesHostile(t *testing.T) {
 	ex = e.code(id, agentapi.RunCodeRequest{Code: "1 + 1", Language: "javascript"})
 	if mainText(t, ex) != "2" || !ex.Restarted {
 		t.Fatalf("after the hog: %+v", ex)
+	}
+	// Java: a heap that takes the sandbox's memory is an OutOfMemoryError
+	// of the JVM's own or the kernel killed; either way the context comes
+	// back.
+	ex = e.code(id, agentapi.RunCodeRequest{Language: "java", TimeoutSeconds: 60,
+		Code: "var a = new ArrayList<byte[]>(); while (true) { byte[] b = new byte[16 << 20]; Arrays.fill(b, (byte) 1); a.add(b); }"})
+	if ex.Error == nil {
+		t.Fatalf("java memory hog: no error")
+	}
+	t.Logf("java memory hog: %s: %s (oom %v, state lost %v)", ex.Error.Name, ex.Error.Value, ex.OutOfMemory, ex.StateLost)
+	if ex = e.code(id, agentapi.RunCodeRequest{Code: "6 * 7", Language: "java"}); mainText(t, ex) != "42" {
+		t.Fatalf("java after the hog: %+v", ex)
+	}
+	// Java: a loop that catches the interrupt's ThreadDeath cannot be
+	// stopped; at the timeout's grace its kernel is killed and restarted,
+	// and the context answers again.
+	ex = e.code(id, agentapi.RunCodeRequest{Language: "java", TimeoutSeconds: 2,
+		Code: "while (true) { try { while (true) {} } catch (Throwable t) { } }"})
+	if !ex.TimedOut || ex.Error == nil || !ex.StateLost {
+		t.Fatalf("java loop that ignores the interrupt: timedOut %v stateLost %v %+v", ex.TimedOut, ex.StateLost, ex.Error)
+	}
+	if ex = e.code(id, agentapi.RunCodeRequest{Code: "6 * 7", Language: "java"}); mainText(t, ex) != "42" || !ex.Restarted {
+		t.Fatalf("java after the stubborn loop: %+v", ex)
 	}
 	// The Python kernel of the same sandbox is unharmed.
 	if ex = e.code(id, agentapi.RunCodeRequest{Code: "6 * 7"}); mainText(t, ex) != "42" {

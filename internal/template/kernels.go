@@ -2,6 +2,7 @@ package template
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"withruntime.dev/runtime/internal/agentapi"
 )
 
 // The code-interpreter template's kernels for languages other than Python
@@ -20,10 +23,21 @@ import (
 //   - JavaScript and TypeScript: Deno's built-in Jupyter kernel
 //     (`deno jupyter --kernel`), the deno binary from its npm package.
 //   - R: IRkernel, Debian's r-cran-irkernel (in kernelDebPackages).
+//   - Java: a kernel of our own, javakernel/JShellKernel.java: the JDK's
+//     JShell (Debian's openjdk-17-jdk-headless, in kernelDebPackages)
+//     behind the Jupyter messaging of JJava's library
+//     (org.dflib.jjava:jjava-jupyter from Maven Central, with its
+//     dependencies, each pinned below). Maven Central serves JJava's
+//     library but not its kernel, so the kernel is this file, compiled by
+//     the hook with the rootfs's own javac into agentapi.JavaKernelDir
+//     beside the jars. The hook then runs it (--check), recording the
+//     classes it loads in a CDS archive (jshell.jsa) that the agent's Java
+//     kernels start from.
 //
 // Debian's packages are installed by mmdebstrap with the others. The files
-// from PyPI and npm are fetched on the build host with its own clients (pip
-// and npm, as the host is set up to reach the registries) into a cache
+// from PyPI, npm and Maven Central are fetched on the build host with its
+// own clients (pip, npm and mvn, as the host is set up to reach the
+// registries) into a cache
 // beside the templates (<Dir>/.cache/kernels/<version>/, kept across
 // builds, so a rebuild downloads nothing), then installed into the rootfs
 // by kernelsHook. Versions are pinned, and the files' names (with their
@@ -32,8 +46,9 @@ type kernelFile struct {
 	// name is the file the client writes into the cache.
 	name string
 	// fetch is the host command that writes name into the directory given
-	// as its last argument.
-	fetch []string
+	// as its last argument (dirFlag + the directory when dirFlag is set).
+	fetch   []string
+	dirFlag string
 }
 
 // Pinned kernel versions.
@@ -41,32 +56,67 @@ const (
 	bashKernelVersion = "0.10.0"
 	filetypeVersion   = "1.2.0" // bash_kernel's dependency not in Debian
 	denoVersion       = "2.9.6"
+	// mavenDependencyPlugin copies one artifact from Maven Central.
+	mavenDependencyPlugin = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 )
 
-// kernelFiles are fetched from the registries by the build host.
-var kernelFiles = []kernelFile{
+// javaKernelJars are JJava's Jupyter library and its dependencies (as its
+// POM names them), group:artifact:version.
+var javaKernelJars = []string{
+	"org.dflib.jjava:jjava-jupyter:1.0-a6",
+	"org.zeromq:jeromq:0.6.0",
+	"eu.neilalexander:jnacl:1.0.0",
+	"com.google.code.gson:gson:2.11.0",
+	"com.google.errorprone:error_prone_annotations:2.27.0",
+	"org.slf4j:slf4j-api:2.0.17",
+}
+
+//go:embed javakernel/JShellKernel.java
+var javaKernelSource string
+
+// mavenJar is the kernel file of one group:artifact:version jar.
+func mavenJar(gav string) kernelFile {
+	p := strings.Split(gav, ":")
+	return kernelFile{name: p[1] + "-" + p[2] + ".jar",
+		fetch:   []string{"mvn", "-B", "-q", mavenDependencyPlugin + ":copy", "-Dartifact=" + gav + ":jar"},
+		dirFlag: "-DoutputDirectory="}
+}
+
+// kernelFiles are fetched from the registries by the build host: the
+// first three by index in kernelsHook, then the Java kernel's jars.
+var kernelFiles = append([]kernelFile{
 	{name: "bash_kernel-" + bashKernelVersion + "-py2.py3-none-any.whl",
 		fetch: []string{"pip", "download", "--no-deps", "--only-binary=:all:", "bash_kernel==" + bashKernelVersion, "-d"}},
 	{name: "filetype-" + filetypeVersion + "-py2.py3-none-any.whl",
 		fetch: []string{"pip", "download", "--no-deps", "--only-binary=:all:", "filetype==" + filetypeVersion, "-d"}},
 	{name: "deno-linux-x64-glibc-" + denoVersion + ".tgz",
 		fetch: []string{"npm", "pack", "--silent", "@deno/linux-x64-glibc@" + denoVersion, "--pack-destination"}},
+}, javaKernelFiles()...)
+
+func javaKernelFiles() []kernelFile {
+	var fs []kernelFile
+	for _, j := range javaKernelJars {
+		fs = append(fs, mavenJar(j))
+	}
+	return fs
 }
 
 // kernelDebPackages are the kernels' packages from Debian: pexpect for
-// bash_kernel, IRkernel (with R) for R.
-var kernelDebPackages = []string{"python3-pexpect", "r-cran-irkernel"}
+// bash_kernel, IRkernel (with R) for R, the JDK (JShell and javac) for
+// Java.
+var kernelDebPackages = []string{"python3-pexpect", "r-cran-irkernel", "openjdk-17-jdk-headless"}
 
 // kernelsEnv names the hook's environment variable that holds the cache
 // directory of the kernels' files.
 const kernelsEnv = "WITHRUNTIME_KERNEL_FILES"
 
-const stepKernels = "installing the Bash, JavaScript/TypeScript kernels"
+const stepKernels = "installing the Bash, JavaScript/TypeScript and Java kernels"
 
 // kernelsHook installs the cached kernel files into the rootfs ($1):
 // bash_kernel with pip (offline, from the cache), deno's binary to
-// /usr/local/bin. It then starts each once as the sandbox user, so that a
-// broken install fails the build, not a sandbox's first cell.
+// /usr/local/bin, the Java kernel's jars to agentapi.JavaKernelDir with
+// the kernel compiled beside them. It then starts each once as the sandbox user, so
+// that a broken install fails the build, not a sandbox's first cell.
 var kernelsHook = `echo '` + stepMarker + stepKernels + `'
 k="$` + kernelsEnv + `"
 install -d -m 0700 "$1/tmp/withruntime-kernels"
@@ -78,8 +128,34 @@ chmod 0755 "$1/usr/local/bin/deno"
 chroot --userspec=` + sandboxUID + `:` + sandboxUID + ` "$1" env HOME=/home/user python3 -c 'import bash_kernel.kernel'
 chroot --userspec=` + sandboxUID + `:` + sandboxUID + ` "$1" env HOME=/home/user /usr/local/bin/deno --version
 chroot --userspec=` + sandboxUID + `:` + sandboxUID + ` "$1" env HOME=/home/user R --slave -e 'library(IRkernel)'
-echo '` + stepMarker + `done'
+` + javaKernelHook + `echo '` + stepMarker + `done'
 `
+
+// javaKernelHook installs the jars, compiles the kernel (its source in a
+// here-document, so a change of it is a new recipe version), runs it once
+// as root to record its CDS archive (root: the archive is written into a
+// directory the sandbox user cannot write) and once as the sandbox user
+// from that archive.
+var javaKernelHook = `install -d -m 0755 "$1` + agentapi.JavaKernelDir + `"
+` + javaJarCopies() + `install -d -m 0700 "$1/tmp/withruntime-jshell"
+cat > "$1/tmp/withruntime-jshell/JShellKernel.java" <<'WITHRUNTIME_JAVA_SOURCE'
+` + javaKernelSource + `WITHRUNTIME_JAVA_SOURCE
+chroot "$1" javac -nowarn -encoding UTF-8 -d /tmp/withruntime-jshell/classes -cp '` + agentapi.JavaKernelDir + `/*' /tmp/withruntime-jshell/JShellKernel.java
+chroot "$1" jar --create --file ` + agentapi.JavaKernelDir + `/withruntime-jshell.jar -C /tmp/withruntime-jshell/classes .
+rm -rf "$1/tmp/withruntime-jshell"
+chmod 0644 "$1` + agentapi.JavaKernelDir + `"/*.jar
+chroot "$1" env HOME=/root java ` + agentapi.JavaKernelFlags + ` -XX:ArchiveClassesAtExit=` + agentapi.JavaKernelDir + `/jshell.jsa -cp '` + agentapi.JavaKernelDir + `/*' ` + agentapi.JavaKernelClass + ` --check
+chmod 0644 "$1` + agentapi.JavaKernelDir + `/jshell.jsa"
+chroot --userspec=` + sandboxUID + `:` + sandboxUID + ` "$1" env HOME=/home/user java ` + agentapi.JavaKernelFlags + ` -XX:SharedArchiveFile=` + agentapi.JavaKernelDir + `/jshell.jsa -cp '` + agentapi.JavaKernelDir + `/*' ` + agentapi.JavaKernelClass + ` --check
+`
+
+func javaJarCopies() string {
+	var b strings.Builder
+	for _, f := range javaKernelFiles() {
+		fmt.Fprintf(&b, "cp \"$k/%s\" \"$1%s/\"\n", f.name, agentapi.JavaKernelDir)
+	}
+	return b.String()
+}
 
 // fetchKernels makes sure every kernel file is in cache (fetching the
 // missing ones) and returns the cache's directory.
@@ -97,7 +173,7 @@ func fetchKernels(ctx context.Context, env *buildEnv) (string, error) {
 	if len(missing) == 0 {
 		return dir, nil
 	}
-	done := env.step("downloading the kernels from the package registries (pip, npm)")
+	done := env.step("downloading the kernels from the package registries (pip, npm, mvn)")
 	for _, f := range missing {
 		if err := fetchKernelFile(ctx, env, dir, f); err != nil {
 			return "", err
@@ -119,7 +195,7 @@ func fetchKernelFile(ctx context.Context, env *buildEnv, dir string, f kernelFil
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	args := append(append([]string{}, f.fetch[1:]...), tmp)
+	args := append(append([]string{}, f.fetch[1:]...), f.dirFlag+tmp)
 	fmt.Fprintf(env.log, "# %s %s\n", f.fetch[0], strings.Join(args, " "))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()

@@ -9,19 +9,27 @@ import (
 	"testing"
 )
 
-// TestFetchKernelsCaches fetches the kernels' files with stand-in pip and
-// npm clients (on PATH, writing the names the real ones write) and checks
+// TestFetchKernelsCaches fetches the kernels' files with stand-in pip, npm
+// and mvn clients (on PATH, writing the names the real ones write) and checks
 // that a second build fetches nothing, and that a client that writes no
 // file fails the build with the file's name.
 func TestFetchKernelsCaches(t *testing.T) {
 	bin := t.TempDir()
 	calls := filepath.Join(t.TempDir(), "calls")
 	// Each stand-in writes the file named in the command line's
-	// package==version (pip) or @scope/name@version (npm) into its last
-	// argument, as the real clients do, and logs the call.
+	// package==version (pip), @scope/name@version (npm) or
+	// -Dartifact=group:artifact:version:jar (mvn) into its last argument
+	// (mvn: -DoutputDirectory=), as the real clients do, and logs the call.
 	script := `#!/bin/sh
 echo "$0 $*" >> ` + calls + `
-for a; do last=$a; done
+f=
+for a; do
+	last=$a
+	case "$a" in
+	-DoutputDirectory=*) last=${a#-DoutputDirectory=};;
+	-Dartifact=*) f=$(echo "${a#-Dartifact=}" | awk -F: '{print $2 "-" $3 ".jar"}');;
+	esac
+done
 case "$*" in
 *bash_kernel==*) f=` + kernelFiles[0].name + `;;
 *filetype==*) f=` + kernelFiles[1].name + `;;
@@ -30,7 +38,7 @@ esac
 [ -n "$BROKEN" ] && exit 0
 echo data > "$last/$f"
 `
-	for _, n := range []string{"pip", "npm"} {
+	for _, n := range []string{"pip", "npm", "mvn"} {
 		if err := os.WriteFile(filepath.Join(bin, n), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -83,9 +91,17 @@ func TestCodeInterpreterRecipeHasKernels(t *testing.T) {
 			t.Errorf("the hook does not install %s", f.name)
 		}
 	}
+	if !strings.Contains(r.hook, javaKernelSource) || !strings.Contains(javaKernelSource, "class JShellKernel") {
+		t.Error("the hook does not carry the Java kernel's source")
+	}
 	old := r.version()
 	r.hook = strings.ReplaceAll(r.hook, denoVersion, "0.0.1")
 	if r.version() == old {
 		t.Error("another deno version is the same recipe version")
+	}
+	r = builtinRecipes[CodeInterpreter]
+	r.hook = strings.ReplaceAll(r.hook, "evalRaw(", "evalRaw2(")
+	if r.version() == old {
+		t.Error("another Java kernel source is the same recipe version")
 	}
 }

@@ -25,7 +25,7 @@ type RunCodeOptions struct {
 	// ContextID runs the code in that context; "" is the default one.
 	ContextID string
 	// Language is "python" (default), "javascript" ("js"), "typescript"
-	// ("ts"), "r" or "bash" (wire.LanguagePython...); without a ContextID
+	// ("ts"), "r", "bash" or "java" (wire.LanguagePython...); without a ContextID
 	// the cell runs in that language's default context. A language the
 	// sandbox has no kernel for is ErrBadRequest.
 	Language string

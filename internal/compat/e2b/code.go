@@ -317,7 +317,7 @@ func (s *Server) homeKernel(ctx context.Context, as who, id string) {
 
 // homedLanguages are the languages besides Python whose default context
 // homeKernel makes in e2bKernelHome.
-var homedLanguages = []string{wire.LanguageJavaScript, wire.LanguageTypeScript, wire.LanguageR, wire.LanguageBash}
+var homedLanguages = []string{wire.LanguageJavaScript, wire.LanguageTypeScript, wire.LanguageR, wire.LanguageBash, wire.LanguageJava}
 
 // listContexts is GET /contexts: a JSON array of contexts.
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {

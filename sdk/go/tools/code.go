@@ -63,7 +63,7 @@ type RunCodeOutput = withruntime.Execution
 
 var codeSpecs = []spec{{
 	name: RunCodeName,
-	description: fmt.Sprintf("Run code in a Jupyter kernel in the sandbox, like a notebook cell: Python (the default), or JavaScript or TypeScript (Deno), R or Bash, each language in a kernel of its own; variables, imports and functions persist between calls, "+
+	description: fmt.Sprintf("Run code in a Jupyter kernel in the sandbox, like a notebook cell: Python (the default), or JavaScript or TypeScript (Deno), R, Bash or Java (JShell), each language in a kernel of its own; variables, imports and functions persist between calls, "+
 		"so compute in one call and use the result in the next. numpy, pandas and matplotlib are installed; a matplotlib figure is returned as an image (no need to save it) with the values it plots, "+
 		"and the value of the last line is returned as the cell's result. Files are in /workspace, shared with the other tools. "+
 		"Returns stdout, stderr, the result, images and any error with its traceback. Output is capped at %d bytes per stream (the beginning and the end are kept). "+
@@ -78,8 +78,8 @@ var codeSpecs = []spec{{
     },
     "language": {
       "type": "string",
-      "enum": ["", "python", "javascript", "typescript", "r", "bash"],
-      "description": "The language of the code: \"python\", \"javascript\", \"typescript\", \"r\" or \"bash\". Use \"\" for python."
+      "enum": ["", "python", "javascript", "typescript", "r", "bash", "java"],
+      "description": "The language of the code: \"python\", \"javascript\", \"typescript\", \"r\", \"bash\" or \"java\". Use \"\" for python."
     }
   },
   "required": ["code", "language"],
@@ -99,12 +99,12 @@ var codeSpecs = []spec{{
 var codeLanguages = map[string]string{
 	"": "", "python": "", "python3": "", "py": "",
 	"javascript": "javascript", "js": "javascript", "typescript": "typescript", "ts": "typescript",
-	"r": "r", "bash": "bash", "sh": "bash",
+	"r": "r", "bash": "bash", "sh": "bash", "java": "java",
 }
 
 func checkRunCode(a args) string {
 	if _, ok := codeLanguages[strings.ToLower(a.str["language"])]; !ok {
-		return fmt.Sprintf("language %q is not available; runtime_run_code runs python, javascript, typescript, r or bash (use runtime_exec for other languages)", a.str["language"])
+		return fmt.Sprintf("language %q is not available; runtime_run_code runs python, javascript, typescript, r, bash or java (use runtime_exec for other languages)", a.str["language"])
 	}
 	if strings.TrimSpace(a.str["code"]) == "" {
 		return "code is empty; give the code to run"

@@ -24,8 +24,9 @@ const (
 	LanguageTypeScript = "typescript"
 	LanguageR          = "r"
 	LanguageBash       = "bash"
-	// LanguageJava is named so that it is refused with a reason: no Java
-	// kernel is installed (400).
+	// LanguageJava runs in a JShell kernel (JDK 17): the last
+	// expression's value is the result, a cell's env is set as system
+	// properties.
 	LanguageJava = "java"
 )
 
@@ -37,9 +38,9 @@ const DefaultContextID = "default"
 // CreateContextRequest is the body of POST .../contexts.
 type CreateContextRequest struct {
 	// Language of the kernel: "python" (default), "javascript" (or "js"),
-	// "typescript" ("ts"), "r" or "bash". A language whose kernel the
-	// sandbox lacks (any but Python outside the code-interpreter
-	// template; "java" everywhere) is refused with a 400 naming it.
+	// "typescript" ("ts"), "r", "bash" or "java". A language whose kernel
+	// the sandbox lacks (any but Python outside the code-interpreter
+	// template) is refused with a 400 naming it.
 	Language string `json:"language,omitempty"`
 	// Cwd is the kernel's working directory (default /workspace; relative
 	// paths resolve under /workspace; it must exist).
@@ -68,7 +69,7 @@ type CodeContext struct {
 	// context, "default-<language>" for another language's).
 	ID string `json:"id"`
 	// Language is the kernel's language: "python", "javascript",
-	// "typescript", "r" or "bash".
+	// "typescript", "r", "bash" or "java".
 	Language string `json:"language"`
 	// Cwd is the kernel's working directory.
 	Cwd string `json:"cwd"`
@@ -100,8 +101,8 @@ type RunCodeRequest struct {
 	// the others), created on first use.
 	ContextID string `json:"contextId,omitempty"`
 	// Language is "python" (default), "javascript" ("js"), "typescript"
-	// ("ts"), "r" or "bash". With a ContextID it must match the context's,
-	// or be empty.
+	// ("ts"), "r", "bash" or "java". With a ContextID it must match the
+	// context's, or be empty.
 	Language string `json:"language,omitempty"`
 	// TimeoutSeconds interrupts the code (SIGINT, as Ctrl-C in a notebook)
 	// after this many seconds, keeping the context and its variables; a

@@ -184,7 +184,7 @@ export class Execution {
 export interface RunCodeOptions {
   /** The context (or its id); default, the sandbox's default context. */
   context?: CodeContext | string;
-  /** "python" (default), "javascript" ("js"), "typescript" ("ts"), "r" or "bash"; without a context, the cell runs in that language's default context. A language without a kernel is a BadRequestError. */
+  /** "python" (default), "javascript" ("js"), "typescript" ("ts"), "r", "bash" or "java"; without a context, the cell runs in that language's default context. A language without a kernel is a BadRequestError. */
   language?: string;
   /** Interrupts the code after this many seconds, keeping the context (default 300). */
   timeoutSeconds?: number;
@@ -200,7 +200,7 @@ export interface RunCodeOptions {
 
 /** createCodeContext's options. */
 export interface CreateContextOptions {
-  /** The kernel's language: "python" (default), "javascript" ("js"), "typescript" ("ts"), "r" or "bash". */
+  /** The kernel's language: "python" (default), "javascript" ("js"), "typescript" ("ts"), "r", "bash" or "java". */
   language?: string;
   /** The kernel's working directory (default /workspace). */
   cwd?: string;

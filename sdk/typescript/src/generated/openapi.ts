@@ -2572,7 +2572,7 @@ export interface components {
         };
         /** @description A code context to start. */
         CreateContextRequest: {
-            /** @description The kernel's language: "python" (the default; also "python3"), "javascript" (also "js"), "typescript" (also "ts"), "r" or "bash". Python runs in ipykernel, JavaScript and TypeScript in Deno's kernel, R in IRkernel, Bash in bash_kernel; only the code-interpreter template has the kernels (another template: 501 for Python, 400 for the others). "java" and any other name are refused with a 400 naming the language (no Java kernel can be installed from the package registries). */
+            /** @description The kernel's language: "python" (the default; also "python3"), "javascript" (also "js"), "typescript" (also "ts"), "r", "bash" or "java". Python runs in ipykernel, JavaScript and TypeScript in Deno's kernel, R in IRkernel, Bash in bash_kernel, Java in a JShell kernel (JDK 17); only the code-interpreter template has the kernels (another template: 501 for Python, 400 for the others). Any other name is refused with a 400 naming the language. */
             language?: string;
             /** @description The kernel's working directory, absolute or relative to /workspace; it must exist. Default /workspace. */
             cwd?: string;
@@ -2591,7 +2591,7 @@ export interface components {
              * @description The kernel's language.
              * @enum {string}
              */
-            language: "python" | "javascript" | "typescript" | "r" | "bash";
+            language: "python" | "javascript" | "typescript" | "r" | "bash" | "java";
             /** @description The kernel's working directory. */
             cwd: string;
             /** @description Who the kernel runs as, user or root. */
@@ -2616,13 +2616,13 @@ export interface components {
         };
         /** @description One cell of code to run. */
         RunCodeRequest: {
-            /** @description The cell, in the context's language (Python with IPython magics such as `%%bash` and `!cmd`; JavaScript or TypeScript for Deno, with top-level await; R; a Bash script). */
+            /** @description The cell, in the context's language (Python with IPython magics such as `%%bash` and `!cmd`; JavaScript or TypeScript for Deno, with top-level await; R; a Bash script; Java for JShell, whose last expression's value is the result). */
             code: string;
             /** @description The context to run in (POST /contexts). Absent, the default context of `language` ("default" for Python, "default-<language>" for the others), created on first use. */
             contextId?: string;
-            /** @description "python" (the default; also "python3"), "javascript" ("js"), "typescript" ("ts"), "r" or "bash" (CreateContextRequest.language says which kernel each is). With contextId it must be the context's or absent. A language without a kernel in the sandbox ("java", or any but Python outside the code-interpreter template) is a 400 naming it. */
+            /** @description "python" (the default; also "python3"), "javascript" ("js"), "typescript" ("ts"), "r", "bash" or "java" (CreateContextRequest.language says which kernel each is). With contextId it must be the context's or absent. A language without a kernel in the sandbox (any but Python outside the code-interpreter template) is a 400 naming it. */
             language?: string;
-            /** @description Interrupt the cell after this many seconds, keeping the context (SIGINT for Python, R and Bash; a Jupyter interrupt_request for Deno's kernel, which stops running JavaScript but not a pending await); a kernel that does not stop within 2 s is restarted and its state lost. 0 means the default, 300 seconds. */
+            /** @description Interrupt the cell after this many seconds, keeping the context (SIGINT for Python, R and Bash; a Jupyter interrupt_request for Deno's kernel, which stops running JavaScript but not a pending await, and for the Java kernel, which stops the running snippet's thread); a kernel that does not stop within 2 s is restarted and its state lost. 0 means the default, 300 seconds. */
             timeoutSeconds?: number;
             /** @description Environment variables set in the kernel's process environment for this call only (os.environ, Deno.env, Sys.setenv, export); the previous values are put back after it. */
             env?: {

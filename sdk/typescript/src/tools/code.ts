@@ -43,13 +43,13 @@ const fields: Field[] = [
 const codeLanguages: Record<string, string> = {
   "": "", python: "", python3: "", py: "",
   javascript: "javascript", js: "javascript", typescript: "typescript", ts: "typescript",
-  r: "r", bash: "bash", sh: "bash",
+  r: "r", bash: "bash", sh: "bash", java: "java",
 };
 
 function checkRunCode(a: Args): string {
   const lang = a.str["language"] ?? "";
   if (!Object.hasOwn(codeLanguages, lang.toLowerCase())) {
-    return `language ${JSON.stringify(lang)} is not available; runtime_run_code runs python, javascript, typescript, r or bash (use runtime_exec for other languages)`;
+    return `language ${JSON.stringify(lang)} is not available; runtime_run_code runs python, javascript, typescript, r, bash or java (use runtime_exec for other languages)`;
   }
   if ((a.str["code"] ?? "").trim() === "") return "code is empty; give the code to run";
   return "";

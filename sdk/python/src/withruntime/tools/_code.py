@@ -29,14 +29,14 @@ CODE_TIMEOUT_SECONDS = 120
 CODE_LANGUAGES = {
     "": "", "python": "", "python3": "", "py": "",
     "javascript": "javascript", "js": "javascript", "typescript": "typescript", "ts": "typescript",
-    "r": "r", "bash": "bash", "sh": "bash",
+    "r": "r", "bash": "bash", "sh": "bash", "java": "java",
 }
 
 
 def check_run_code(s: dict[str, str], n: dict[str, int]) -> str:
     lang = s.get("language", "")
     if lang.lower() not in CODE_LANGUAGES:
-        return f"language {_go_quote(lang)} is not available; runtime_run_code runs python, javascript, typescript, r or bash (use runtime_exec for other languages)"
+        return f"language {_go_quote(lang)} is not available; runtime_run_code runs python, javascript, typescript, r, bash or java (use runtime_exec for other languages)"
     if not s.get("code", "").strip():
         return "code is empty; give the code to run"
     return ""
