@@ -49,7 +49,9 @@ fi
 cd "$(dirname "$0")/.."
 
 # --- Debian packages -------------------------------------------------------
-packages=(mmdebstrap iproute2 nftables bubblewrap postgresql)
+# maven fetches the code interpreter's Java kernel jars (pinned) when its
+# template is built.
+packages=(mmdebstrap iproute2 nftables bubblewrap postgresql maven)
 missing=()
 for p in "${packages[@]}"; do
 	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
