@@ -187,10 +187,10 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 		}
 	} else {
 		// One key (or none) used CPU this round. A heavy key that still
-		// used some stays heavy: the others may have used next to nothing only
-		// because their commands waited behind it for the whole round, and
-		// releasing it then made the wait longer. Its low weight costs it
-		// nothing while no other key wants the cores.
+		// used some stays heavy: the others may have used next to nothing
+		// only because their commands waited behind it the whole round,
+		// and releasing it then made the wait longer. Its low weight costs
+		// it nothing while no other key wants the cores.
 		for k := range before.heavy {
 			if byKey[k] >= activeCores {
 				now.heavy[k], now.under[k] = true, before.under[k]
