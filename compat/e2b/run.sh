@@ -26,7 +26,8 @@
 # Usage: compat/e2b/run.sh [python|ts|python-domain|ts-domain]...   (default: all four)
 # upstream-py-sync, upstream-py-async, upstream-py-shared, upstream-ci-py,
 # upstream-js and upstream-ci-js run E2B's own suites (compat/e2b/upstream.sh
-# says from where).
+# says from where); each with -domain after its name (upstream-js-domain...)
+# runs it in domain mode, as the domain suites run.
 # COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k, node
 # --test-name-pattern), for a narrow run while working on one feature.
 set -euo pipefail
