@@ -187,7 +187,11 @@ for s in "${suites[@]}"; do
 	case $s in
 	python) (cd "$here/python" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider ${COMPAT_ONLY:+-k "$COMPAT_ONLY"} tests) ;;
 	ts) (cd "$here/ts" && if [[ -n ${COMPAT_ONLY:-} ]]; then node --test --test-concurrency=1 --test-name-pattern="$COMPAT_ONLY" test/; else npm test --silent; fi) ;;
-	upstream-*-domain) start_domain; in_domain "$here/upstream.sh" "$venv" "${s%-domain}" ;;
+	upstream-*-domain)
+		UPSTREAM_PREPARE_ONLY=1 "$here/upstream.sh" "$venv" "${s%-domain}"
+		start_domain
+		in_domain "$here/upstream.sh" "$venv" "${s%-domain}"
+		;;
 	upstream-*) "$here/upstream.sh" "$venv" "$s" ;;
 	python-domain) start_domain; (cd "$here/python" && in_domain "$venv/bin/pytest" -q -p no:cacheprovider domain) ;;
 	ts-domain) start_domain; (cd "$here/ts" && in_domain node --test --test-concurrency=1 domain/) ;;
