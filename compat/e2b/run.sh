@@ -26,7 +26,8 @@
 # Usage: compat/e2b/run.sh [python|ts|python-domain|ts-domain]...   (default: all four)
 # upstream-py-sync, upstream-py-async, upstream-py-shared, upstream-ci-py,
 # upstream-js and upstream-ci-js run E2B's own suites (compat/e2b/upstream.sh
-# says from where).
+# says from where); each with -domain after its name (upstream-js-domain...)
+# runs it in domain mode, as the domain suites run.
 # COMPAT_ONLY=PATTERN runs only the tests whose names match (pytest -k, node
 # --test-name-pattern), for a narrow run while working on one feature.
 set -euo pipefail
@@ -186,6 +187,11 @@ for s in "${suites[@]}"; do
 	case $s in
 	python) (cd "$here/python" && env -u PYTHONPATH "$venv/bin/pytest" -q -p no:cacheprovider ${COMPAT_ONLY:+-k "$COMPAT_ONLY"} tests) ;;
 	ts) (cd "$here/ts" && if [[ -n ${COMPAT_ONLY:-} ]]; then node --test --test-concurrency=1 --test-name-pattern="$COMPAT_ONLY" test/; else npm test --silent; fi) ;;
+	upstream-*-domain)
+		UPSTREAM_PREPARE_ONLY=1 "$here/upstream.sh" "$venv" "${s%-domain}"
+		start_domain
+		in_domain "$here/upstream.sh" "$venv" "${s%-domain}"
+		;;
 	upstream-*) "$here/upstream.sh" "$venv" "$s" ;;
 	python-domain) start_domain; (cd "$here/python" && in_domain "$venv/bin/pytest" -q -p no:cacheprovider domain) ;;
 	ts-domain) start_domain; (cd "$here/ts" && in_domain node --test --test-concurrency=1 domain/) ;;

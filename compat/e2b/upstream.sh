@@ -40,6 +40,9 @@ if [[ " $* " == *" upstream-py"* || " $* " == *" upstream-ci-py"* ]] && [[ ! -e 
 		'pytest-xdist>=3.3,<4' 'pytest-dotenv>=0.5.2,<0.6' 'python-dotenv>=1,<2'
 	touch "$venv/.upstream-ready"
 fi
+# UPSTREAM_PREPARE_ONLY=1: the installs above, no suite (run.sh does this
+# before a domain-mode suite, whose resolver names only the run's domain).
+[[ -z ${UPSTREAM_PREPARE_ONLY:-} ]] || exit 0
 # tree SRC DIR...: a scratch copy of DIRs of the checkout SRC (pytest.ini
 # and the tests, no SDK source).
 tree() {
