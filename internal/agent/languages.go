@@ -63,7 +63,8 @@ type language struct {
 	// startup runs silently before the kernel's first cell ("": none).
 	startup string
 	// reseed seeds the kernel's random generators again after a restore
-	// ("": nothing to do).
+	// ("": nothing to do, or nothing it can do: Deno's and the JVM's
+	// Math.random generators cannot be seeded from a cell).
 	reseed string
 	// setEnv is code that sets env in the kernel's process environment;
 	// save keeps the old values for restoreEnv.
@@ -95,6 +96,9 @@ var languages = map[string]*language{
 		installed: []string{"/usr/local/lib/python3*/dist-packages/bash_kernel", "/usr/lib/python3/dist-packages/bash_kernel"},
 		setEnv:    bashSetEnv, restoreEnv: bashRestoreEnv,
 		errorName: "ExitCode",
+		// Assigning RANDOM seeds it; SRANDOM (bash 5.1+) reads getrandom,
+		// which a restored copy does not inherit.
+		reseed: "RANDOM=$SRANDOM",
 	},
 	wire.LanguageJavaScript: denoLanguage(wire.LanguageJavaScript, "JavaScript"),
 	wire.LanguageTypeScript: denoLanguage(wire.LanguageTypeScript, "TypeScript"),
@@ -103,6 +107,9 @@ var languages = map[string]*language{
 		argv:      []string{"R", "--no-save", "--no-restore", "--slave", "-e", "IRkernel::main()", "--args"},
 		installed: []string{"/usr/lib/R/site-library/IRkernel", "/usr/local/lib/R/site-library/IRkernel"},
 		setEnv:    rSetEnv, restoreEnv: rRestoreEnv,
+		// Without .Random.seed R seeds its generator at the next draw from
+		// the time and its pid: the copies' times differ.
+		reseed: "if (exists('.Random.seed', envir = globalenv(), inherits = FALSE)) rm('.Random.seed', envir = globalenv())",
 		// IRkernel names an ipc socket IP:PORT where Jupyter's convention
 		// (and the agent's wait for the sockets) is IP-PORT.
 		tcp: true,

@@ -267,3 +267,43 @@ func resultsJSON(ex agentapi.Execution) []byte {
 	b, _ := json.Marshal(ex.Results)
 	return b
 }
+
+// TestKernelsReseeded (issue 26): in every copy of a snapshot the kernels'
+// random generators are seeded anew: Python's random, Bash's $RANDOM and
+// R's generator (each drawn from once before the snapshot) draw different
+// numbers in two copies, where one saved state would draw the same.
+// (Deno's and Java's Math.random cannot be seeded from a cell:
+// docs/behaviour.md.)
+func TestKernelsReseeded(t *testing.T) {
+	e := newEnv(t)
+	draws := map[string]string{
+		"python": "import random; print(random.random(), random.random())",
+		"bash":   "echo $RANDOM $RANDOM $RANDOM",
+		"r":      "cat(runif(2))",
+	}
+	src := e.ciSandbox(api.CreateSandboxRequest{MemoryMiB: 1024})
+	for lang, code := range draws {
+		if ex := e.code(src.ID, agentapi.RunCodeRequest{Code: code, Language: lang}); ex.Error != nil || stdoutOf(ex) == "" {
+			t.Fatalf("%s in the source: %+v", lang, ex)
+		}
+	}
+	sn := e.snapshot(src.ID, api.CreateSnapshotRequest{})
+	var copies [2]map[string]string
+	for i := range copies {
+		sb := e.create(api.CreateSandboxRequest{Snapshot: sn.ID, MemoryMiB: 1024})
+		copies[i] = map[string]string{}
+		for lang, code := range draws {
+			ex := e.code(sb.ID, agentapi.RunCodeRequest{Code: code, Language: lang})
+			if ex.Error != nil || stdoutOf(ex) == "" {
+				t.Fatalf("%s in copy %d: %+v", lang, i, ex)
+			}
+			copies[i][lang] = stdoutOf(ex)
+		}
+	}
+	for lang := range draws {
+		t.Logf("%s: %q and %q", lang, copies[0][lang], copies[1][lang])
+		if copies[0][lang] == copies[1][lang] {
+			t.Errorf("%s: two copies of one snapshot drew the same numbers, %q", lang, copies[0][lang])
+		}
+	}
+}
