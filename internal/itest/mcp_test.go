@@ -299,15 +299,7 @@ func TestMCPPauseIdle(t *testing.T) {
 	for _, mode := range []string{"full", "filesystem"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t)
-			bin := buildWithruntime(t)
-			cmd := exec.Command(bin, "mcp", "--lease", "2s", "--pause-idle", "--pause-mode", mode)
-			cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
-			client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
-			cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
+			cs, _ := e.mcpSession("--lease", "2s", "--pause-idle", "--pause-mode", mode)
 			if res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "kept"}); res.IsError {
 				t.Fatalf("write: %q", mcpText(t, res))
 			}
@@ -340,15 +332,7 @@ func TestMCPPauseIdle(t *testing.T) {
 
 func TestMCPLeaseEnd(t *testing.T) {
 	e := newEnv(t)
-	bin := buildWithruntime(t)
-	cmd := exec.Command(bin, "mcp", "--lease", "2s")
-	cmd.Env = append(os.Environ(), "WITHRUNTIME_URL="+e.http.URL, "WITHRUNTIME_API_KEY="+e.key)
-	client := mcp.NewClient(&mcp.Implementation{Name: "itest", Version: "0.0.1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs, _ := e.mcpSession("--lease", "2s")
 	if res := mcpCall(t, cs, "runtime_write_file", map[string]any{"path": "mine.txt", "content": "a"}); res.IsError {
 		t.Fatalf("write: %q", mcpText(t, res))
 	}
