@@ -218,6 +218,17 @@ func TestCodeContexts(t *testing.T) {
 	if got := mainText(t, e.code(id, agentapi.RunCodeRequest{Code: "os.environ['WHO'], os.environ.get('EXTRA')", ContextID: b.ID})); got != "('b', None)" {
 		t.Fatalf("env after the call: %q", got)
 	}
+	// ... also after a cell that raised, and the next cell runs. ipykernel
+	// aborted the request right after a failing one while stop_on_error
+	// was on (the env's restore: the env leaked into later cells). A
+	// thread that holds the GIL widens that window as load does.
+	for i := 0; i < 10; i++ {
+		e.code(id, agentapi.RunCodeRequest{Code: "import threading; threading.Thread(target=lambda: sum(range(3 * 10**6))).start(); 1/0", ContextID: b.ID, Env: map[string]string{"WHO": "failed"}})
+		ex := e.code(id, agentapi.RunCodeRequest{Code: "os.environ['WHO']", ContextID: b.ID})
+		if got := mainText(t, ex); got != "'b'" || ex.Error != nil {
+			t.Fatalf("call %d after a failing cell with env: %q %+v", i, got, ex.Error)
+		}
+	}
 	var list agentapi.ContextList
 	e.must(http.StatusOK, "GET", base+"/contexts", nil, &list)
 	if len(list.Contexts) != 3 {

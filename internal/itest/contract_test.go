@@ -783,7 +783,7 @@ ax[1][0].scatter([1, 2], [3, 4]); ax[1][1].plot([1, 2], ['p', 'q']); ax[1][2].fi
 plt.show()
 pd.DataFrame({'n': [1, None]})`}}), &ex)
 	if len(ex.Results) != 2 || ex.Results[0].Chart == nil || len(ex.Results[0].Chart.Charts) != 6 {
-		t.Errorf("charts: %+v", ex.Results)
+		t.Errorf("charts: results %+v, error %+v, stdout %q, stderr %q", ex.Results, ex.Error, ex.Logs.Stdout, ex.Logs.Stderr)
 	}
 	c.do(apiCall{method: "POST", path: sbx + "/code", want: 200, body: agentapi.RunCodeRequest{Code: "import time; time.sleep(5)", TimeoutSeconds: 0.5, Env: map[string]string{"A": "b"}}})
 	c.do(apiCall{method: "POST", path: sbx + "/code", accept: agentapi.ContentTypeNDJSON, want: 200,

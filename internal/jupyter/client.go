@@ -332,10 +332,17 @@ type ExecuteRequest struct {
 // Execute sends code to run. The caller reads the request's messages
 // until it has both the execute_reply (shell) and the idle status (IOPub),
 // then closes it.
+//
+// stop_on_error is off: the agent sends a context one request at a time,
+// so there is never a queue worth aborting, and ipykernel's abort window
+// (it stays "aborting" until a callback it schedules after the error's
+// reply runs) aborted the request that came right after a failing cell —
+// the silent cell restoring a call's env (the env leaked into later
+// cells), or under load the user's next cell.
 func (c *Client) Execute(code string) (*Request, error) {
 	return c.Send("execute_request", ExecuteRequest{
 		Code: code, StoreHistory: true, UserExpressions: map[string]any{},
-		AllowStdin: false, StopOnError: true,
+		AllowStdin: false, StopOnError: false,
 	})
 }
 
