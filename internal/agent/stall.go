@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The kicker works around a lost wakeup in gVisor's pipes (reported
@@ -18,19 +20,31 @@ import (
 //	seq 1 200000 | grep -x 5 >/dev/null
 //
 // stops for good with both ends asleep on the pipe between them. Measured
-// here: about one run in a few hundred under load; SIGCONT alone does not
-// help, SIGSTOP then SIGCONT does, as both blocked system calls restart and
-// find the pipe as it is.
+// here in 2026-11: about one run in a few hundred under load (none in
+// 1,600 under load with the runsc of 2026-12); SIGCONT alone does not help,
+// SIGSTOP then SIGCONT does, as both blocked system calls restart and find
+// the pipe as it is.
 //
 // So every stallTick the agent looks at the processes of its running
 // commands (through /proc files kept open, see statCache: this costs well
 // under 1% of a CPU). When two processes that share a pipe (not one of the
-// agent's own output pipes) have both used no CPU for stallAfter, their
-// command is stopped and continued (stopAndContinue). For a pipeline that
-// was merely idle (`sleep 100 | cat`) that is harmless: Linux restarts the
-// interrupted calls, or returns EINTR from the few that are not restarted
-// (epoll_wait, for one), which programs retry. Such a pair is kicked again only after a doubling pause (up to
-// stallMaxBackoff), so it is disturbed rarely.
+// agent's own output pipes) have both used no CPU for stallAfter, it opens
+// that pipe through /proc and reads how many bytes wait in it (peekPipe).
+//   - None: both ends wait for more input, as an idle pipeline does (`sleep
+//     100 | cat`, sudo and its monitor): nothing is wrong and nobody is
+//     disturbed. A stall always leaves bytes in the pipe: the reader sleeps
+//     beside data, or the writer beside a full pipe.
+//   - Some: closing the descriptor it opened wakes every waiter on the pipe
+//     (a spurious wakeup for a healthy one: it looks and sleeps again). If
+//     the pair is still asleep beside the bytes at its next look, their
+//     command is stopped and continued (stopAndContinue).
+//
+// Stopping a command is the last resort because a parent that watches its
+// child with WUNTRACED sees it (sudo stops itself then; see
+// stopAndContinue): once stopped for every idle pipe, `sudo apt-get update`
+// ended with exit 129 now and then in CI. A pipe is looked at again only
+// after a doubling pause (up to stallMaxBackoff), so it is disturbed
+// rarely.
 type kicker struct {
 	log  *slog.Logger
 	live *liveSet
@@ -40,14 +54,20 @@ type kicker struct {
 
 	// idle tracks each process's CPU time: since when it has not changed.
 	idle map[int]idleState
-	// next is when a pipe may be kicked again, and the pause after that.
+	// next is when a pipe may be looked at again, the pause after that,
+	// and whether it was found asleep beside bytes last time.
 	next map[string]backoff
 
 	// Sources and actions, replaceable in tests.
 	scan  func() []procEntry
-	pipes func(pid int) []string
+	pipes func(pid int) []pipeRef
+	peek  func(path string) (int, error)
 	kick  func(pids []int)
 }
+
+// pipeRef is one pipe a process holds: its name ("pipe:[123]", the same
+// for every holder) and a path that opens it (/proc/PID/fd/N).
+type pipeRef struct{ name, path string }
 
 type idleState struct {
 	start uint64 // the process's start time: a reused pid is another process
@@ -58,6 +78,7 @@ type idleState struct {
 type backoff struct {
 	at    time.Time
 	pause time.Duration
+	woken bool // its waiters were woken at the last look, with bytes waiting
 }
 
 const (
@@ -68,7 +89,7 @@ const (
 
 func newKicker(log *slog.Logger, live *liveSet) *kicker {
 	return &kicker{log: log, live: live, wake: make(chan struct{}, 1), idle: map[int]idleState{}, next: map[string]backoff{},
-		scan: newStatCache().scan, pipes: pipesOf, kick: func(order []int) { stopAndContinue(order, 0) }}
+		scan: newStatCache().scan, pipes: pipesOf, peek: peekPipe, kick: func(order []int) { stopAndContinue(order, 0) }}
 }
 
 // run kicks stalled pipelines until ctx is done: every stallTick while a
@@ -133,6 +154,7 @@ func (k *kicker) check(now time.Time) {
 	seen := map[int]bool{}
 	holders := map[string][]int{} // pipe inode -> idle processes holding it
 	trees := map[string][]int{}   // pipe inode -> the command it is in
+	paths := map[string]string{}  // pipe inode -> a path that opens it
 	for _, root := range roots {
 		tree := treeOf(procs, root)
 		for _, pid := range tree {
@@ -150,8 +172,9 @@ func (k *kicker) check(now time.Time) {
 				continue
 			}
 			for _, pipe := range k.pipes(pid) {
-				holders[pipe] = append(holders[pipe], pid)
-				trees[pipe] = tree
+				holders[pipe.name] = append(holders[pipe.name], pid)
+				trees[pipe.name] = tree
+				paths[pipe.name] = pipe.path
 			}
 		}
 	}
@@ -162,7 +185,7 @@ func (k *kicker) check(now time.Time) {
 	}
 	own := map[string]bool{} // the agent's ends of commands' output pipes
 	for _, pipe := range k.pipes(os.Getpid()) {
-		own[pipe] = true
+		own[pipe.name] = true
 	}
 	kicked := map[int]bool{} // commands (by their first pid) kicked now
 	for pipe, pids := range holders {
@@ -175,14 +198,27 @@ func (k *kicker) check(now time.Time) {
 		}
 		b.pause = min(max(2*b.pause, stallAfter), stallMaxBackoff)
 		b.at = now.Add(b.pause)
+		waiting, err := k.peek(paths[pipe]) // and wakes its waiters
+		stalled := err == nil && waiting > 0
+		if stalled && !b.woken {
+			// Woken now; stopped and continued only if still asleep
+			// beside the bytes at the next look, soon.
+			b.woken, b.at = true, now.Add(stallAfter)
+			k.log.Info("woke the waiters of an idle pipe with bytes in it", "pipe", pipe, "pids", pids, "bytes", waiting)
+		} else {
+			b.woken = false
+		}
 		k.next[pipe] = b
+		if !stalled || b.woken {
+			continue
+		}
 		tree := trees[pipe]
 		if kicked[tree[0]] {
 			continue
 		}
 		kicked[tree[0]] = true
 		order := parentsFirst(tree, byPid)
-		k.log.Info("kicking a stalled pipeline", "pipe", pipe, "pids", pids, "command", order)
+		k.log.Info("kicking a stalled pipeline", "pipe", pipe, "pids", pids, "bytes", waiting, "command", order)
 		k.kick(order)
 	}
 	for pipe, b := range k.next {
@@ -192,8 +228,8 @@ func (k *kicker) check(now time.Time) {
 	}
 }
 
-// pipesOf lists the pipes ("pipe:[123]") among pid's open files.
-func pipesOf(pid int) []string {
+// pipesOf lists the pipes among pid's open files.
+func pipesOf(pid int) []pipeRef {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
 	f, err := os.Open(dir)
 	if err != nil {
@@ -201,13 +237,27 @@ func pipesOf(pid int) []string {
 	}
 	names, _ := f.Readdirnames(-1)
 	f.Close()
-	var out []string
+	var out []pipeRef
 	for _, n := range names {
 		if target, err := os.Readlink(dir + "/" + n); err == nil && strings.HasPrefix(target, "pipe:") {
-			out = append(out, target)
+			out = append(out, pipeRef{name: target, path: dir + "/" + n})
 		}
 	}
 	return out
+}
+
+// peekPipe opens the pipe at path (a /proc/PID/fd/N) for reading and
+// writing, without blocking, and returns how many bytes wait in it. Its
+// close wakes every reader and writer waiting on the pipe: gVisor notifies
+// them when a descriptor of the pipe is released. The bytes stay where
+// they are.
+func peekPipe(path string) (int, error) {
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	return unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
 }
 
 // parentsFirst orders a command's processes so that each comes after its

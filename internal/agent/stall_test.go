@@ -23,36 +23,64 @@ func startIn(t *testing.T, live *liveSet, command string) *proc {
 	return p
 }
 
-// A pipeline whose two ends sit idle is stopped and continued, then left
-// alone for a doubling pause; a busy one and a lone idle process are not.
+// A pipeline whose two ends sit idle beside bytes in the pipe between them
+// is woken, then stopped and continued at the next look, then left alone
+// for a doubling pause. An idle pipeline with an empty pipe (the shape of
+// sudo and its monitor, or `sleep | cat`) is never stopped; nor is a busy
+// one, or a lone idle process.
 func TestKickerKicksIdlePipelines(t *testing.T) {
 	t.Parallel()
 	live := newLiveSet()
-	idle := startIn(t, live, "sleep 30 | cat")
+	full := startIn(t, live, "yes | sleep 30") // yes fills the pipe and sleeps
+	empty := startIn(t, live, "sleep 31 | cat")
 	startIn(t, live, "yes | cat >/dev/null")
-	startIn(t, live, "sleep 31")
+	startIn(t, live, "sleep 32")
 	time.Sleep(300 * time.Millisecond) // let the pipelines start
 	k := newKicker(slog.New(slog.DiscardHandler), live)
 	var kicked [][]int
 	k.kick = func(pids []int) { kicked = append(kicked, slices.Sorted(slices.Values(pids))) }
-	base := idle.started.Add(stallAfter)
-	for i := range 6 { // seconds after the commands could first stall
+	peeked := map[string][]int{}
+	k.peek = func(path string) (int, error) {
+		n, err := peekPipe(path)
+		if err != nil {
+			t.Errorf("peek %s: %v", path, err)
+		}
+		peeked[path] = append(peeked[path], n)
+		return n, err
+	}
+	base := full.started.Add(stallAfter)
+	for i := range 9 { // seconds after the commands could first stall
 		k.check(base.Add(time.Duration(i) * time.Second))
 		time.Sleep(300 * time.Millisecond) // busy processes use CPU between checks
 	}
-	// Kicked at +2 s (idle since +0), then paused 2 s (+4 s), then 4 s.
-	if len(kicked) != 2 {
-		t.Fatalf("kicks: %v, want the idle pipeline twice", kicked)
+	// Idle since +0, woken at +2, kicked at +4, then paused 4 s: woken
+	// again at +8 (and kicked at +10 were it still asleep).
+	if len(kicked) != 1 {
+		t.Fatalf("kicks: %v, want the full pipeline once (peeks: %v)", kicked, peeked)
 	}
 	for _, pids := range kicked {
 		if len(pids) != 3 {
-			t.Errorf("kicked %v, want the whole command: sh, sleep and cat", pids)
+			t.Errorf("kicked %v, want the whole command: sh, yes and sleep", pids)
 		}
 		for _, pid := range pids {
-			if !slices.Contains(treeOf(scanProcs(), idle.pid), pid) {
-				t.Errorf("kicked %d, not of the idle pipeline", pid)
+			if !slices.Contains(treeOf(scanProcs(), full.pid), pid) {
+				t.Errorf("kicked %d, not of the full pipeline (the empty one is %v)", pid, treeOf(scanProcs(), empty.pid))
 			}
 		}
+	}
+	// Both were looked at, and peeking took nothing out of the pipe.
+	var sawEmpty, sawFull bool
+	for _, ns := range peeked {
+		for _, n := range ns {
+			sawEmpty = sawEmpty || n == 0
+			sawFull = sawFull || n >= 4096
+		}
+		if len(ns) != 3 && len(ns) != 2 {
+			t.Errorf("peeks %v: want the full pipe's at +2, +4, +8 and the empty one's at +2, +4", peeked)
+		}
+	}
+	if !sawEmpty || !sawFull {
+		t.Errorf("peeks %v: want an empty pipe and a full one", peeked)
 	}
 }
 
