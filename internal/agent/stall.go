@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -250,13 +251,22 @@ func pipesOf(pid int) []pipeRef {
 // writing, without blocking, and returns how many bytes wait in it. Its
 // close wakes every reader and writer waiting on the pipe: gVisor notifies
 // them when a descriptor of the pipe is released. The bytes stay where
-// they are.
+// they are. The process may have put something else at N since it was
+// listed (it is hostile): O_NOCTTY keeps a terminal from becoming the
+// agent's, and anything but a pipe is closed unread.
 func peekPipe(path string) (int, error) {
-	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return 0, fmt.Errorf("%s is no longer a pipe", path)
+	}
 	return unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
 }
 

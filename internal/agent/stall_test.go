@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -194,4 +195,36 @@ func TestKickerLeavesParentsRunning(t *testing.T) {
 		t.Errorf("with its child stopped the sudo-like parent did not stop itself: the test shows nothing")
 	}
 	_ = syscall.Kill(parent, syscall.SIGCONT)
+}
+
+// peekPipe reads a pipe's waiting bytes without taking them, and refuses
+// what a hostile process may have put at the descriptor instead of a pipe.
+func TestPeekPipe(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := w.Write([]byte("12345")); err != nil {
+		t.Fatal(err)
+	}
+	path := "/proc/self/fd/" + strconv.Itoa(int(r.Fd()))
+	if n, err := peekPipe(path); n != 5 || err != nil {
+		t.Fatalf("peek: %d %v, want 5 bytes", n, err)
+	}
+	buf := make([]byte, 10)
+	if n, _ := r.Read(buf); string(buf[:n]) != "12345" {
+		t.Errorf("after the peek the pipe holds %q", buf[:n])
+	}
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{f, "/dev/null"} {
+		if _, err := peekPipe(p); err == nil {
+			t.Errorf("peek %s: no error, want one (not a pipe)", p)
+		}
+	}
 }
