@@ -31,10 +31,12 @@ import (
 // under 1% of a CPU). When two processes that share a pipe (not one of the
 // agent's own output pipes) have both used no CPU for stallAfter, it opens
 // that pipe through /proc and reads how many bytes wait in it (peekPipe).
-//   - None: both ends wait for more input, as an idle pipeline does (`sleep
-//     100 | cat`, sudo and its monitor): nothing is wrong and nobody is
-//     disturbed. A stall always leaves bytes in the pipe: the reader sleeps
-//     beside data, or the writer beside a full pipe.
+//   - None: most likely both ends wait for more input, as an idle pipeline
+//     does (`sleep 100 | cat`, sudo and its monitor). The close of the
+//     descriptor the agent opened still wakes the pipe's waiters (below),
+//     and nothing more is done: the one stall that leaves the pipe empty,
+//     a writer that missed the wakeup after the reader drained the pipe,
+//     gets that wakeup and no stop.
 //   - Some: closing the descriptor it opened wakes every waiter on the pipe
 //     (a spurious wakeup for a healthy one: it looks and sleeps again). If
 //     the pair is still asleep beside the bytes at its next look, their
