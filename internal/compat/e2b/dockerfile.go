@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"withruntime.dev/runtime/internal/template/image"
 )
 
@@ -189,8 +191,16 @@ func (b buildSpec) checkFrom() (string, error) {
 	if image.IsLocal(ref) {
 		return "", &stepError{msg: fmt.Sprintf("fromImage %q is a path: the server reads no files on a caller's behalf; push the image to a registry the server can reach", ref)}
 	}
+	// E2B reads an image's name as Docker does ("ubuntu:22.04" is Docker's
+	// public registry's library/ubuntu); Runtime's own builder wants the
+	// registry named, so that a mistyped template name is not a pull from
+	// the internet. The facade writes the name out in full.
 	if _, err := image.ParseSource(ref); err != nil {
-		return "", &stepError{msg: fmt.Sprintf("fromImage: %v", err)}
+		r, derr := name.ParseReference(ref)
+		if derr != nil {
+			return "", &stepError{msg: fmt.Sprintf("fromImage: %v", err)}
+		}
+		ref = r.Name()
 	}
 	return ref, nil
 }

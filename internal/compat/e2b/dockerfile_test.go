@@ -105,6 +105,18 @@ func TestTranslateRefuses(t *testing.T) {
 	if ref, err := (buildSpec{FromImage: "e2bdev/base"}).checkFrom(); err != nil || ref != "" {
 		t.Errorf("E2B's base image: %q %v; want Runtime's base template", ref, err)
 	}
+	// E2B's names are Docker's: the facade names the registry, as Runtime's
+	// builder wants it named; a full name passes as given.
+	for given, want := range map[string]string{
+		"ubuntu:22.04":                "index.docker.io/library/ubuntu:22.04",
+		"python":                      "index.docker.io/library/python:latest",
+		"team/app:1":                  "index.docker.io/team/app:1",
+		"registry.example:5000/app:2": "registry.example:5000/app:2",
+	} {
+		if ref, err := (buildSpec{FromImage: given}).checkFrom(); err != nil || ref != want {
+			t.Errorf("fromImage %q: %q %v; want %q", given, ref, err, want)
+		}
+	}
 }
 
 // TestTranslateStart: set_start_cmd and set_ready_cmd become the
