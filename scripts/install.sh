@@ -51,7 +51,7 @@ cd "$(dirname "$0")/.."
 # --- Debian packages -------------------------------------------------------
 # maven fetches the code interpreter's Java kernel jars (pinned) when its
 # template is built.
-packages=(mmdebstrap iproute2 nftables bubblewrap postgresql maven)
+packages=(mmdebstrap iproute2 nftables bubblewrap postgresql maven curl)
 missing=()
 for p in "${packages[@]}"; do
 	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)

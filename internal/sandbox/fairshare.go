@@ -39,7 +39,11 @@ import (
 //     forced to an eighth. With the release rule of now (stop 37, the
 //     attacker heavy for ~20 of its ~25 busy seconds), on a day the host
 //     was slower (B's quiet p99 88-150 ms, 43-62 ms before): 1.41-2.53x,
-//     median 1.96x, 5 of 8 runs within 2x. Two keys
+//     median 1.96x, 5 of 8 runs within 2x. That test's attacks ended
+//     before B's timed phase did; kept up for all of it (2026-12-07):
+//     2.3-3.7x (one run 7.2x), most of it the 60 MB stdins, whose cost in
+//     the attacker's sandbox is host kernel time (gVisor's systrap moving
+//     the bytes) that slows B's commands beyond what weights divide. Two keys
 //     that both want every core use about as much each, so neither
 //     becomes heavy; should noise make one heavy, it gets a sixteenth,
 //     falls under the average and is light again after releaseRounds
