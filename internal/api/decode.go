@@ -114,7 +114,7 @@ func readBody(r *http.Request, limit int64) (data []byte, release func(), err er
 	if r.Body == nil {
 		return nil, func() {}, nil
 	}
-	br := &budgetReader{r: http.MaxBytesReader(nil, r.Body, limit), key: keyFrom(r.Context()).ID}
+	br := &budgetReader{ctx: r.Context(), r: http.MaxBytesReader(nil, r.Body, limit), key: keyFrom(r.Context()).ID}
 	data, err = io.ReadAll(br)
 	if err != nil {
 		br.release()

@@ -210,8 +210,10 @@ func TestNoisyNeighbours(t *testing.T) {
 	// 2026-12-07. With the attacks kept up for the whole 40 s phase (now)
 	// the figure is worse and steadier: 7.22, 3.65, 3.32x with the bodies
 	// sent from this process, 3.07 and 2.34x from curl (quiet p99 93-109
-	// ms, ~600 execs). Each attack alone, kept up: bodies 2.8-3.0x, filler
-	// 1.5x, DNS flood 1.5x. The slow execs spend their time between the
+	// ms, ~600 execs). Each attack alone, kept up: bodies 2.8-3.0x (2.6x
+	// when every body was refused after its decode: the server's own work),
+	// filler 1.5x, DNS flood 1.5x. With a key's large bodies paced
+	// (api/budget.go): bodies alone 1.6-2.2x, all together 2.4-2.8x. The slow execs spend their time between the
 	// server and the command in B's own sandbox (the agent's reported run
 	// of `true` stays 20-120 ms), while A's sandboxes drive the host's
 	// kernel (~60 % system time during the bodies: gVisor moving 60 MB
