@@ -29,6 +29,12 @@ import (
 	"withruntime.dev/runtime/internal/store"
 )
 
+// noisyPhase is how long tenant B works in each phase, and how long the
+// attacks last. At 20 s B ran ~300 timed execs a phase, so the p99 was
+// the third slowest and two stalls decided it (the ratio ran from 1.6x to
+// 5.5x over nine runs on one quiet day); 40 s gives ~600.
+const noisyPhase = 40 * time.Second
+
 // TestNoisyNeighbours (issue 25): while tenant A (and anonymous clients)
 // run the attacks on shared resources at once, tenant B creates sandboxes,
 // execs, writes and reads files. Every request of B's must succeed, B's
@@ -46,12 +52,6 @@ import (
 // A sandbox's own CPU and
 // processes (busy loops, fork bombs) are its quota's, tested by C14 and the
 // CPU tests.
-// noisyPhase is how long tenant B works in each phase, and how long the
-// attacks last. At 20 s B ran ~300 timed execs a phase, so the p99 was
-// the third slowest and two stalls decided it (the ratio ran from 1.6x to
-// 5.5x over nine runs on one quiet day); 40 s gives ~600.
-const noisyPhase = 40 * time.Second
-
 func TestNoisyNeighbours(t *testing.T) {
 	pip, _, _ := registryHosts(t)
 	in := newFakeInternet(t)
@@ -122,6 +122,9 @@ func TestNoisyNeighbours(t *testing.T) {
 	// The bodies come from curl processes, not this process: a client in
 	// the server's own Go runtime (as at first) competed with it and with
 	// B's client for the same two Ps, which no remote tenant can do.
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the bodies attack needs curl (scripts/install.sh installs it)")
+	}
 	bodyFile := filepath.Join(t.TempDir(), "body.json")
 	if f, err := os.Create(bodyFile); err != nil {
 		t.Fatal(err)
@@ -129,6 +132,7 @@ func TestNoisyNeighbours(t *testing.T) {
 		t.Fatal(err)
 	}
 	var clientCPU atomic.Int64 // the curl processes' CPU, ns: the attacker's, not the host's other work
+	var bodiesSent atomic.Int64
 	attack("bodies of 60 MB (N6)", func(ctx context.Context) {
 		for end := time.Now().Add(noisyPhase); ctx.Err() == nil && time.Now().Before(end); {
 			var wg sync.WaitGroup
@@ -139,7 +143,9 @@ func TestNoisyNeighbours(t *testing.T) {
 					curl := exec.CommandContext(ctx, "curl", "-sS", "--noproxy", "*", "-o", "/dev/null", "-H", "Authorization: Bearer "+a.secret,
 						"-H", "Content-Type: application/json", "--data-binary", "@"+bodyFile,
 						e.http.URL+"/v1/sandboxes/"+aSandboxes[0]+"/exec")
-					_ = curl.Run()
+					if curl.Run() == nil {
+						bodiesSent.Add(1)
+					}
 					if ps := curl.ProcessState; ps != nil {
 						clientCPU.Add(int64(ps.UserTime() + ps.SystemTime()))
 					}
@@ -190,6 +196,9 @@ func TestNoisyNeighbours(t *testing.T) {
 		failures = append(failures, fmt.Sprintf("pip install through the allow list: %+v %v", res, err))
 	}
 	attacks.Wait()
+	if (only == "" || strings.Contains(only, "bodies")) && bodiesSent.Load() == 0 {
+		t.Errorf("the bodies attack sent no body: curl failed every time")
+	}
 	heap := int64(stopHeap()) - int64(baseHeap)
 
 	qp99, dp99 := p99(quiet), p99(during)
