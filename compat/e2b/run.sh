@@ -102,8 +102,12 @@ stop() {
 		log "server log:"; tail -n 40 "$data/server.log" >&2
 		[[ -z $ddata ]] || { log "domain server log:"; tail -n 40 "$ddata/server.log" >&2; }
 	fi
-	rm -rf --one-file-system "$data"
-	[[ -z $ddata ]] || rm -rf --one-file-system "$ddata"
+	for d in "$data" $ddata; do
+		# A server that died before destroy_all leaves its sandboxes'
+		# socket mounts (a tmpfs and the read-only host directory in it).
+		awk -v d="$d/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null || true
+		rm -rf --one-file-system "$d"
+	done
 }
 trap stop EXIT
 # wait_up DATA API PID: until the server answers.

@@ -59,7 +59,11 @@ func TestBodyPace(t *testing.T) {
 	if _, err := read(ctx, "pace-cancel"); err == nil {
 		t.Errorf("a body whose request ended: %v, want the request's end", err)
 	}
-	if bodies.used["pace-one"] != 0 || bodies.used["pace-cancel"] != 0 {
-		t.Errorf("bytes still booked after the reads: %v", bodies.used)
+	bodies.mu.Lock()
+	defer bodies.mu.Unlock()
+	for _, key := range []string{"pace-one", "pace-two", "pace-three", "pace-cancel"} {
+		if n := bodies.used[key]; n != 0 {
+			t.Errorf("%d bytes still booked for %s after its reads", n, key)
+		}
 	}
 }
