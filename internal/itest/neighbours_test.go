@@ -222,7 +222,8 @@ func TestNoisyNeighbours(t *testing.T) {
 	// ms, ~600 execs). Each attack alone, kept up: bodies 2.8-3.0x (2.6x
 	// when every body was refused after its decode: the server's own work),
 	// filler 1.5x, DNS flood 1.5x. With a key's large bodies paced
-	// (api/budget.go): bodies alone 1.6-2.2x, all together 2.4-2.8x. The slow execs spend their time between the
+	// (api/budget.go): bodies alone 1.6-2.2x; all together, 14 runs in a
+	// row: 1.47-3.20x, median 2.33x, 4 within 2x. The slow execs spend their time between the
 	// server and the command in B's own sandbox (the agent's reported run
 	// of `true` stays 20-120 ms), while A's sandboxes drive the host's
 	// kernel (~60 % system time during the bodies: gVisor moving 60 MB
