@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -17,7 +18,8 @@ import (
 // the host's other processes) for every tenant. So the memory that one
 // key's requests hold at once is bounded: each body byte read is booked
 // bodyCopies times, and past maxHeldBytesPerKey a request is refused with
-// 503 while the others go on. A forwarded body's bytes are given back once
+// 503 while the others go on; a body that announces its length is booked
+// whole before it is read (readAnnounced). A forwarded body's bytes are given back once
 // the agent has read it, not when the command ends. The E2B facade books
 // what it translates against the same bound (Hold).
 //
@@ -87,34 +89,76 @@ const (
 // times for key, and pacing it past paceFreeBytes. It ends with ctx's
 // error when ctx ends during a wait.
 type budgetReader struct {
-	ctx   context.Context
-	r     io.Reader
-	key   string
-	read  int64 // bytes read so far
-	mu    sync.Mutex
-	taken int64
+	ctx    context.Context
+	r      io.Reader
+	key    string
+	read   int64 // bytes read so far
+	booked int64 // bytes booked before they were read (readAnnounced)
+	mu     sync.Mutex
+	taken  int64
 }
 
 func (b *budgetReader) Read(p []byte) (int, error) {
-	if b.read >= paceFreeBytes {
+	// No read crosses into the paced part, and a paced one is at most a
+	// burst, so that every paced byte is waited for.
+	paced := b.read >= paceFreeBytes
+	if paced {
 		p = p[:min(len(p), paceBurstBytes)]
+	} else {
+		p = p[:min(int64(len(p)), paceFreeBytes-b.read)]
 	}
 	n, err := b.r.Read(p)
 	if n > 0 {
+		before := b.read
 		b.read += int64(n)
-		if over := b.read - paceFreeBytes; over > 0 {
-			if werr := bodyPaces.of(b.key).WaitN(b.ctx, int(min(int64(n), over, paceBurstBytes))); werr != nil && err == nil {
+		if paced {
+			if werr := bodyPaces.of(b.key).WaitN(b.ctx, n); werr != nil && err == nil {
 				err = werr
 			}
 		}
-		if !bodies.take(b.key, bodyCopies*int64(n)) {
-			return 0, errBodyBudget
+		if unbooked := b.read - max(before, b.booked); unbooked > 0 {
+			if !b.take(unbooked) {
+				return 0, errBodyBudget
+			}
 		}
-		b.mu.Lock()
-		b.taken += bodyCopies * int64(n)
-		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// take books n bytes read (bodyCopies times), or reports that the key
+// would go over its bound.
+func (b *budgetReader) take(n int64) bool {
+	if !bodies.take(b.key, bodyCopies*n) {
+		return false
+	}
+	b.mu.Lock()
+	b.taken += bodyCopies * n
+	b.mu.Unlock()
+	return true
+}
+
+// readAnnounced reads a body whose length n the request announced
+// (Content-Length) into one buffer of that size, booking all of it first:
+// a body the key's bound cannot hold is refused before anything is read.
+// io.ReadAll, which does not know the length, grows its buffer a quarter at
+// a time: a 60 MB body was copied about five times over as it came in, CPU
+// of the server's that no sandbox's weight covers (issue 25). A body that
+// ends early is an error, and so is one that goes on past n.
+func (b *budgetReader) readAnnounced(n int64) ([]byte, error) {
+	if !b.take(n) {
+		return nil, errBodyBudget
+	}
+	b.booked = n
+	data := make([]byte, n)
+	if _, err := io.ReadFull(b, data); err != nil {
+		return nil, err
+	}
+	if extra, err := b.Read(make([]byte, 1)); extra > 0 {
+		return nil, fmt.Errorf("the body goes on past its Content-Length of %d bytes", n)
+	} else if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return data, nil
 }
 
 // release gives back every byte booked; it may be called more than once.

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"withruntime.dev/runtime/internal/store"
 )
 
 // TestBodyPace: a body's first paceFreeBytes are read at once; past them a
@@ -66,4 +72,85 @@ func TestBodyPace(t *testing.T) {
 			t.Errorf("%d bytes still booked for %s after its reads", n, key)
 		}
 	}
+}
+
+// TestReadBodyAnnounced: a body whose length is announced (Content-Length)
+// is read into one buffer of that size, all of it booked first: its read
+// allocates the body once (io.ReadAll, growing its buffer a quarter at a
+// time, allocated about five times the body), a body the key's bound
+// cannot hold is refused before a byte is read, a body shorter or longer
+// than announced is refused, and nothing stays booked after any of them.
+func TestReadBodyAnnounced(t *testing.T) {
+	const size = 8 << 20
+	body := append(append([]byte(`{"command":"wc -c","stdin":"`), bytes.Repeat([]byte("x"), size-len(`{"command":"wc -c","stdin":""}`))...), `"}`...)
+	request := func(key string, r io.Reader, announced int64) *http.Request {
+		req := httptest.NewRequest("POST", "/v1/sandboxes/sbx_x/exec", r)
+		req.ContentLength = announced
+		return req.WithContext(context.WithValue(req.Context(), keyCtx{}, store.Key{ID: key}))
+	}
+	held := func(key string) int64 {
+		bodies.mu.Lock()
+		defer bodies.mu.Unlock()
+		return bodies.used[key]
+	}
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	t0 := time.Now()
+	data, release, err := readBody(request("announced", bytes.NewReader(body), int64(len(body))), maxExecBytes)
+	took := time.Since(t0)
+	runtime.ReadMemStats(&after)
+	if least := time.Duration(float64(len(body)-paceFreeBytes-paceBurstBytes) / paceBytesPerSecond * float64(time.Second)); took < least {
+		t.Errorf("a body of %d bytes read in %v: the pace wants at least %v", len(body), took, least)
+	}
+	if err != nil || !bytes.Equal(data, body) {
+		t.Fatalf("readBody: %d bytes, %v", len(data), err)
+	}
+	if got := held("announced"); got != bodyCopies*int64(len(body)) {
+		t.Errorf("while held: %d bytes booked, want %d", got, bodyCopies*len(body))
+	}
+	release()
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(body))*5/4 {
+		t.Errorf("reading a body of %d bytes allocated %d bytes, want about the body once", len(body), alloc)
+	}
+	var req execRequest
+	if err := decodeJSON(data, &req, req.bounds()...); err != nil || len(req.Stdin) != size-len(`{"command":"wc -c","stdin":""}`) {
+		t.Errorf("decode: %v, stdin of %d bytes", err, len(req.Stdin))
+	}
+
+	// The key holds all but a little of its bound: the body is refused
+	// with nothing read.
+	if !bodies.take("full", maxHeldBytesPerKey-bodyCopies*int64(len(body))+1) {
+		t.Fatal("could not book the bound")
+	}
+	defer bodies.give("full", maxHeldBytesPerKey-bodyCopies*int64(len(body))+1)
+	src := &countingReader{r: bytes.NewReader(body)}
+	if _, _, err := readBody(request("full", src, int64(len(body))), maxExecBytes); err == nil || !strings.Contains(err.Error(), "already hold") || src.n != 0 {
+		t.Errorf("over the bound: %v after reading %d bytes, want the bound named and nothing read", err, src.n)
+	}
+
+	// Shorter and longer than announced.
+	if _, _, err := readBody(request("short", bytes.NewReader(body[:len(body)/2]), int64(len(body))), maxExecBytes); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Errorf("a body shorter than announced: %v", err)
+	}
+	if _, _, err := readBody(request("long", bytes.NewReader(body), int64(len(body)-1)), maxExecBytes); err == nil || !strings.Contains(err.Error(), "past its Content-Length") {
+		t.Errorf("a body longer than announced: %v", err)
+	}
+	for _, key := range []string{"announced", "short", "long"} {
+		if got := held(key); got != 0 {
+			t.Errorf("key %s: %d bytes still booked", key, got)
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }

@@ -15,6 +15,7 @@ package api
 // defaults are case-sensitive names, no duplicate names and valid UTF-8.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +116,11 @@ func readBody(r *http.Request, limit int64) (data []byte, release func(), err er
 		return nil, func() {}, nil
 	}
 	br := &budgetReader{ctx: r.Context(), r: http.MaxBytesReader(nil, r.Body, limit), key: keyFrom(r.Context()).ID}
-	data, err = io.ReadAll(br)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		data, err = br.readAnnounced(n)
+	} else {
+		data, err = io.ReadAll(br)
+	}
 	if err != nil {
 		br.release()
 		var mbe *http.MaxBytesError
@@ -134,11 +139,11 @@ func readBody(r *http.Request, limit int64) (data []byte, release func(), err er
 // struct), strictly (see the top of this file), then checks bounds and,
 // when v is a checker, its other rules. Empty data is an empty object.
 func decodeJSON(data []byte, v any, bounds ...bound) error {
-	body := strings.TrimLeft(string(data), " \t\r\n")
+	body := bytes.TrimLeft(data, " \t\r\n") // not a string: that would copy a 60 MB body once more
 	switch {
-	case body == "":
+	case len(body) == 0:
 		// An empty body is an empty object: every field at its zero value.
-	case strings.TrimSpace(body) == "null":
+	case string(bytes.TrimSpace(body)) == "null":
 		return badRequest("the request body is null; send a JSON object (`{}` for all defaults)")
 	case body[0] != '{':
 		return badRequest("the request body must be a JSON object ({...}); got %s", jsonKindOf(body[0]))

@@ -43,7 +43,21 @@ import (
 //     before B's timed phase did; kept up for all of it (2026-12-07):
 //     2.3-3.7x (one run 7.2x), most of it the 60 MB stdins, whose cost in
 //     the attacker's sandbox is host kernel time (gVisor's systrap moving
-//     the bytes) that slows B's commands beyond what weights divide. Two keys
+//     the bytes) that slows B's commands beyond what weights divide.
+//     Two stronger penalties were measured the same way and not kept
+//     (2026-12-07, B's p99 during the attacks): the heavy key's sandboxes
+//     yielding at once to any other sandbox's waking thread (cgroup
+//     cpu.idle: the group scheduled as SCHED_IDLE) gave 161-202 ms,
+//     median 191, over 5 runs, against 176-255 ms, median 194, over 6 at
+//     a sixteenth — no difference, so what B's commands wait for is not
+//     A's threads on a core (an exec of `true` is ~37 ms of its sandbox's
+//     CPU over ~1,100 switches of gVisor's threads, by the schedstat of
+//     its cgroup's threads); and a heavy key's sandboxes held to half
+//     their vCPUs (CFS quota) made it worse (the DNS flood alone: 1.80 and
+//     2.44x against 1.54-1.85x): the held key's use fell under the
+//     average, it was released, and it ran at full weight for rounds at a
+//     time. (cgroup v1 refuses a cpu.shares write while cpu.idle is on: a
+//     first try at yielding left every key yielding.) Two keys
 //     that both want every core use about as much each, so neither
 //     becomes heavy; should noise make one heavy, it gets a sixteenth,
 //     falls under the average and is light again after releaseRounds
