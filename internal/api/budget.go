@@ -19,8 +19,8 @@ import (
 // key's requests hold at once is bounded: each body byte read is booked
 // bodyCopies times, and past maxHeldBytesPerKey a request is refused with
 // 503 while the others go on; a body that announces its length is booked
-// whole before it is read (readAnnounced). A forwarded body's bytes are given back once
-// the agent has read it, not when the command ends. The E2B facade books
+// whole before it is read (readAnnounced). A forwarded body's bytes are
+// given back once the agent has read it, not when the command ends. The E2B facade books
 // what it translates against the same bound (Hold).
 //
 // The CPU the server spends on those bodies is bounded per key too: past
@@ -140,10 +140,10 @@ func (b *budgetReader) take(n int64) bool {
 // readAnnounced reads a body whose length n the request announced
 // (Content-Length) into one buffer of that size, booking all of it first:
 // a body the key's bound cannot hold is refused before anything is read.
-// io.ReadAll, which does not know the length, grows its buffer a quarter at
-// a time: a 60 MB body was copied about five times over as it came in, CPU
-// of the server's that no sandbox's weight covers (issue 25). A body that
-// ends early is an error, and so is one that goes on past n.
+// io.ReadAll, which does not know the length, grows its buffer as it
+// reads, copying what it has each time: it allocated twice an 8 MiB body
+// (TestReadBodyAnnounced). A body that ends early is an error, and so is
+// one that goes on past n.
 func (b *budgetReader) readAnnounced(n int64) ([]byte, error) {
 	if !b.take(n) {
 		return nil, errBodyBudget
