@@ -43,8 +43,9 @@ import (
 //     before B's timed phase did; kept up for all of it (2026-12-07):
 //     2.3-3.7x (one run 7.2x), most of it the 60 MB stdins, whose cost in
 //     the attacker's sandbox is host kernel time (gVisor's systrap moving
-//     the bytes) that slows B's commands beyond what weights divide.
-//     Two stronger penalties were measured the same way and not kept
+//     the bytes) that slows B's commands beyond what weights divide (on
+//     a second host the DNS flood led: alone 1.54-1.85x, the bodies
+//     1.42-2.17x). Two stronger penalties were measured the same way and not kept
 //     (2026-12-07, B's p99 during the attacks): the heavy key's sandboxes
 //     yielding at once to any other sandbox's waking thread (cgroup
 //     cpu.idle: the group scheduled as SCHED_IDLE) gave 161-202 ms,
@@ -57,9 +58,9 @@ import (
 //     2.44x against 1.54-1.85x): the held key's use fell under the
 //     average, it was released, and it ran at full weight for rounds at a
 //     time. (cgroup v1 refuses a cpu.shares write while cpu.idle is on: a
-//     first try at yielding left every key yielding.) Two keys
-//     that both want every core use about as much each, so neither
-//     becomes heavy; should noise make one heavy, it gets a sixteenth,
+//     first try at yielding left every key yielding.) Two keys that
+//     both want every core use about as much each, so neither becomes
+//     heavy; should noise make one heavy, it gets a sixteenth,
 //     falls under the average and is light again after releaseRounds
 //     rounds there, and those rounds, measured at unequal weights, make no
 //     other key heavy (nor count the heavy key's starved sandboxes idle),
