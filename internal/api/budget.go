@@ -150,7 +150,9 @@ func (b *budgetReader) readAnnounced(n int64) ([]byte, error) {
 	}
 	b.booked = n
 	data := make([]byte, n)
-	if _, err := io.ReadFull(b, data); err != nil {
+	if got, err := io.ReadFull(b, data); err == io.ErrUnexpectedEOF || err == io.EOF {
+		return nil, fmt.Errorf("the body ended after %d of the %d bytes its Content-Length announced; send the whole body, or the length it has", got, n)
+	} else if err != nil {
 		return nil, err
 	}
 	if extra, err := b.Read(make([]byte, 1)); extra > 0 {

@@ -131,7 +131,7 @@ func TestReadBodyAnnounced(t *testing.T) {
 	}
 
 	// Shorter and longer than announced.
-	if _, _, err := readBody(request("short", bytes.NewReader(body[:len(body)/2]), int64(len(body))), maxExecBytes); err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+	if _, _, err := readBody(request("short", bytes.NewReader(body[:len(body)/2]), int64(len(body))), maxExecBytes); err == nil || !strings.Contains(err.Error(), "ended after 4194304 of the 8388608 bytes") {
 		t.Errorf("a body shorter than announced: %v", err)
 	}
 	if _, _, err := readBody(request("long", bytes.NewReader(body), int64(len(body)-1)), maxExecBytes); err == nil || !strings.Contains(err.Error(), "past its Content-Length") {
