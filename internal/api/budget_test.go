@@ -65,13 +65,18 @@ func TestBodyPace(t *testing.T) {
 	if _, err := read(ctx, "pace-cancel"); err == nil {
 		t.Errorf("a body whose request ended: %v, want the request's end", err)
 	}
-	bodies.mu.Lock()
-	defer bodies.mu.Unlock()
 	for _, key := range []string{"pace-one", "pace-two", "pace-three", "pace-cancel"} {
-		if n := bodies.used[key]; n != 0 {
+		if n := heldBy(key); n != 0 {
 			t.Errorf("%d bytes still booked for %s after its reads", n, key)
 		}
 	}
+}
+
+// heldBy is what the body budget holds booked for key, in bytes.
+func heldBy(key string) int64 {
+	bodies.mu.Lock()
+	defer bodies.mu.Unlock()
+	return bodies.used[key]
 }
 
 // TestReadBodyAnnounced: a body whose length is announced (Content-Length)
@@ -88,11 +93,6 @@ func TestReadBodyAnnounced(t *testing.T) {
 		req.ContentLength = announced
 		return req.WithContext(context.WithValue(req.Context(), keyCtx{}, store.Key{ID: key}))
 	}
-	held := func(key string) int64 {
-		bodies.mu.Lock()
-		defer bodies.mu.Unlock()
-		return bodies.used[key]
-	}
 
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -107,7 +107,7 @@ func TestReadBodyAnnounced(t *testing.T) {
 	if err != nil || !bytes.Equal(data, body) {
 		t.Fatalf("readBody: %d bytes, %v", len(data), err)
 	}
-	if got := held("announced"); got != bodyCopies*int64(len(body)) {
+	if got := heldBy("announced"); got != bodyCopies*int64(len(body)) {
 		t.Errorf("while held: %d bytes booked, want %d", got, bodyCopies*len(body))
 	}
 	release()
@@ -138,7 +138,7 @@ func TestReadBodyAnnounced(t *testing.T) {
 		t.Errorf("a body longer than announced: %v", err)
 	}
 	for _, key := range []string{"announced", "short", "long"} {
-		if got := held(key); got != 0 {
+		if got := heldBy(key); got != 0 {
 			t.Errorf("key %s: %d bytes still booked", key, got)
 		}
 	}
