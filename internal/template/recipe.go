@@ -131,6 +131,12 @@ chmod 0440 "$1/etc/sudoers.d/withruntime-user"
 # a sandbox is disposable, so Debian's guard for the system's own Python
 # (PEP 668, "externally-managed-environment") only gets in the way.
 printf '[global]\nbreak-system-packages = true\n' > "$1/etc/pip.conf"
+# C.UTF-8, the sandboxes' LANG, into the locale archive: glibc then maps
+# one file where it opened each category's (34 opens by bash). An exec of
+# bash -c true: 42-44 ms against 47-54 (medians of 100), ~910 host context
+# switches of the sandbox's threads against ~1,080 (python3 -c pass: no
+# difference, it loads one category).
+chroot "$1" localedef --add-to-archive /usr/lib/locale/C.utf8
 echo '` + stepMarker + `done'
 `
 
