@@ -69,7 +69,7 @@ import (
 //     here) and the rest after asking, behind kernel work this host's
 //     kernel does not preempt (preempt=none, and its debugfs is closed).
 //     So none of these moved B's ratio out of the runs' own spread
-//     (1.25-3.7x for one setting): a batch weight (an eighth for sandboxes
+//     (2.0-3.7x over runs of one setting, all attacks): a batch weight (an eighth for sandboxes
 //     running a command for over 2 s or work no request started: 2.22,
 //     3.74, 2.05, 3.46, 2.25x), the attacker's low-weight sandboxes
 //     confined to one core (2.76, 2.29x; the DNS flood alone 2.65x), and
