@@ -59,22 +59,14 @@ import (
 //     average, it was released, and it ran at full weight for rounds at a
 //     time. (cgroup v1 refuses a cpu.shares write while cpu.idle is on: a
 //     first try at yielding left every key yielding.) Why weights stop
-//     there (2026-12-07, a sched_switch/sched_wakeup trace of 4 s during
-//     the attacks, 44,000 wake-ups of B's timed sandbox's threads): the
-//     attacker at a 32nd of B's weight still ran on the core a woken
-//     thread of B's was placed on for ~1 of the 2.3 s those threads
-//     waited; a wake-up that found it there waited 13 us at the median but
-//     3-7 ms at the p99, about half of them without the kernel asking it
-//     to yield (EEVDF lets the running thread finish its slice, 1.4 ms
-//     here) and the rest after asking, behind kernel work this host's
-//     kernel does not preempt (preempt=none, and its debugfs is closed).
-//     So none of these moved B's ratio out of the runs' own spread
-//     (2.0-3.7x over runs of one setting, all attacks): a batch weight (an eighth for sandboxes
-//     running a command for over 2 s or work no request started: 2.22,
-//     3.74, 2.05, 3.46, 2.25x), the attacker's low-weight sandboxes
-//     confined to one core (2.76, 2.29x; the DNS flood alone 2.65x), and
-//     EEVDF slices of 100 us on every sandbox thread (1.82, 2.39x), against
-//     2.14x for this code the same hour. Two keys that
+//     there, by a scheduler trace during the attacks (2026-12-07): the
+//     attacker's threads, at a 32nd of B's weight, still hold the core a
+//     woken thread of B's waits for, through EEVDF's slice (the running
+//     thread finishes it whatever the weights) and kernel work this
+//     host's kernel does not preempt (preempt=none). A batch weight,
+//     confining low-weight sandboxes to one core and 100 us slices were
+//     measured too, all within the runs' spread and not kept: the figures
+//     are in docs/ARCHITECTURE.md (host CPU). Two keys that
 //     both want every core use about as much each, so neither becomes
 //     heavy; should noise make one heavy, it gets a sixteenth,
 //     falls under the average and is light again after releaseRounds
