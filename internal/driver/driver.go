@@ -123,6 +123,22 @@ type CPUWeighter interface {
 	SetCPUWeight(ctx context.Context, id string, share float64) error
 }
 
+// CPUPlacer is implemented by drivers that can confine a running sandbox's
+// host threads to some of the host cores this server may use (the manager
+// keeps a heavy key's sandboxes off the cores of the other keys' while both
+// want CPU: sandbox/fairshare.go).
+//
+// HostCPUs is how many host cores this server's sandboxes may run on (0 or
+// 1: nothing to divide). PlaceCPU lets sandbox id's threads run on those
+// cores from..to-1 only (indices into them, in the host's order; 0,
+// HostCPUs() for all of them). The CPU count the sandbox sees and its CPU
+// limit are unchanged; it fails if the sandbox is gone or the range is
+// empty or outside those cores.
+type CPUPlacer interface {
+	HostCPUs() int
+	PlaceCPU(ctx context.Context, id string, from, to int) error
+}
+
 // Networker is implemented by drivers whose sandboxes get their network
 // from somewhere other than this host (Kubernetes: the cluster's pod
 // network, restricted by a NetworkPolicy per sandbox). The server then

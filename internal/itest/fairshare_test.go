@@ -1,10 +1,17 @@
 package itest
 
 import (
+	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"withruntime.dev/runtime/internal/agentapi"
 	"withruntime.dev/runtime/internal/api"
@@ -79,10 +86,12 @@ func wantWeight(t *testing.T, id string, shares int64, within time.Duration) {
 
 // TestFairShareHeavyKey (issue 25): a key that uses clearly more CPU than
 // the others is heavy, and its sandboxes weigh a sixteenth of a light
-// key's, so the light key's threads run first when they wake; once it no
-// longer does, it weighs a whole sandbox again. Key A keeps one sandbox of
-// one vCPU busy, key B one of half a vCPU (its quota holds it there): A
-// uses twice what B does.
+// key's, so the light key's threads run first when they wake, and run on
+// other host cores than the light key's (on a host of two or more); once
+// it no longer does, it weighs a whole sandbox again and may run on every
+// core. Key A keeps one sandbox of one vCPU busy, key B one of half a vCPU
+// (its quota holds it there): A uses twice what B does. Root inside the
+// heavy sandbox cannot move it back: its cpuset is a host cgroup file.
 func TestFairShareHeavyKey(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.asTenant("a"), e.asTenant("b")
@@ -98,7 +107,90 @@ func TestFairShareHeavyKey(t *testing.T) {
 	}
 	wantWeight(t, heavy.ID, 1024/16, 6*time.Second)
 	wantWeight(t, light.ID, 1024, time.Second)
+	cores := hostCores(t)
+	if len(cores) >= 2 {
+		// Two present keys, one heavy: the heavy key gets half the cores
+		// (rounded down), the last ones.
+		k := len(cores) / 2
+		wantCPUSet(t, heavy.ID, cores[len(cores)-k:], time.Second)
+		wantCPUSet(t, light.ID, cores[:len(cores)-k], time.Second)
+		res := a.sh(heavy.ID, "echo 0-63 > /sys/fs/cgroup/cpuset/cpuset.cpus 2>&1; cat /sys/fs/cgroup/cpuset/cpuset.cpus 2>&1; true")
+		t.Logf("inside: %q", res.Stdout)
+		wantCPUSet(t, heavy.ID, cores[len(cores)-k:], 0)
+	} else {
+		t.Logf("this host lets the server use %d core(s): no cores to divide", len(cores))
+	}
 	// The loops end after 10 s: nobody is heavy.
 	time.Sleep(time.Until(loops.Add(11 * time.Second)))
 	wantWeight(t, heavy.ID, 1024, 15*time.Second)
+	if len(cores) >= 2 {
+		wantCPUSet(t, heavy.ID, cores, 2*time.Second)
+		wantCPUSet(t, light.ID, cores, 2*time.Second)
+	}
+}
+
+// hostCores lists the host cores this process (and the server in it) may
+// run on, or nil without a cpuset controller (the driver then places no
+// sandbox).
+func hostCores(t *testing.T) []int {
+	t.Helper()
+	if _, err := os.Stat("/sys/fs/cgroup/cpuset/cpuset.cpus"); err != nil {
+		if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err != nil || !strings.Contains(string(b), "cpuset") {
+			return nil
+		}
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatalf("sched_getaffinity: %v", err)
+	}
+	var cores []int
+	for i := 0; i < len(set)*64; i++ {
+		if set.IsSet(i) {
+			cores = append(cores, i)
+		}
+	}
+	return cores
+}
+
+// wantCPUSet waits up to within for sandbox id's host cpuset to be cores.
+func wantCPUSet(t *testing.T, id string, cores []int, within time.Duration) {
+	t.Helper()
+	want := make([]string, len(cores))
+	for i, c := range cores {
+		want[i] = strconv.Itoa(c)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		got := cpusetOf(t, id)
+		if got == strings.Join(want, ",") || got == cpuRange(cores) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s: host cpuset %q, want %v", id, got, cores)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cpuRange is the kernel's way of writing consecutive cores ("0-3").
+func cpuRange(cores []int) string {
+	if len(cores) == 1 {
+		return strconv.Itoa(cores[0])
+	}
+	if cores[len(cores)-1]-cores[0] == len(cores)-1 {
+		return fmt.Sprintf("%d-%d", cores[0], cores[len(cores)-1])
+	}
+	return ""
+}
+
+// cpusetOf reads sandbox id's host cpuset.cpus.
+func cpusetOf(t *testing.T, id string) string {
+	t.Helper()
+	for _, dir := range cgroupsOf(id) {
+		if b, err := os.ReadFile(filepath.Join(dir, "cpuset.cpus")); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no cpuset cgroup for %s", id)
+	return ""
 }

@@ -178,6 +178,14 @@ func TestNoisyNeighbours(t *testing.T) {
 			_, _ = a.exec(ctx, id, agentapi.ExecRequest{Command: command, TimeoutSeconds: float64(secs + 10), User: "root"})
 		}
 	}
+	// Busy loops are not one of issue 25's attacks (a sandbox's own CPU is
+	// its quota's) and run only when named (WITHRUNTIME_NOISY_ATTACKS=loops):
+	// a plain CPU hog, to measure the fair share's placement alone.
+	if slices.Contains(strings.Split(only, ","), "loops") {
+		for _, id := range aSandboxes {
+			attack("loops (CPU)", inside(id, fmt.Sprintf("timeout %d sh -c 'while :; do :; done'", secs)))
+		}
+	}
 	attack("filler (disk)", inside(aSandboxes[1], fmt.Sprintf("end=$((SECONDS+%d)); while [ $SECONDS -lt $end ]; do head -c 1500M /dev/zero > /workspace/fill; sync; rm -f /workspace/fill; done", secs)))
 	attack("dns flood (N15)", inside(aSandboxes[0], fmt.Sprintf("end=$((SECONDS+%d)); while [ $SECONDS -lt $end ]; do getent hosts x$RANDOM.example.com >/dev/null; done", secs)))
 	attack("idle proxy connections (N13)", inside(aSandboxes[0], holdConns(inetAPI, 400, secs)))
@@ -220,25 +228,16 @@ func TestNoisyNeighbours(t *testing.T) {
 	if len(quiet) < 100 || len(during) < 100 {
 		t.Errorf("tenant B ran only %d execs quiet and %d during the attacks", len(quiet), len(during))
 	}
-	// Issue 25's goal is 2x, and it is not met. With attacks that lasted
-	// ~20 s beside B's 20 s (their ends thinned B's second half) and ~300
-	// execs a phase, B's p99 was 1.30-3.31x its quiet one over 25 runs
-	// (stop 36) and 1.41-2.53x, median 1.96x, over 8 (stop 37, after the
-	// fair share's release fix); the same test gave 1.58-5.47x in 5 runs on
-	// 2026-12-07. With the attacks kept up for the whole 40 s phase (now)
-	// the figure is worse and steadier: 7.22, 3.65, 3.32x with the bodies
-	// sent from this process, 3.07 and 2.34x from curl (quiet p99 93-109
-	// ms, ~600 execs). Each attack alone, kept up: bodies 2.8-3.0x (2.6x
-	// when every body was refused after its decode: the server's own work),
-	// filler 1.5x, DNS flood 1.5x. With a key's large bodies paced
-	// (api/budget.go): bodies alone 1.6-2.2x; all together, 14 runs in a
-	// row: 1.47-3.20x, median 2.33x, 4 within 2x. The slow execs spend their time between the
-	// server and the command in B's own sandbox (the agent's reported run
-	// of `true` stays 20-120 ms), while A's sandboxes drive the host's
-	// kernel (~60 % system time during the bodies: gVisor moving 60 MB
-	// stdins through systrap) — CPU the weights divide, and contention they
-	// do not. So this bound catches B being starved (a p99 near a second),
-	// not the goal; the log line gives the figure.
+	// Issue 25's goal is 2x, and it is met in most runs, not all: with
+	// the heavy key's sandboxes on cores of their own (fairshare.go)
+	// 1.11-2.66x over 19 runs (median 1.87x, 11 within 2x), against
+	// 2.14-2.90x (median 2.3x) by weights alone; one setting spreads that
+	// widely from run to run (one p99 of ~650 execs is the 7th slowest,
+	// and the slowest runs had clusters of ~300 ms execs). What is left is B's own load
+	// on its one core and the host work the attacks cause outside every
+	// sandbox (docs/ARCHITECTURE.md, host CPU, has the figures and what
+	// was tried). So this bound catches B being starved (a p99 near a
+	// second), not the goal; the log line gives the figure.
 	// Work of other processes on the host (other tests, builds) competes
 	// with the server and every sandbox alike, outside any key's weight,
 	// and made the figure anything from 1x to 5x with or without heavy

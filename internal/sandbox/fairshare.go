@@ -11,7 +11,8 @@ import (
 // Fair CPU between keys (issue 25). The host gives contended cores to
 // sandboxes in proportion to their CPU weights (cgroup cpu.shares). Every
 // FairShareInterval the manager measures the host CPU each running
-// sandbox it holds used since the last round and sets their weights:
+// sandbox it holds used since the last round, and sets their weights and
+// the cores they may run on:
 //
 //   - A key's busy sandboxes (those that used at least busyShare of their
 //     vCPUs) split one sandbox's weight: each gets 1/n of it. A key running
@@ -19,65 +20,34 @@ import (
 //     running one.
 //   - A heavy key — one that used clearly more CPU than the average key
 //     with work in the last round (heavyOver of it) — gets heavyShare of
-//     that weight, until its use is no longer over the average. Equal
-//     weights divide CPU time fairly but not waits: a command a light key
-//     runs costs its sandbox about 25 ms of CPU spread over dozens of
-//     wake-ups of gVisor's threads (server to agent, agent to the new
-//     process and back), and each wake-up waited behind the heavy key's
-//     busy threads. At a sixteenth of the weight the light key's threads
-//     run first when they wake, and the heavy key still gets every core
-//     the others leave: weights only divide contended CPU, so it loses
-//     time only to keys that use less than it does (least attained service
-//     first, per key). Measured (TestNoisyNeighbours, 2-core host, nothing
-//     else running): another key's exec p99 beside a disk filler, a DNS
-//     flood and 60 MB bodies was 1.69-2.18x its quiet one at equal weights
-//     (median 1.84x, 7 runs), 1.30-3.31x with heavy keys (median 1.62x,
-//     22 of 25 runs within 2x; but a key released once was never heavy
-//     again then, so most of those runs had a heavy key for a few seconds
-//     only); with other work loading the host, the filler alone cost
-//     2.4-7.6x at equal weights and 1.2-2.3x with the filler's sandbox
-//     forced to an eighth. With the release rule of now (stop 37, the
-//     attacker heavy for ~20 of its ~25 busy seconds), on a day the host
-//     was slower (B's quiet p99 88-150 ms, 43-62 ms before): 1.41-2.53x,
-//     median 1.96x, 5 of 8 runs within 2x. That test's attacks ended
-//     before B's timed phase did; kept up for all of it (2026-12-07):
-//     2.3-3.7x (one run 7.2x), most of it the 60 MB stdins, whose cost in
-//     the attacker's sandbox is host kernel time (gVisor's systrap moving
-//     the bytes) that slows B's commands beyond what weights divide (on
-//     a second host the DNS flood led: alone 1.54-1.85x, the bodies
-//     1.42-2.17x). Two stronger penalties were measured the same way and not kept
-//     (2026-12-07, B's p99 during the attacks): the heavy key's sandboxes
-//     yielding at once to any other sandbox's waking thread (cgroup
-//     cpu.idle: the group scheduled as SCHED_IDLE) gave 161-202 ms,
-//     median 191, over 5 runs, against 176-255 ms, median 194, over 6 at
-//     a sixteenth — no difference, so what B's commands wait for is not
-//     A's threads on a core (an exec of `true` is ~37 ms of its sandbox's
-//     CPU over ~1,100 switches of gVisor's threads, by the schedstat of
-//     its cgroup's threads); and a heavy key's sandboxes held to half
-//     their vCPUs (CFS quota) made it worse (the DNS flood alone: 1.80 and
-//     2.44x against 1.54-1.85x): the held key's use fell under the
-//     average, it was released, and it ran at full weight for rounds at a
-//     time. (cgroup v1 refuses a cpu.shares write while cpu.idle is on: a
-//     first try at yielding left every key yielding.) Why weights stop
-//     there, by a scheduler trace during the attacks (2026-12-07): the
-//     attacker's threads, at a 32nd of B's weight, still hold the core a
-//     woken thread of B's waits for, through EEVDF's slice (the running
-//     thread finishes it whatever the weights) and kernel work this
-//     host's kernel does not preempt (preempt=none). A batch weight,
-//     confining low-weight sandboxes to one core and 100 us slices were
-//     measured too, all within the runs' spread and not kept: the figures
-//     are in docs/ARCHITECTURE.md (host CPU). Two keys that
-//     both want every core use about as much each, so neither becomes
-//     heavy; should noise make one heavy, it gets a sixteenth,
-//     falls under the average and is light again after releaseRounds
-//     rounds there, and those rounds, measured at unequal weights, make no
-//     other key heavy (nor count the heavy key's starved sandboxes idle),
-//     so the weights do not flip back and forth. A heavy key stays heavy
-//     through a round in which it alone used CPU: the light key's
-//     commands may have waited behind it the whole round.
+//     that weight, until it has used under releaseUnder of the average
+//     for releaseRounds rounds, so that the light keys' threads run first
+//     when they wake. A round in which a heavy key used no more than the
+//     average was measured at its low weight, and one in which a key's
+//     busy sandboxes came to split its weight differently at the old
+//     split: neither makes a key heavy. A heavy key stays heavy through a
+//     round in which it alone used CPU (the light key's commands may have
+//     waited behind it all round). Two keys that both want every core use
+//     about as much each, and their weights do not flip back and forth.
+//   - While a key is heavy and another used CPU in the last presentRounds
+//     rounds, the heavy keys' sandboxes run on their part of the host's
+//     cores (cpuPlaces) and the others' on the rest. Weights divide CPU
+//     time, not waits: a command costs its sandbox ~30 ms of CPU over
+//     ~900 wake-ups of gVisor's threads, and a woken thread that finds
+//     the heavy key's thread on its core waits for it whatever the
+//     weights — EEVDF lets the running thread finish its slice (1.4 ms
+//     here), and this host's kernel does not preempt kernel work
+//     (preempt=none). Two busy loops of one key beside another key's
+//     commands: that key's exec p99 2.15-2.27x its quiet p99 by weights
+//     alone, 1.02-2.17x (median 1.72x) on separate cores. The price is the heavy key's:
+//     it keeps to its part of the cores while the others leave theirs
+//     idle, for at most presentRounds rounds after their last command.
 //
-// A key's idle sandboxes cost the others nothing, and a key alone on the
-// host gets every core its sandboxes' CPU limits allow.
+// Stronger penalties (yielding at once with cgroup cpu.idle, a CFS quota,
+// a batch weight, 100 us slices, confining only the heavy key) were
+// measured and not kept; the figures are in docs/ARCHITECTURE.md (host
+// CPU). A key's idle sandboxes cost the others nothing, and a key alone
+// on the host gets every core its sandboxes' CPU limits allow.
 
 // FairShareInterval is how often the CPU weights are rebalanced.
 const FairShareInterval = time.Second
@@ -100,11 +70,29 @@ const (
 	// heavyShare is a heavy key's weight, as a part of a light key's.
 	heavyShare = 1.0 / 16
 	// releaseRounds is how many rounds in a row a heavy key must use no
-	// more than the average to be light again. One was too few: a light
-	// key's burst (a create) starved the heavy key for a round, released
-	// it, and the light key, measured beside the starved one, was made
-	// heavy in its place (TestNoisyNeighbours saw a 1 s exec that way).
+	// more than releaseUnder of the average (or, when it is the only key
+	// with work, less than activeCores) to be light again. One was too
+	// few: a light key's burst (a create) starved the heavy key for a
+	// round, released it, and the light key, measured beside the starved
+	// one, was made heavy in its place (TestNoisyNeighbours saw a 1 s exec
+	// that way).
 	releaseRounds = 2
+	// releaseUnder: a heavy key counts towards its release only in rounds
+	// it used under this part of the average. Held on its part of the
+	// cores (cpuPlaces), a key that wants them all uses about what the
+	// others do; released at the average, it was everywhere at full
+	// weight again for a round every few seconds (TestNoisyNeighbours:
+	// the attacker used 0.5-1.0 core beside the other key's 0.4-0.9).
+	releaseUnder = 0.75
+	// presentCores is the least CPU, in host cores, a key must have used
+	// in a round to count as present (an idle sandbox uses ~0.0003 cores;
+	// one exec of `true` ~0.03 core-seconds).
+	presentCores = 0.01
+	// presentRounds is how long a light key counts as present after it
+	// last used presentCores: a key whose commands come every few seconds
+	// (an agent's tool calls) is present between them, and a heavy key
+	// has every core again this long after the others' last command.
+	presentRounds = 10
 )
 
 // StartFairShare starts rebalancing CPU weights every interval (0 means
@@ -140,8 +128,10 @@ func (m *Manager) StartFairShare(interval time.Duration) {
 
 // fairState is what one round of balanceCPU leaves for the next.
 type fairState struct {
-	last map[string]cpuAt // each sandbox's CPU at the last round
-	keys keyStates        // the keys' states after the last round
+	last  map[string]cpuAt // each sandbox's CPU at the last round
+	keys  keyStates        // the keys' states after the last round
+	round int              // rounds since the state was empty
+	seen  map[string]int   // the last round each key used presentCores
 }
 
 // keyStates are the fair-share states after a round: heavy holds the keys
@@ -171,7 +161,7 @@ type fairUse struct {
 // last round and the keys' states then.
 func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates) {
 	now := keyStates{heavy: map[string]bool{}, under: map[string]int{}, busy: map[string]bool{}}
-	busy := map[string]int{}
+	busy, busyBefore := map[string]int{}, map[string]int{}
 	byKey := map[string]float64{}
 	for _, u := range use {
 		byKey[u.key] += u.cores
@@ -180,6 +170,18 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 		if u.vcpus > 0 && u.cores/u.vcpus >= busyShare || before.heavy[u.key] && before.busy[u.id] {
 			busy[u.key]++
 			now.busy[u.id] = true
+		}
+		if before.busy[u.id] {
+			busyBefore[u.key]++
+		}
+	}
+	// A round in which a key's busy sandboxes came to split its weight
+	// differently was measured at the old split (two busy loops at a
+	// whole weight each, where they now get half): it makes nobody heavy.
+	resplit := false
+	for k := range byKey {
+		if max(1, busy[k]) != max(1, busyBefore[k]) {
+			resplit = true
 		}
 	}
 	var sum float64
@@ -197,6 +199,9 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 			switch n := before.under[k] + 1; {
 			case byKey[k] > avg:
 				now.heavy[k] = true
+			case byKey[k] > releaseUnder*avg:
+				// Held where it is: not under enough to count down.
+				now.heavy[k], starved = true, true
 			case n < releaseRounds:
 				now.heavy[k], now.under[k], starved = true, n, true
 			default:
@@ -208,7 +213,7 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 		// left them, not what they take at equal weights, so it makes
 		// nobody heavy.
 		for k, c := range byKey {
-			if !starved && !before.heavy[k] && c > heavyOver*avg && c-avg >= heavyMargin {
+			if !starved && !resplit && !before.heavy[k] && c > heavyOver*avg && c-avg >= heavyMargin {
 				now.heavy[k] = true
 			}
 		}
@@ -219,8 +224,11 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 		// and releasing it then made the wait longer. Its low weight costs
 		// it nothing while no other key wants the cores.
 		for k := range before.heavy {
-			if byKey[k] >= activeCores {
+			switch n := before.under[k] + 1; {
+			case byKey[k] >= activeCores:
 				now.heavy[k], now.under[k] = true, before.under[k]
+			case n < releaseRounds:
+				now.heavy[k], now.under[k] = true, n
 			}
 		}
 	}
@@ -235,8 +243,55 @@ func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates)
 	return shares, now
 }
 
+// coreRange is host cores from..to-1 of those the server may use.
+type coreRange struct{ from, to int }
+
+// cpuPlaces is where each sandbox may run this round on a host of n cores,
+// given the heavy keys and how many light keys are present. While a key is
+// heavy and others are present, the heavy keys' sandboxes run on the last
+// k cores and every other sandbox on the rest, k being the heavy keys'
+// count's part of the present keys' cores rounded down: the light keys
+// together never get fewer cores than their fair part, and the heavy keys
+// no more than theirs. When that is no core (two cores, three keys), or
+// no key is heavy, or no other is present, every sandbox may run
+// anywhere. Nil when there is nothing to divide (one core).
+func cpuPlaces(use []fairUse, heavy map[string]bool, lightPresent, n int) map[string]coreRange {
+	if n < 2 {
+		return nil
+	}
+	places := make(map[string]coreRange, len(use))
+	k := 0
+	if h := len(heavy); h > 0 && lightPresent > 0 {
+		k = min(n*h/(h+lightPresent), n-1)
+	}
+	for _, u := range use {
+		switch {
+		case k == 0:
+			places[u.id] = coreRange{0, n}
+		case heavy[u.key]:
+			places[u.id] = coreRange{n - k, n}
+		default:
+			places[u.id] = coreRange{0, n - k}
+		}
+	}
+	return places
+}
+
+// lightPresent counts the keys that are not heavy and used presentCores
+// within presentRounds of round (seen: the last round each key did).
+func lightPresent(seen map[string]int, heavy map[string]bool, round int) int {
+	n := 0
+	for k, r := range seen {
+		if !heavy[k] && round-r < presentRounds {
+			n++
+		}
+	}
+	return n
+}
+
 // balanceCPU is one round: it measures the running sandboxes this server
-// holds against their figures of the last round, and writes their weights.
+// holds against their figures of the last round, and writes their weights
+// and, where the driver can place them, the cores they may run on.
 func (m *Manager) balanceCPU(ctx context.Context, w driver.CPUWeighter, sr driver.StatsReader, st *fairState) {
 	m.mu.Lock()
 	held := make(map[string]bool, len(m.live))
@@ -273,12 +328,37 @@ func (m *Manager) balanceCPU(ctx context.Context, w driver.CPUWeighter, sr drive
 		use = append(use, u)
 	}
 	shares, keys := fairShares(use, st.keys)
+	st.round++
+	if st.seen == nil {
+		st.seen = map[string]int{}
+	}
+	byKey := map[string]float64{}
+	for _, u := range use {
+		byKey[u.key] += u.cores
+	}
+	for k, c := range byKey {
+		if c >= presentCores {
+			st.seen[k] = st.round
+		}
+	}
+	for k, r := range st.seen {
+		if st.round-r >= presentRounds {
+			delete(st.seen, k)
+		}
+	}
 	// Written every round, changed or not: a resume or a claim resets a
 	// sandbox's weight behind this loop's back.
 	for id, share := range shares {
 		if err := w.SetCPUWeight(ctx, id, share); err != nil {
 			// Gone since it was listed, most likely; the next round sees.
 			m.log.Debug("fair share: set weight", "sandbox", id, "err", err)
+		}
+	}
+	if p, ok := w.(driver.CPUPlacer); ok {
+		for id, c := range cpuPlaces(use, keys.heavy, lightPresent(st.seen, keys.heavy, st.round), p.HostCPUs()) {
+			if err := p.PlaceCPU(ctx, id, c.from, c.to); err != nil {
+				m.log.Debug("fair share: place cpu", "sandbox", id, "err", err)
+			}
 		}
 	}
 	st.last, st.keys = now, keys

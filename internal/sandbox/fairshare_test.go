@@ -26,9 +26,14 @@ func TestFairShares(t *testing.T) {
 	}, {
 		name:   "a key using far more than the other is heavy (the noisy neighbour)",
 		use:    []fairUse{{"fill", "A", .75, 1}, {"dns", "A", .25, 1}, {"b", "B", .4, 1}, {"b2", "B", .02, 1}},
-		before: light,
+		before: keyStates{busy: map[string]bool{"fill": true, "dns": true, "b": true}},
 		shares: map[string]float64{"fill": heavyShare / 2, "dns": heavyShare / 2, "b": 1, "b2": 1},
 		heavy:  []string{"A"},
+	}, {
+		name:   "a round in which a key's busy sandboxes came to split its weight makes nobody heavy (TestFairShareWeights' first round)",
+		use:    []fairUse{{"a1", "A", .67, 1}, {"a2", "A", .67, 1}, {"b", "B", .67, 1}},
+		before: light,
+		shares: map[string]float64{"a1": .5, "a2": .5, "b": 1},
 	}, {
 		name:   "a tenth more than the average is not heavy",
 		use:    []fairUse{{"a", "A", .6, 1}, {"b", "B", .55, 1}},
@@ -42,6 +47,18 @@ func TestFairShares(t *testing.T) {
 	}, {
 		name:   "a heavy key whose use fell under the average stays heavy a round, and the round makes no other heavy",
 		use:    []fairUse{{"a", "A", .12, 1}, {"b", "B", 1.88, 1}},
+		before: heavyA,
+		shares: map[string]float64{"a": heavyShare, "b": 1},
+		heavy:  []string{"A"},
+	}, {
+		name:   "a heavy key a little under the average (held on its cores) stays heavy and does not count down",
+		use:    []fairUse{{"a", "A", .55, 1}, {"b", "B", .68, 1}},
+		before: keyStates{heavy: map[string]bool{"A": true}, under: map[string]int{"A": 1}},
+		shares: map[string]float64{"a": heavyShare, "b": 1},
+		heavy:  []string{"A"},
+	}, {
+		name:   "a heavy key that dips under activeCores beside a light key stays heavy a round",
+		use:    []fairUse{{"a", "A", .094, 1}, {"b", "B", .73, 1}},
 		before: heavyA,
 		shares: map[string]float64{"a": heavyShare, "b": 1},
 		heavy:  []string{"A"},
@@ -165,15 +182,74 @@ func TestFairSharesHeavyAgain(t *testing.T) {
 
 // TestFairSharesStalledLightKey: a round in which the light key used next
 // to nothing (its commands waited behind the heavy key) keeps the heavy key
-// heavy; once the heavy key is idle too it is light.
+// heavy; once the heavy key is idle too it is light, after releaseRounds
+// rounds.
 func TestFairSharesStalledLightKey(t *testing.T) {
 	st := keyStates{heavy: map[string]bool{"A": true}, busy: map[string]bool{"a": true}}
 	_, st = fairShares([]fairUse{{"a", "A", 0.9, 2}, {"b", "B", 0.001, 2}}, st)
 	if !st.heavy["A"] {
 		t.Errorf("A, busy while B stalled, was released")
 	}
-	_, st = fairShares([]fairUse{{"a", "A", 0.001, 2}, {"b", "B", 0.001, 2}}, st)
-	if st.heavy["A"] {
-		t.Errorf("A, idle, is still heavy")
+	for round := 1; round <= releaseRounds; round++ {
+		_, st = fairShares([]fairUse{{"a", "A", 0.001, 2}, {"b", "B", 0.001, 2}}, st)
+		if h := st.heavy["A"]; h != (round < releaseRounds) {
+			t.Errorf("idle round %d: A heavy %v, want %v", round, h, round < releaseRounds)
+		}
+	}
+}
+
+// TestCPUPlaces: while a key is heavy and others are present, the heavy
+// keys' sandboxes run on the last cores (their part of the present keys',
+// rounded down) and the others' on the rest; otherwise (or on one core, or
+// when the heavy keys' part is under a core) every sandbox may run
+// anywhere.
+func TestCPUPlaces(t *testing.T) {
+	use := []fairUse{{"a1", "A", 1, 1}, {"a2", "A", 1, 1}, {"b", "B", .4, 1}, {"c", "C", 0, 1}}
+	all := func(n int) map[string]coreRange {
+		return map[string]coreRange{"a1": {0, n}, "a2": {0, n}, "b": {0, n}, "c": {0, n}}
+	}
+	heavyA := map[string]bool{"A": true}
+	cases := []struct {
+		name  string
+		heavy map[string]bool
+		light int
+		n     int
+		want  map[string]coreRange
+	}{
+		{"no heavy key: anywhere", nil, 2, 2, all(2)},
+		{"a heavy key alone: anywhere", heavyA, 0, 2, all(2)},
+		{"one core: nothing to divide", heavyA, 1, 1, nil},
+		{"two cores, one heavy key, one light", heavyA, 1, 2,
+			map[string]coreRange{"a1": {1, 2}, "a2": {1, 2}, "b": {0, 1}, "c": {0, 1}}},
+		{"two cores, one heavy key and two light: a core is more than its part, so anywhere", heavyA, 2, 2, all(2)},
+		{"eight cores, one heavy key of four present: two", heavyA, 3, 8,
+			map[string]coreRange{"a1": {6, 8}, "a2": {6, 8}, "b": {0, 6}, "c": {0, 6}}},
+		{"seven cores, one heavy key of two present: three, rounded down", heavyA, 1, 7,
+			map[string]coreRange{"a1": {4, 7}, "a2": {4, 7}, "b": {0, 4}, "c": {0, 4}}},
+		{"four cores, two heavy keys of three", map[string]bool{"A": true, "B": true}, 1, 4,
+			map[string]coreRange{"a1": {2, 4}, "a2": {2, 4}, "b": {2, 4}, "c": {0, 2}}},
+		{"many light keys: the heavy key's part is under a core", heavyA, 20, 4, all(4)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := cpuPlaces(use, c.heavy, c.light, c.n)
+			if len(got) != len(c.want) {
+				t.Fatalf("places %v, want %v", got, c.want)
+			}
+			for id, w := range c.want {
+				if got[id] != w {
+					t.Errorf("sandbox %s: cores %v, want %v", id, got[id], w)
+				}
+			}
+		})
+	}
+}
+
+// TestLightPresent: a light key counts as present for presentRounds
+// rounds after it last used presentCores; heavy keys never count.
+func TestLightPresent(t *testing.T) {
+	seen := map[string]int{"A": 100, "B": 100, "C": 100 - presentRounds + 1, "D": 100 - presentRounds}
+	if n := lightPresent(seen, map[string]bool{"A": true}, 100); n != 2 {
+		t.Errorf("present light keys %d, want 2 (B now, C within %d rounds; D too long ago; A heavy)", n, presentRounds)
 	}
 }

@@ -76,3 +76,19 @@ func firstCPU(t *testing.T, root string) string {
 	first, _, _ = strings.Cut(first, "-")
 	return first
 }
+
+// TestPlaceCPURefusesBadRanges: a range outside the server's cores, or an
+// empty one, is an error that names it, and nothing is written; a sandbox
+// with no cpuset cgroup is an error too.
+func TestPlaceCPURefusesBadRanges(t *testing.T) {
+	d := &Driver{hostCPUs: []int{0, 1}}
+	for _, r := range [][2]int{{0, 0}, {1, 1}, {-1, 1}, {0, 3}, {2, 1}} {
+		err := d.PlaceCPU(t.Context(), "sbx_none", r[0], r[1])
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("cores %d..%d of 2", r[0], r[1]-1)) {
+			t.Errorf("PlaceCPU(%d, %d): %v, want an error naming the range", r[0], r[1], err)
+		}
+	}
+	if err := d.PlaceCPU(t.Context(), "sbx_none", 0, 2); err == nil || !strings.Contains(err.Error(), "no cpuset cgroup") {
+		t.Errorf("PlaceCPU of a sandbox without a cgroup: %v", err)
+	}
+}

@@ -147,6 +147,32 @@ func (d *Driver) widenCPUSet(id string) error {
 	return nil
 }
 
+var _ driver.CPUPlacer = (*Driver)(nil)
+
+// HostCPUs implements driver.CPUPlacer: the cores this server may use (its
+// own CPU affinity), 0 without a cpuset controller.
+func (d *Driver) HostCPUs() int { return len(d.hostCPUs) }
+
+// PlaceCPU implements driver.CPUPlacer: it writes cores from..to-1 of
+// those this server may use to the sandbox's host cpuset (cpuset.cpus,
+// cgroup v1 or v2). A write of the set the cgroup already has changes
+// nothing, so the manager writes every round.
+func (d *Driver) PlaceCPU(ctx context.Context, id string, from, to int) error {
+	if from < 0 || to > len(d.hostCPUs) || from >= to {
+		return fmt.Errorf("gvisor place cpu %s: cores %d..%d of %d", id, from, to-1, len(d.hostCPUs))
+	}
+	set := make([]string, 0, to-from)
+	for _, c := range d.hostCPUs[from:to] {
+		set = append(set, strconv.Itoa(c))
+	}
+	for _, dir := range cgroupDirs(id) {
+		if f := filepath.Join(dir, "cpuset.cpus"); exists(f) {
+			return writeCgroup(f, strings.Join(set, ","))
+		}
+	}
+	return fmt.Errorf("gvisor place cpu %s: no cpuset cgroup found", id)
+}
+
 // allowedCPUs lists the host cores this process may run on, or nil when
 // the host has no cpuset controller to pin a sandbox with (runsc refuses a
 // spec's cpuset then; such sandboxes show runsc's floor of 2 CPUs).
