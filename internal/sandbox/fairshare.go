@@ -162,9 +162,8 @@ type fairUse struct {
 func fairShares(use []fairUse, before keyStates) (map[string]float64, keyStates) {
 	now := keyStates{heavy: map[string]bool{}, under: map[string]int{}, busy: map[string]bool{}}
 	busy, busyBefore := map[string]int{}, map[string]int{}
-	byKey := map[string]float64{}
+	byKey := useByKey(use)
 	for _, u := range use {
-		byKey[u.key] += u.cores
 		// A heavy key's sandboxes ran at a sixteenth of the weight: one
 		// that was busy stays busy, whatever the others left it.
 		if u.vcpus > 0 && u.cores/u.vcpus >= busyShare || before.heavy[u.key] && before.busy[u.id] {
@@ -277,16 +276,43 @@ func cpuPlaces(use []fairUse, heavy map[string]bool, lightPresent, n int) map[st
 	return places
 }
 
-// lightPresent counts the keys that are not heavy and used presentCores
-// within presentRounds of round (seen: the last round each key did).
-func lightPresent(seen map[string]int, heavy map[string]bool, round int) int {
-	n := 0
+// present updates seen, the last round each present key used presentCores,
+// with this round's use, and forgets the keys not seen for presentRounds.
+func present(seen map[string]int, use []fairUse, round int) map[string]int {
+	if seen == nil {
+		seen = map[string]int{}
+	}
+	for k, c := range useByKey(use) {
+		if c >= presentCores {
+			seen[k] = round
+		}
+	}
 	for k, r := range seen {
-		if !heavy[k] && round-r < presentRounds {
+		if round-r >= presentRounds {
+			delete(seen, k)
+		}
+	}
+	return seen
+}
+
+// lightPresent counts the present keys (present's) that are not heavy.
+func lightPresent(seen map[string]int, heavy map[string]bool) int {
+	n := 0
+	for k := range seen {
+		if !heavy[k] {
 			n++
 		}
 	}
 	return n
+}
+
+// useByKey sums the sandboxes' use by key, in host cores.
+func useByKey(use []fairUse) map[string]float64 {
+	byKey := map[string]float64{}
+	for _, u := range use {
+		byKey[u.key] += u.cores
+	}
+	return byKey
 }
 
 // balanceCPU is one round: it measures the running sandboxes this server
@@ -329,23 +355,7 @@ func (m *Manager) balanceCPU(ctx context.Context, w driver.CPUWeighter, sr drive
 	}
 	shares, keys := fairShares(use, st.keys)
 	st.round++
-	if st.seen == nil {
-		st.seen = map[string]int{}
-	}
-	byKey := map[string]float64{}
-	for _, u := range use {
-		byKey[u.key] += u.cores
-	}
-	for k, c := range byKey {
-		if c >= presentCores {
-			st.seen[k] = st.round
-		}
-	}
-	for k, r := range st.seen {
-		if st.round-r >= presentRounds {
-			delete(st.seen, k)
-		}
-	}
+	st.seen = present(st.seen, use, st.round)
 	// Written every round, changed or not: a resume or a claim resets a
 	// sandbox's weight behind this loop's back.
 	for id, share := range shares {
@@ -355,7 +365,7 @@ func (m *Manager) balanceCPU(ctx context.Context, w driver.CPUWeighter, sr drive
 		}
 	}
 	if p, ok := w.(driver.CPUPlacer); ok {
-		for id, c := range cpuPlaces(use, keys.heavy, lightPresent(st.seen, keys.heavy, st.round), p.HostCPUs()) {
+		for id, c := range cpuPlaces(use, keys.heavy, lightPresent(st.seen, keys.heavy), p.HostCPUs()) {
 			if err := p.PlaceCPU(ctx, id, c.from, c.to); err != nil {
 				m.log.Debug("fair share: place cpu", "sandbox", id, "err", err)
 			}

@@ -245,11 +245,26 @@ func TestCPUPlaces(t *testing.T) {
 	}
 }
 
-// TestLightPresent: a light key counts as present for presentRounds
-// rounds after it last used presentCores; heavy keys never count.
+// TestLightPresent: a key counts as present for presentRounds rounds
+// after it last used presentCores; heavy keys never count as light ones.
 func TestLightPresent(t *testing.T) {
-	seen := map[string]int{"A": 100, "B": 100, "C": 100 - presentRounds + 1, "D": 100 - presentRounds}
-	if n := lightPresent(seen, map[string]bool{"A": true}, 100); n != 2 {
-		t.Errorf("present light keys %d, want 2 (B now, C within %d rounds; D too long ago; A heavy)", n, presentRounds)
+	var seen map[string]int
+	for round := 1; round <= presentRounds+1; round++ {
+		use := []fairUse{{"a", "A", 1, 1}, {"b", "B", .005, 1}}
+		switch round {
+		case 1:
+			use = append(use, fairUse{"d", "D", .02, 1})
+		case 2:
+			use = append(use, fairUse{"c", "C", presentCores, 1})
+		}
+		seen = present(seen, use, round)
+	}
+	// Round presentRounds+1: A now, C seen presentRounds-1 rounds ago, D
+	// presentRounds ago (forgotten), B never over presentCores.
+	if n := lightPresent(seen, map[string]bool{"A": true}); n != 1 {
+		t.Errorf("present light keys %d (seen %v), want 1: C", n, seen)
+	}
+	if n := lightPresent(seen, nil); n != 2 {
+		t.Errorf("present keys %d (seen %v), want 2: A and C", n, seen)
 	}
 }

@@ -78,8 +78,8 @@ func firstCPU(t *testing.T, root string) string {
 }
 
 // TestPlaceCPURefusesBadRanges: a range outside the server's cores, or an
-// empty one, is an error that names it, and nothing is written; a sandbox
-// with no cpuset cgroup is an error too.
+// empty one, is an error that names it; a sandbox with no cpuset cgroup is
+// an error too.
 func TestPlaceCPURefusesBadRanges(t *testing.T) {
 	d := &Driver{hostCPUs: []int{0, 1}}
 	for _, r := range [][2]int{{0, 0}, {1, 1}, {-1, 1}, {0, 3}, {2, 1}} {
