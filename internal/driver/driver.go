@@ -133,10 +133,14 @@ type CPUWeighter interface {
 // cores from..to-1 only (indices into them, in the host's order; 0,
 // HostCPUs() for all of them). The CPU count the sandbox sees and its CPU
 // limit are unchanged; it fails if the sandbox is gone or the range is
-// empty or outside those cores.
+// empty or outside those cores. BootCPUs sets the cores from..to-1 that
+// sandboxes booted, restored or resumed from now on run on until PlaceCPU
+// places them (0, HostCPUs(): all of them, the default); a range that is
+// empty or outside those cores means all of them.
 type CPUPlacer interface {
 	HostCPUs() int
 	PlaceCPU(ctx context.Context, id string, from, to int) error
+	BootCPUs(from, to int)
 }
 
 // Networker is implemented by drivers whose sandboxes get their network

@@ -117,6 +117,15 @@ func TestFairShareHeavyKey(t *testing.T) {
 		res := a.sh(heavy.ID, "echo 0-63 > /sys/fs/cgroup/cpuset/cpuset.cpus 2>&1; cat /sys/fs/cgroup/cpuset/cpuset.cpus 2>&1; true")
 		t.Logf("inside: %q", res.Stdout)
 		wantCPUSet(t, heavy.ID, cores[len(cores)-k:], 0)
+		// A create while the cores are divided boots on the heavy key's
+		// cores, not on the light key's beside its running sandboxes;
+		// read at once, it is there (or, after a round, already on the
+		// light key's cores), never on every core; then it is placed.
+		boot := b.create(api.CreateSandboxRequest{CPU: 0.5})
+		if got := cpusetOf(t, boot.ID); got != cpuSet(cores[len(cores)-k:]) && got != cpuSet(cores[:len(cores)-k]) {
+			t.Errorf("a new sandbox of the light key while the cores are divided: host cpuset %q, want the heavy key's cores %v (or, placed, the light key's)", got, cores[len(cores)-k:])
+		}
+		wantCPUSet(t, boot.ID, cores[:len(cores)-k], 2*time.Second)
 	} else {
 		t.Logf("this host lets the server use %d core(s): no cores to divide", len(cores))
 	}
@@ -170,6 +179,18 @@ func wantCPUSet(t *testing.T, id string, cores []int, within time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// cpuSet is cores as the kernel writes them in cpuset.cpus.
+func cpuSet(cores []int) string {
+	if r := cpuRange(cores); r != "" {
+		return r
+	}
+	s := make([]string, len(cores))
+	for i, c := range cores {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
 }
 
 // cpuRange is the kernel's way of writing consecutive cores ("0-3").

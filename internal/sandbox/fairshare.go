@@ -42,6 +42,14 @@ import (
 //     alone, 1.02-2.17x (median 1.72x) on separate cores. The price is the heavy key's:
 //     it keeps to its part of the cores while the others leave theirs
 //     idle, for at most presentRounds rounds after their last command.
+//   - While the cores are divided, sandboxes boot on the heavy keys' part
+//     (driver.CPUPlacer's BootCPUs), a light key's too, until a round
+//     places them. A boot is ~0.3 CPU-seconds that nobody waits on
+//     thread by thread; booted on its own key's cores it took them from
+//     that key's running sandboxes (a key creating sandboxes beside its
+//     commands wanted 1.2-1.35 cores on this 2-core host, more than its
+//     one), while on the heavy keys' cores it runs first, at their low
+//     weight.
 //
 // Stronger penalties (yielding at once with cgroup cpu.idle, a CFS quota,
 // a batch weight, 100 us slices, confining only the heavy key) were
@@ -75,8 +83,14 @@ const (
 	// few: a light key's burst (a create) starved the heavy key for a
 	// round, released it, and the light key, measured beside the starved
 	// one, was made heavy in its place (TestNoisyNeighbours saw a 1 s exec
-	// that way).
-	releaseRounds = 2
+	// that way). Two were too few for a key whose demand comes in bursts
+	// (A's 60 MB bodies wait on the server): held on its cores it dipped
+	// for two rounds, was released, ran everywhere at full weight for a
+	// round and was made heavy again; per-round logs of TestNoisyNeighbours
+	// showed that in the middle of the attacks in each of 4 runs, with the
+	// run's slowest exec (281, 392 ms) in that round in two. With four: in
+	// 1 of 9 runs.
+	releaseRounds = 4
 	// releaseUnder: a heavy key counts towards its release only in rounds
 	// it used under this part of the average. Held on its part of the
 	// cores (cpuPlaces), a key that wants them all uses about what the
@@ -259,10 +273,7 @@ func cpuPlaces(use []fairUse, heavy map[string]bool, lightPresent, n int) map[st
 		return nil
 	}
 	places := make(map[string]coreRange, len(use))
-	k := 0
-	if h := len(heavy); h > 0 && lightPresent > 0 {
-		k = min(n*h/(h+lightPresent), n-1)
-	}
+	k := heavyCores(len(heavy), lightPresent, n)
 	for _, u := range use {
 		switch {
 		case k == 0:
@@ -274,6 +285,16 @@ func cpuPlaces(use []fairUse, heavy map[string]bool, lightPresent, n int) map[st
 		}
 	}
 	return places
+}
+
+// heavyCores is how many of n host cores (the last ones) h heavy keys'
+// sandboxes run on beside lightPresent present light keys: the heavy keys'
+// part of the cores, rounded down, at most n-1; 0 when nothing is divided.
+func heavyCores(h, lightPresent, n int) int {
+	if n < 2 || h == 0 || lightPresent == 0 {
+		return 0
+	}
+	return min(n*h/(h+lightPresent), n-1)
 }
 
 // present updates seen, the last round each present key used presentCores,
@@ -327,6 +348,9 @@ func (m *Manager) balanceCPU(ctx context.Context, w driver.CPUWeighter, sr drive
 	m.mu.Unlock()
 	if len(held) == 0 {
 		*st = fairState{}
+		if p, ok := w.(driver.CPUPlacer); ok {
+			p.BootCPUs(0, p.HostCPUs())
+		}
 		return
 	}
 	sbs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{State: store.StateRunning})
@@ -365,7 +389,14 @@ func (m *Manager) balanceCPU(ctx context.Context, w driver.CPUWeighter, sr drive
 		}
 	}
 	if p, ok := w.(driver.CPUPlacer); ok {
-		for id, c := range cpuPlaces(use, keys.heavy, lightPresent(st.seen, keys.heavy), p.HostCPUs()) {
+		// Boots go where the heavy keys run (see the top of this file).
+		n, light := p.HostCPUs(), lightPresent(st.seen, keys.heavy)
+		if k := heavyCores(len(keys.heavy), light, n); k > 0 {
+			p.BootCPUs(n-k, n)
+		} else {
+			p.BootCPUs(0, n)
+		}
+		for id, c := range cpuPlaces(use, keys.heavy, light, n) {
 			if err := p.PlaceCPU(ctx, id, c.from, c.to); err != nil {
 				m.log.Debug("fair share: place cpu", "sandbox", id, "err", err)
 			}

@@ -63,9 +63,9 @@ func TestFairShares(t *testing.T) {
 		shares: map[string]float64{"a": heavyShare, "b": 1},
 		heavy:  []string{"A"},
 	}, {
-		name:   "a heavy key under the average for a second round is light again, and the round makes no other heavy",
+		name:   "a heavy key under the average for its releaseRounds-th round is light again, and the round makes no other heavy",
 		use:    []fairUse{{"a", "A", .12, 1}, {"b", "B", 1.88, 1}},
-		before: keyStates{heavy: map[string]bool{"A": true}, under: map[string]int{"A": 1}},
+		before: keyStates{heavy: map[string]bool{"A": true}, under: map[string]int{"A": releaseRounds - 1}},
 		shares: map[string]float64{"a": 1, "b": 1},
 	}, {
 		name:   "a heavy key starved at its low weight keeps its busy sandboxes' count",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,37 @@ func TestPlaceCPURefusesBadRanges(t *testing.T) {
 	}
 	if err := d.PlaceCPU(t.Context(), "sbx_none", 0, 2); err == nil || !strings.Contains(err.Error(), "no cpuset cgroup") {
 		t.Errorf("PlaceCPU of a sandbox without a cgroup: %v", err)
+	}
+}
+
+// TestBootCPUs: a one-vCPU sandbox boots on the boot cores in turn (all
+// the server's by default, the range BootCPUs set otherwise), a sandbox of
+// more vCPUs on every core; a range that is empty or outside the server's
+// cores means all of them again.
+func TestBootCPUs(t *testing.T) {
+	d := &Driver{hostCPUs: []int{3, 5, 7, 9}}
+	boots := func(cpu float64) []string {
+		var got []string
+		for range 4 {
+			got = append(got, d.cpusetFor(cpu))
+		}
+		return got
+	}
+	if got, want := boots(1), []string{"3", "5", "7", "9"}; !slices.Equal(got, want) {
+		t.Errorf("boots on all cores: %v, want %v", got, want)
+	}
+	d.BootCPUs(2, 4)
+	if got, want := boots(1), []string{"7", "9", "7", "9"}; !slices.Equal(got, want) {
+		t.Errorf("boots on cores 2..3: %v, want %v", got, want)
+	}
+	if got := d.cpusetFor(2); got != "" {
+		t.Errorf("a 2-vCPU boot: cpuset %q, want every core", got)
+	}
+	for _, r := range [][2]int{{0, 0}, {-1, 2}, {3, 5}, {3, 2}, {0, 4}} {
+		d.BootCPUs(2, 4)
+		d.BootCPUs(r[0], r[1])
+		if from, to := d.bootRange(); from != 0 || to != 4 {
+			t.Errorf("BootCPUs(%d, %d): boot cores %d..%d, want all", r[0], r[1], from, to-1)
+		}
 	}
 }

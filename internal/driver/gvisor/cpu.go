@@ -111,40 +111,62 @@ func writeCgroup(path, value string) error {
 // SetCPU changes only the quota (the warm pool serves a create only when the
 // visible count stays the same: driver.VisibleCPUs).
 
-// cpusetFor returns the host cpuset of a sandbox of cpu vCPUs: one core in
-// turn when it sees one CPU, "" (all cores) otherwise.
+// cpusetFor returns the host cpuset of a sandbox of cpu vCPUs: one of the
+// boot cores (bootRange) in turn when it sees one CPU, "" (all cores)
+// otherwise.
 func (d *Driver) cpusetFor(cpu float64) string {
 	if driver.VisibleCPUs(cpu) > 1 || len(d.hostCPUs) == 0 {
 		return ""
 	}
+	from, to := d.bootRange()
 	n := d.nextCPU.Add(1) - 1
-	return strconv.Itoa(d.hostCPUs[n%uint64(len(d.hostCPUs))])
+	return strconv.Itoa(d.hostCPUs[from+int(n%uint64(to-from))])
 }
 
 // widenCPUSet lets a sandbox booted on one host core (cpusetFor) run on
-// every core this server may use, once its kernel has counted its CPUs:
-// gVisor fixes the count it shows at boot, so programs inside still see one
-// CPU, and the CFS quota still grants one vCPU, but the host may run the
-// sandbox's threads on whichever core is free. Left pinned, a sandbox that
-// shares its core with a busy neighbour waits for that core while the
-// other one idles (issue 25: another tenant's busy sandbox on the same core
-// doubled an exec's p99). Called after every boot and restore (a restore
-// pins again from the bundle); for a sandbox that was not pinned it writes
-// the set it already has.
+// every boot core (bootRange: every core this server may use, unless the
+// manager divided them), once its kernel has counted its CPUs: gVisor
+// fixes the count it shows at boot, so programs inside still see one CPU,
+// and the CFS quota still grants one vCPU, but the host may run the
+// sandbox's threads on whichever of those cores is free. Left pinned, a
+// sandbox that shares its core with a busy neighbour waits for that core
+// while the other one idles (issue 25: another tenant's busy sandbox on the
+// same core doubled an exec's p99). Called after every boot and restore (a
+// restore pins again from the bundle); for a sandbox that was not pinned
+// it writes the boot cores too.
 func (d *Driver) widenCPUSet(id string) error {
 	if len(d.hostCPUs) < 2 {
 		return nil
 	}
-	all := make([]string, len(d.hostCPUs))
-	for i, c := range d.hostCPUs {
-		all[i] = strconv.Itoa(c)
+	from, to := d.bootRange()
+	set := make([]string, 0, to-from)
+	for _, c := range d.hostCPUs[from:to] {
+		set = append(set, strconv.Itoa(c))
 	}
 	for _, dir := range cgroupDirs(id) {
 		if f := filepath.Join(dir, "cpuset.cpus"); exists(f) {
-			return writeCgroup(f, strings.Join(all, ","))
+			return writeCgroup(f, strings.Join(set, ","))
 		}
 	}
 	return nil
+}
+
+// BootCPUs implements driver.CPUPlacer: the range is kept as from<<32|to,
+// 0 (never a valid range: to > from) for all cores.
+func (d *Driver) BootCPUs(from, to int) {
+	if from < 0 || to > len(d.hostCPUs) || from >= to || from == 0 && to == len(d.hostCPUs) {
+		d.bootCPUs.Store(0)
+		return
+	}
+	d.bootCPUs.Store(uint64(from)<<32 | uint64(to))
+}
+
+// bootRange is the boot cores, indices from..to-1 of hostCPUs (BootCPUs).
+func (d *Driver) bootRange() (from, to int) {
+	if r := d.bootCPUs.Load(); r != 0 {
+		return int(r >> 32), int(r & 0xffffffff)
+	}
+	return 0, len(d.hostCPUs)
 }
 
 var _ driver.CPUPlacer = (*Driver)(nil)

@@ -66,9 +66,11 @@ type Driver struct {
 	cfg      Config
 	agentDir string
 	// hostCPUs are the cores this server may use; one-vCPU sandboxes get
-	// one each in turn (nextCPU), see cpusetFor.
+	// one of the boot cores (bootCPUs: BootCPUs) each in turn (nextCPU),
+	// see cpusetFor.
 	hostCPUs []int
 	nextCPU  atomic.Uint64
+	bootCPUs atomic.Uint64
 	// isoProcs maps a sandbox id to its *isoProcs (stats.go).
 	isoProcs sync.Map
 	// vols are the volumes under StateDir/volumes (volume.go).
