@@ -59,19 +59,20 @@ const codeAgentTimeout = "agent_timeout"
 var errAgentStalled = errors.New("the agent stopped answering its health check")
 
 // agentBounds is how long the server waits on the agent for request r of
-// route ar, whose checked JSON body is body (nil without one).
-func agentBounds(ar agentRoute, r *http.Request, body []byte) httpwait.Bounds {
+// route ar, whose checked JSON body decoded to req (agentRoute.check; nil
+// without one).
+func agentBounds(ar agentRoute, r *http.Request, req any) httpwait.Bounds {
 	b := httpwait.Bounds{Headers: agentQuickWait, Idle: agentIdle}
 	if wantsNDJSON(r) && ar.path != "code" {
 		return b // a stream's headers come as it starts
 	}
 	switch ar.path {
 	case "exec":
-		var req struct {
-			TimeoutSeconds float64 `json:"timeoutSeconds"`
+		var timeout float64
+		if req, ok := req.(*execRequest); ok {
+			timeout = req.TimeoutSeconds
 		}
-		_ = json.Unmarshal(body, &req) // checked by the route already
-		b.Headers = execWait(req.TimeoutSeconds)
+		b.Headers = execWait(timeout)
 	case "processes/{pid}/wait":
 		t, _ := strconv.ParseFloat(r.URL.Query().Get("timeoutSeconds"), 64)
 		b.Headers = 0 // as long as the process runs: the probe alone

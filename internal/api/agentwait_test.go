@@ -82,7 +82,14 @@ func TestAgentBoundsByRoute(t *testing.T) {
 		{"a huge timeout", route("exec"), req("/x", ""), `{"command":"x","timeoutSeconds":1e9}`, seconds(1e9) + agentGrace},
 		{"a quick route", route("files/mkdir"), req("/x", ""), `{"path":"d"}`, agentQuickWait},
 	} {
-		b := agentBounds(c.ar, c.r, []byte(c.body))
+		var req any // the body as the route's check decodes it
+		if c.body != "" {
+			req = c.ar.body()
+			if err := decodeJSON([]byte(c.body), req); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		b := agentBounds(c.ar, c.r, req)
 		if b.Headers != c.want || b.Idle != agentIdle {
 			t.Errorf("%s: %+v, want headers %s", c.name, b, c.want)
 		}

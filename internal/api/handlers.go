@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,17 +22,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(data) > maxJSONBytes {
-		// Only a first command's stdin makes a create this large: say the
-		// size is the problem before any field's own bound does.
-		var peek struct {
-			Exec json.RawMessage `json:"exec"`
-		}
-		if json.Unmarshal(data, &peek) != nil || len(peek.Exec) == 0 || string(peek.Exec) == "null" {
-			return errs.New(errs.TooLarge, "request body is over %d bytes; a create without exec is small", maxJSONBytes)
-		}
+	// Decoded once (a first command's stdin may be 60 MB): only such a
+	// stdin makes a create this large, so without an exec the size is
+	// the problem, said before any field's own error.
+	err = decodeJSON(data, &req, req.bounds(s.cfg.Limits)...)
+	if len(data) > maxJSONBytes && req.Exec == nil {
+		return errs.New(errs.TooLarge, "request body is over %d bytes; a create without exec is small", maxJSONBytes)
 	}
-	if err := decodeJSON(data, &req, req.bounds(s.cfg.Limits)...); err != nil {
+	if err != nil {
 		return err
 	}
 	if req.Exec != nil {
